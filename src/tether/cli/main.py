@@ -1,0 +1,64 @@
+"""`tether`: entry point, global error handling, and the command groups."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from tether import __version__
+from tether.cli import demo as demo_cmd
+from tether.cli import init as init_cmd
+from tether.cli import profile as profile_cmd
+from tether.cli.output import err
+from tether.errors import TetherError
+
+app = typer.Typer(
+    name="tether",
+    help="Keep the tools an AI agent calls tied to the data they describe.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("init")(init_cmd.init)
+app.command("profile")(profile_cmd.profile)
+app.add_typer(demo_cmd.app, name="demo")
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"tether {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """tether: generate, serve, watch and evaluate grounded MCP tools."""
+
+
+def main() -> None:
+    """Console script: run the app; a TetherError is one paragraph on stderr, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except TetherError as e:
+        err.print(f"[bold red]error:[/] {e.paragraph()}", markup=True, soft_wrap=True)
+        sys.exit(e.exit_code)
+    except (typer.Exit, SystemExit) as e:
+        code = getattr(e, "exit_code", None)
+        sys.exit(code if code is not None else getattr(e, "code", 0))
+    except typer.Abort:
+        err.print("aborted")
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except Exception as e:  # click usage errors and the like
+        import click
+
+        if isinstance(e, click.ClickException):
+            e.show()
+            sys.exit(e.exit_code)
+        raise

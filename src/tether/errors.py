@@ -1,0 +1,43 @@
+"""One exception hierarchy. Every user-facing error says what happened, where, and what to do."""
+
+from __future__ import annotations
+
+
+class TetherError(Exception):
+    """Base of every error tether reports to a user.
+
+    ``where`` names the place (``tether.yaml:12``, a product, a source); ``hint`` says what to do.
+    The CLI prints :meth:`paragraph` and exits non-zero, never a traceback.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.where = where
+        self.hint = hint
+
+    def paragraph(self) -> str:
+        """The one-paragraph form shown to people."""
+        head = f"{self.where}: {self.message}" if self.where else self.message
+        return f"{head} {self.hint}" if self.hint else head
+
+    def __str__(self) -> str:
+        return self.paragraph()
+
+
+class ConfigError(TetherError):
+    """tether.yaml is missing, malformed, or names things that do not exist."""
+
+
+class SourceError(TetherError):
+    """A data source cannot be reached or answered with an error."""
+
+
+class ProductError(TetherError):
+    """A data product does not match its source (missing table, bad SQL, unknown column)."""
+
+
+class ProjectExistsError(TetherError):
+    """A command would overwrite a file a person may have edited."""

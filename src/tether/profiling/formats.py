@@ -1,0 +1,111 @@
+"""Format and unit detection. Each format is a predicate the engine counts in the same scan."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+
+from tether.context.schema import TypeKind
+
+# ISO 4217 active codes (2024). A column is a currency code only if every value is one.
+ISO_4217 = frozenset(
+    """AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD BTN BWP
+    BYN BZD CAD CDF CHF CLP CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL
+    GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD JOD JPY KES KGS KHR KMF KPW
+    KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN
+    NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF SAR SBD SCR SDG SEK
+    SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH UGX USD UYU UZS
+    VES VND VUV WST XAF XCD XOF XPF YER ZAR ZMW ZWL""".split()
+)
+
+_UUID_RE = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+_EMAIL_RE = "^[^@[:space:]]+@[^@[:space:]]+[.][^@[:space:]]+$"
+_DATE_RE = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+
+
+@dataclass(frozen=True)
+class FormatCheck:
+    """A named format: which kinds it applies to and its predicate per dialect (`:c` = column)."""
+
+    name: str
+    kinds: frozenset[TypeKind]
+    predicate: Callable[[str], str]
+
+    def condition(self, column: exp.Expression, dialect: str) -> exp.Expression:
+        tmpl = sqlglot.parse_one(self.predicate(dialect), read=_read(dialect))
+        return exp.replace_placeholders(tmpl, c=column)
+
+
+def _read(dialect: str) -> str:
+    return "duckdb" if dialect == "duckdb" else "postgres"
+
+
+def _regex(pattern: str) -> Callable[[str], str]:
+    def pred(dialect: str) -> str:
+        if dialect == "duckdb":
+            return f"regexp_full_match(:c, '{pattern}')"
+        return f":c ~ '{pattern}'"
+
+    return pred
+
+
+def _uuid(dialect: str) -> str:
+    return "TRY_CAST(:c AS UUID) IS NOT NULL" if dialect == "duckdb" else _regex(_UUID_RE)(dialect)
+
+
+def _currency(dialect: str) -> str:
+    return ":c IN (" + ", ".join(f"'{c}'" for c in sorted(ISO_4217)) + ")"
+
+
+def _midnight_utc(dialect: str) -> str:
+    # compare in UTC whatever the session time zone is
+    return "CAST((:c AT TIME ZONE 'UTC') AS TIME) = CAST('00:00:00' AS TIME)"
+
+
+def _midnight(dialect: str) -> str:
+    return "CAST(:c AS TIME) = CAST('00:00:00' AS TIME)"
+
+
+DEFAULT_FORMATS: tuple[FormatCheck, ...] = (
+    FormatCheck("uuid", frozenset({"string"}), _uuid),
+    FormatCheck("email", frozenset({"string"}), _regex(_EMAIL_RE)),
+    FormatCheck("currency_code", frozenset({"string"}), _currency),
+    FormatCheck("date", frozenset({"string"}), _regex(_DATE_RE)),
+    FormatCheck("datetime_midnight_utc", frozenset({"timestamptz"}), _midnight_utc),
+    FormatCheck("datetime_midnight", frozenset({"timestamp"}), _midnight),
+)
+"""Format checks, in the order reported. Callers may pass their own tuple."""
+
+
+def native_formats(kind: TypeKind) -> list[str]:
+    """Formats a column has by its type alone."""
+    return {"date": ["date"], "uuid": ["uuid"]}.get(kind, [])
+
+
+# --- units ---------------------------------------------------------------------------------------
+
+_NAME_UNITS: tuple[tuple[str, str], ...] = (
+    (r"(^|_)(cents|cent)($|_)", "cents"),
+    (r"(^|_)(usd|eur|gbp|jpy)($|_)", "currency"),
+    (r"(^|_)(amount|price|revenue|cost|mrr|arr|total|fee|balance)($|_)", "currency"),
+    (r"(^|_)(pct|percent|percentage)($|_)", "percent"),
+    (r"(^|_)(seconds|secs)($|_)", "seconds"),
+    (r"(^|_)(ms|millis|milliseconds)($|_)", "milliseconds"),
+    (r"(^|_)(days)($|_)", "days"),
+)
+
+
+def unit_from_name(name: str) -> str | None:
+    """A unit hint from a column name: ``amount_cents`` -> cents, ``price`` -> currency."""
+    leaf = name.rsplit(".", 1)[-1].lower()
+    for pattern, unit in _NAME_UNITS:
+        if re.search(pattern, leaf):
+            if unit == "currency":
+                m = re.search(r"(^|_)(usd|eur|gbp|jpy)($|_)", leaf)
+                return m.group(2).upper() if m else "currency"
+            return unit
+    return None

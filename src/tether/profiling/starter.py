@@ -1,0 +1,215 @@
+"""`tether init`: a commented starter tether.yaml inferred from a live source.
+
+One product per table, named after it. Primary key, time columns, freshness and identifier
+columns are inferred only where the data makes them clear (checked in the engine: uniqueness,
+non-nullness, one value shape), and each inference carries ``# inferred: confirm``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlglot import exp
+
+from tether.context.schema import Column
+from tether.sources import Source, resolve_duckdb_path
+from tether.sources.sqlalchemy import redact
+
+INFERRED = "# inferred: confirm"
+_METRIC_TIME_NAMES = (
+    "created_at", "placed_at", "ordered_at", "opened_at", "occurred_at", "event_time",
+    "event_at", "started_at", "timestamp", "date",
+)
+_LOAD_NAMES = ("loaded_at", "_loaded_at", "ingested_at", "_etl_loaded_at", "synced_at", "updated_at")
+_ID_SUFFIX = re.compile(r"(^id$|_id$|_ref$|_no$|_number$|_key$|_code$)")
+
+
+@dataclass
+class StarterProduct:
+    table: str
+    columns: list[Column]
+    primary_key: list[str] = field(default_factory=list)
+    pk_inferred: bool = False
+    time_columns: dict[str, tuple[str, bool]] = field(default_factory=dict)  # col -> (tz, inferred)
+    metric_time: str | None = None
+    freshness: str | None = None
+    identifiers: dict[str, str] = field(default_factory=dict)  # col -> pattern
+
+
+def infer_products(src: Source) -> list[StarterProduct]:
+    """What the data makes clear about each table of a source."""
+    out = []
+    for table in src.tables():
+        rel = src.table_expr(table)
+        cols = src.describe(rel, label=f"table {table!r}")
+        p = StarterProduct(table=table, columns=cols)
+        p.primary_key = src.primary_key(table)
+        if not p.primary_key:
+            p.primary_key, p.pk_inferred = _infer_key(src, rel, table, cols), True
+        for c in cols:
+            if c.kind == "timestamptz":
+                p.time_columns[c.name] = ("UTC", False)
+            elif c.kind in ("timestamp", "date"):
+                p.time_columns[c.name] = ("UTC", True)
+        p.freshness = next((c.name for n in _LOAD_NAMES for c in cols
+                            if c.name == n and c.name in p.time_columns), None)
+        candidates = [c for c in p.time_columns if c != p.freshness]
+        p.metric_time = next((n for n in _METRIC_TIME_NAMES if n in candidates),
+                             candidates[0] if candidates else None)
+        p.identifiers = _infer_identifiers(src, rel, cols)
+        out.append(p)
+    return out
+
+
+def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> list[str]:
+    singular = table.rsplit(".", 1)[-1].rstrip("s")
+    names = [c.name for c in cols]
+    order = [n for n in ("id", f"{singular}_id", f"{table}_id") if n in names]
+    order += [n for n in names if n.endswith("_id") and n not in order]
+    for name in order[:3]:
+        ref = exp.column(name, quoted=True)
+        q = exp.select(
+            exp.func("COUNT", exp.Star()),
+            exp.func("COUNT", ref.copy()),
+            exp.Count(this=exp.Distinct(expressions=[ref.copy()])),
+        ).from_(rel.copy())
+        n, non_null, distinct = src.query(q)[0]
+        if n and n == non_null == distinct:
+            return [name]
+    return []
+
+
+def _shape(value: str) -> str:
+    """``A-0012`` -> ``^A-\\d{4}$``: letters kept literally when upper-case prefixes, digits counted."""
+    out, i = "", 0
+    while i < len(value):
+        ch = value[i]
+        if ch.isdigit():
+            j = i
+            while j < len(value) and value[j].isdigit():
+                j += 1
+            out += f"\\d{{{j - i}}}"
+            i = j
+        else:
+            out += re.escape(ch)
+            i += 1
+    return f"^{out}$"
+
+
+_UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+
+
+def _infer_identifiers(src: Source, rel: exp.Table, cols: list[Column]) -> dict[str, str]:
+    """Id-like string columns whose every value fits one shape (checked in the engine)."""
+    found: dict[str, str] = {}
+    for c in cols:
+        if c.kind not in ("string", "uuid") or not _ID_SUFFIX.search(c.name):
+            continue
+        if c.kind == "uuid":
+            found[c.name] = _UUID
+            continue
+        ref = exp.column(c.name, quoted=True)
+        lo, hi = src.query(exp.select(exp.func("MIN", ref), exp.func("MAX", ref.copy()))
+                           .from_(rel.copy()))[0]
+        if lo is None:
+            continue
+        low = str(lo).lower()
+        candidates = [_UUID] if re.fullmatch(_UUID, low) else []
+        if _shape(str(lo)) == _shape(str(hi)):
+            candidates.append(_shape(str(lo)))
+        for pattern in candidates:
+            if _all_match(src, rel, c.name, pattern):
+                found[c.name] = pattern
+                break
+    return found
+
+
+def _all_match(src: Source, rel: exp.Table, column: str, pattern: str) -> bool:
+    ref = exp.column(column, quoted=True)
+    cond = exp.RegexpLike(this=ref.copy(), expression=exp.Placeholder(this="pattern"))
+    q = exp.select(
+        exp.func("COUNT", ref),
+        exp.func("SUM", exp.If(this=cond, true=exp.Literal.number(1),
+                               false=exp.Literal.number(0))),
+    ).from_(rel.copy())
+    # regexp_matches is a partial match; the pattern is anchored with ^...$
+    n, hits = src.query(q, {"pattern": pattern})[0]
+    return bool(n) and n == hits
+
+
+def starter_url(url: str, project_dir: Path) -> tuple[str, str | None]:
+    """(URL to write, env var to set): passwords become ${TETHER_SOURCE_PASSWORD}."""
+    path = resolve_duckdb_path(url, project_dir)
+    if path is not None:
+        try:
+            rel = path.resolve().relative_to(project_dir.resolve())
+            return f"duckdb:///{rel.as_posix()}", None
+        except ValueError:
+            return f"duckdb:///{path.resolve()}", None
+    if redact(url) != url:
+        return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:${TETHER_SOURCE_PASSWORD}@", url), (
+            "TETHER_SOURCE_PASSWORD"
+        )
+    return url, None
+
+
+def _q(s: str) -> str:
+    return s if re.fullmatch(r"[A-Za-z_][\w.]*", s) else '"' + s.replace('"', '\\"') + '"'
+
+
+def render_starter(url: str, products: list[StarterProduct]) -> str:
+    """The commented starter tether.yaml."""
+    lines = [
+        "# tether.yaml written by `tether init`. Lines marked '# inferred: confirm' are guesses",
+        "# from the data: check each, then delete the marker. Reference: docs/config.md",
+        "",
+        "sources:",
+        f"  main: {{url: {_q(url)}}}",
+        "",
+        "products:",
+    ]
+    schemes: dict[str, str] = {}
+    for p in products:
+        name = re.sub(r"\W", "_", p.table.rsplit(".", 1)[-1])
+        lines += [f"  {name}:", f"    table: {_q(p.table)}"]
+        if p.primary_key:
+            pk = f"    primary_key: [{', '.join(_q(c) for c in p.primary_key)}]"
+            lines.append(pk + (f"  {INFERRED} (unique and non-null in the data)"
+                               if p.pk_inferred else ""))
+        else:
+            lines.append("    # primary_key: []  # no declared key and no unique id column found")
+        if p.time_columns:
+            lines.append("    time_columns:")
+            for col, (tz, guess) in p.time_columns.items():
+                note = f"  {INFERRED} (no time zone stored; UTC assumed)" if guess else ""
+                lines.append(f"      {_q(col)}: {tz}{note}")
+        if p.metric_time:
+            lines.append(f"    metric_time: {_q(p.metric_time)}  {INFERRED}")
+        if p.freshness:
+            lines.append(f"    freshness: {{column: {_q(p.freshness)}}}  {INFERRED}")
+        else:
+            lines.append("    freshness: {load_time: true}  # no load-time column found")
+        if p.identifiers:
+            lines.append("    identifiers:")
+            for col, pattern in p.identifiers.items():
+                scheme = schemes.setdefault(pattern, col)
+                lines.append(f"      {_q(col)}: {_q(scheme)}  {INFERRED} (every value fits "
+                             f"{pattern})")
+        lines.append("")
+    if schemes:
+        lines.append("identifier_schemes:")
+        for pattern, scheme in schemes.items():
+            lines.append(f"  {_q(scheme)}: {{pattern: {_json_str(pattern)}}}  {INFERRED}")
+        lines.append("")
+    lines += [
+        "# glossary:, metrics:, calendars:, policies:, lineage: -- add what your business means;",
+        "# see docs/config.md and the demo's tether.yaml (`tether demo init`) for a full example.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _json_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -1,0 +1,46 @@
+"""Source engines: one module per engine, chosen by URL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tether.config import Project, SourceConfig
+from tether.errors import ConfigError
+from tether.sources.base import Source, kind_of
+
+__all__ = ["Source", "kind_of", "open_source", "open_product_source", "resolve_duckdb_path"]
+
+
+def resolve_duckdb_path(url: str, root: Path) -> Path | None:
+    """The file a DuckDB URL or plain path points at, or None for other engines."""
+    if url.startswith("duckdb:///"):
+        raw = url[len("duckdb:///"):]
+    elif url.startswith("duckdb://"):
+        raw = url[len("duckdb://"):]
+    elif "://" not in url:
+        raw = url
+    else:
+        return None
+    p = Path(raw).expanduser()
+    return p if p.is_absolute() else (root / p)
+
+
+def open_source(name: str, cfg: SourceConfig, root: Path) -> Source:
+    """Connect to a configured source; errors name the source and say what to check."""
+    path = resolve_duckdb_path(cfg.url, root)
+    if path is not None:
+        from tether.sources.duckdb import DuckDBSource
+
+        return DuckDBSource(name, path, cfg.schema_)
+    from tether.sources.sqlalchemy import SQLAlchemySource
+
+    return SQLAlchemySource(name, cfg.url, cfg.schema_)
+
+
+def open_product_source(project: Project, product: str) -> Source:
+    name = project.source_name(product)
+    cfg = project.config.sources.get(name)
+    if cfg is None:
+        raise ConfigError(f"product {product!r} names unknown source {name!r}.",
+                          where=project.where("products", product, "source"))
+    return open_source(name, cfg, project.root)

@@ -1,0 +1,117 @@
+"""What every source engine offers the layers above: catalog, schema, and parameterised queries."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from abc import ABC, abstractmethod
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from tether.context.schema import Column, TypeKind
+from tether.errors import ProductError
+
+
+class Source(ABC):
+    """A connection to one engine. Read-only: nothing tether does through it writes."""
+
+    dialect: str = ""
+
+    def __init__(self, name: str, url_for_humans: str):
+        self.name = name
+        self.url_for_humans = url_for_humans
+
+    @abstractmethod
+    def tables(self) -> list[str]:
+        """Every table and view, schema-qualified where the schema is not the default."""
+
+    @abstractmethod
+    def describe(self, relation: exp.Expression, label: str) -> list[Column]:
+        """Columns of a table (exp.Table) or a query (exp.Subquery)."""
+
+    @abstractmethod
+    def primary_key(self, table: str) -> list[str]:
+        """Declared primary key columns of a table, [] when none is declared."""
+
+    @abstractmethod
+    def run(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Execute engine SQL text with bound parameters in a read-only transaction."""
+
+    def query(self, expr: exp.Expression, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        """Execute a sqlglot AST; values travel as bound parameters (exp.Placeholder), never text."""
+        return self.run(self.render(expr), params)
+
+    def render(self, expr: exp.Expression) -> str:
+        return expr.sql(dialect=self.dialect)
+
+    def close(self) -> None:  # noqa: B027 - optional for engines holding nothing
+        """Release connections."""
+
+    # --- relations ---
+
+    def table_expr(self, table: str) -> exp.Table:
+        try:
+            return exp.to_table(table, dialect=self.dialect)
+        except sqlglot.errors.ParseError as e:
+            raise ProductError(f"{table!r} is not a table name ({e}).") from None
+
+    def sql_expr(self, sql: str, product: str) -> exp.Subquery:
+        """A product's SQL as a subquery; it must be exactly one SELECT."""
+        try:
+            parsed = sqlglot.parse(sql, dialect=self.dialect)
+        except sqlglot.errors.ParseError as e:
+            raise ProductError(
+                f"the SQL of product {product!r} does not parse: {str(e).splitlines()[0]}",
+                hint="Write a single SELECT in the source's SQL dialect.",
+            ) from None
+        stmts = [p for p in parsed if p is not None]
+        if len(stmts) != 1 or not isinstance(stmts[0], exp.Query):
+            raise ProductError(
+                f"the SQL of product {product!r} must be exactly one SELECT statement.",
+                hint="Remove other statements; a product is read-only.",
+            )
+        return exp.Subquery(this=stmts[0], alias=exp.TableAlias(this=exp.to_identifier("p")))
+
+    def tables_hint(self, wanted: str) -> str:
+        """'Did you mean ...? Tables there: ...' for a table that does not exist."""
+        tables = self.tables()
+        close = difflib.get_close_matches(wanted, tables, n=1)
+        head = f"Did you mean {close[0]!r}? " if close else ""
+        return head + "Tables there: " + (", ".join(tables) or "(none)") + "."
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_KINDS: list[tuple[str, TypeKind]] = [
+    (r"^(TIMESTAMP WITH TIME ZONE|TIMESTAMPTZ|TIMESTAMP\(\d+\) WITH TIME ZONE)", "timestamptz"),
+    (r"^(TIMESTAMP|DATETIME)", "timestamp"),
+    (r"^DATE$", "date"),
+    (r"^(TIME|TIMETZ)", "time"),
+    (r"^INTERVAL", "interval"),
+    (r"^STRUCT", "struct"),
+    (r"^MAP", "map"),
+    (r"(\[\d*\]$|^LIST|^ARRAY)", "list"),
+    (r"^(VARCHAR|TEXT|CHAR|CHARACTER|STRING|ENUM|NVARCHAR|CITEXT|NAME$)", "string"),
+    (r"^(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?\d*|SERIAL|BIGSERIAL|UHUGEINT)$", "integer"),
+    (r"^(DECIMAL|NUMERIC)", "decimal"),
+    (r"^(DOUBLE|FLOAT|REAL)", "float"),
+    (r"^(BOOLEAN|BOOL)$", "boolean"),
+    (r"^UUID$", "uuid"),
+    (r"^JSONB?$", "json"),
+    (r"^(BLOB|BYTEA|BINARY|VARBINARY|BIT)", "binary"),
+]
+
+
+def kind_of(type_name: str) -> TypeKind:
+    """Engine-independent kind of an engine's type name."""
+    t = type_name.strip().upper()
+    for pattern, kind in _KINDS:
+        if re.search(pattern, t):
+            return kind
+    return "other"

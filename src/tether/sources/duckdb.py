@@ -1,0 +1,100 @@
+"""DuckDB files, read through DuckDB's own catalog (duckdb-engine cannot reflect under SA 2.1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from sqlglot import exp
+
+from tether.context.schema import Column
+from tether.errors import ProductError, SourceError
+from tether.sources.base import Source, kind_of
+
+
+class DuckDBSource(Source):
+    dialect = "duckdb"
+
+    def __init__(self, name: str, path: Path, schema: str | None = None):
+        super().__init__(name, str(path))
+        if not path.is_file():
+            raise SourceError(
+                f"source {name!r}: the DuckDB file {path} does not exist.",
+                hint="Check the path in tether.yaml (relative paths are relative to the project "
+                "directory), or build the demo with `tether demo init`.",
+            )
+        try:
+            self.con = duckdb.connect(str(path), read_only=True)
+        except duckdb.Error as e:
+            raise SourceError(
+                f"source {name!r}: cannot open {path} read-only: {e}",
+                hint="Another process may hold it open for writing; close it and retry.",
+            ) from None
+        self.schema = schema
+        if schema:
+            self.con.execute(f"SET schema = '{schema.replace(chr(39), '')}'")
+
+    def run(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        try:
+            return self.con.execute(sql, params or None).fetchall()
+        except duckdb.Error as e:
+            raise SourceError(f"source {self.name!r}: query failed: {e}") from None
+
+    def tables(self) -> list[str]:
+        rows = self.con.execute(
+            "SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT internal "
+            "AND database_name = current_database() UNION ALL "
+            "SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal "
+            "AND database_name = current_database() ORDER BY 1, 2"
+        ).fetchall()
+        default = self.schema or "main"
+        return [t if s == default else f"{s}.{t}" for s, t in rows]
+
+    def primary_key(self, table: str) -> list[str]:
+        t = self.table_expr(table)
+        rows = self.con.execute(
+            "SELECT constraint_column_names FROM duckdb_constraints() "
+            "WHERE constraint_type = 'PRIMARY KEY' AND table_name = $t AND schema_name = $s",
+            {"t": t.name, "s": t.db or self.schema or "main"},
+        ).fetchall()
+        return list(rows[0][0]) if rows else []
+
+    def describe(self, relation: exp.Expression, label: str) -> list[Column]:
+        try:
+            rel = self.con.sql(f"SELECT * FROM {relation.sql(dialect='duckdb')} LIMIT 0")
+        except duckdb.CatalogException:
+            raise ProductError(
+                f"{label}: table {relation.sql(dialect='duckdb')} does not exist in source "
+                f"{self.name!r} ({self.url_for_humans}).",
+                hint=self.tables_hint(relation.name),
+            ) from None
+        except duckdb.Error as e:
+            raise ProductError(f"{label}: the source rejected it: {e}") from None
+        not_null: set[str] = set()
+        if isinstance(relation, exp.Table):
+            rows = self.con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = $t "
+                "AND schema_name = $s AND NOT is_nullable AND database_name = current_database()",
+                {"t": relation.name, "s": relation.db or self.schema or "main"},
+            ).fetchall()
+            not_null = {r[0] for r in rows}
+        return [
+            _column(n, t, nullable=n not in not_null)
+            for n, t in zip(rel.columns, rel.types, strict=True)
+        ]
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def _column(name: str, t: duckdb.sqltype.DuckDBPyType, nullable: bool = True) -> Column:
+    type_name = str(t).upper()
+    children: list[Column] = []
+    if t.id == "struct":
+        children = [_column(f"{name}.{cn}", ct) for cn, ct in t.children]
+    elif t.id == "list":
+        children = [_column(f"{name}[]", t.children[0][1])]
+    return Column(
+        name=name, type=type_name, kind=kind_of(type_name), nullable=nullable, children=children
+    )

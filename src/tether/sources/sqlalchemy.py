@@ -1,0 +1,148 @@
+"""Any SQLAlchemy URL; PostgreSQL first (psycopg 3). Sessions are read-only transactions."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from sqlglot import exp
+
+from tether.context.schema import Column
+from tether.errors import ProductError, SourceError
+from tether.sources.base import Source, kind_of
+
+_DIALECTS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sqlite"}
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced, for messages and logs."""
+    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+
+
+def driver_url(url: str) -> str:
+    """postgres:// and postgresql:// use psycopg 3, the driver tether installs."""
+    return re.sub(r"^postgres(ql)?://", "postgresql+psycopg://", url)
+
+
+class SQLAlchemySource(Source):
+    def __init__(self, name: str, url: str, schema: str | None = None):
+        super().__init__(name, redact(url))
+        try:
+            self.engine = sa.create_engine(driver_url(url), pool_pre_ping=True)
+        except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ImportError) as e:
+            raise SourceError(
+                f"source {name!r}: {self.url_for_humans} is not a usable SQLAlchemy URL ({e}).",
+                hint="Use e.g. postgresql://user@host:5432/db, or a DuckDB file path.",
+            ) from None
+        backend = self.engine.dialect.name
+        self.dialect = _DIALECTS.get(backend, backend)
+        self.schema = schema
+        try:
+            with self.engine.connect() as c:
+                c.exec_driver_sql("SELECT 1")
+        except sa.exc.SQLAlchemyError as e:
+            reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+            raise SourceError(
+                f"source {name!r}: cannot connect to {self.url_for_humans}: {reason}",
+                hint="Check that the server is running and reachable, and the URL, user and "
+                "database in tether.yaml (passwords belong in ${ENV_VARS}).",
+            ) from None
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[sa.Connection]:
+        """A connection inside one read-only transaction, rolled back at the end."""
+        opts: dict[str, Any] = {}
+        if self.dialect == "postgres":
+            opts["postgresql_readonly"] = True
+        with self.engine.connect().execution_options(**opts) as conn, conn.begin() as tx:
+            if self.schema and self.dialect == "postgres":
+                conn.execute(sa.text("SELECT set_config('search_path', :s, true)"),
+                             {"s": self.schema})
+            yield conn
+            tx.rollback()
+
+    def render(self, expr: exp.Expression) -> str:
+        # SQLAlchemy text() binds :name portably and escapes % for pyformat drivers.
+        def to_named(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Placeholder) and node.name:
+                return exp.var(f":{node.name}")
+            return node
+
+        return expr.transform(to_named).sql(dialect=self.dialect)
+
+    def run(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        try:
+            with self._session() as c:
+                return [tuple(r) for r in c.execute(sa.text(sql), params or {})]
+        except sa.exc.SQLAlchemyError as e:
+            reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+            raise SourceError(f"source {self.name!r}: query failed: {reason}") from None
+
+    def _inspector(self) -> Any:
+        return sa.inspect(self.engine)
+
+    def tables(self) -> list[str]:
+        insp = self._inspector()
+        names = insp.get_table_names(schema=self.schema) + insp.get_view_names(schema=self.schema)
+        return sorted(names)
+
+    def primary_key(self, table: str) -> list[str]:
+        t = self.table_expr(table)
+        pk = self._inspector().get_pk_constraint(t.name, schema=t.db or self.schema)
+        return list(pk.get("constrained_columns") or [])
+
+    def describe(self, relation: exp.Expression, label: str) -> list[Column]:
+        if isinstance(relation, exp.Table):
+            return self._describe_table(relation, label)
+        return self._describe_query(relation, label)
+
+    def _describe_table(self, t: exp.Table, label: str) -> list[Column]:
+        insp = self._inspector()
+        schema = t.db or self.schema
+        if not insp.has_table(t.name, schema=schema) and t.name not in insp.get_view_names(
+            schema=schema
+        ):
+            raise ProductError(
+                f"{label}: table {t.sql(dialect=self.dialect)} does not exist in source "
+                f"{self.name!r} ({self.url_for_humans}).",
+                hint=self.tables_hint(t.name),
+            )
+        out = []
+        for c in insp.get_columns(t.name, schema=schema):
+            type_name = c["type"].compile(dialect=self.engine.dialect).upper()
+            out.append(
+                Column(name=c["name"], type=type_name, kind=kind_of(type_name),
+                       nullable=bool(c.get("nullable", True)))
+            )
+        return out
+
+    def _describe_query(self, q: exp.Expression, label: str) -> list[Column]:
+        sql = f"SELECT * FROM {self.render(q)} LIMIT 0"
+        try:
+            with self._session() as c:
+                res = c.execute(sa.text(sql))
+                desc = res.cursor.description if res.cursor else []
+                names = [d[0] for d in desc]
+                codes = [d[1] for d in desc]
+                types: dict[Any, str] = {}
+                if self.dialect == "postgres" and codes:
+                    rows = c.execute(
+                        sa.text("SELECT oid, format_type(oid, NULL) FROM pg_type "
+                                "WHERE oid = ANY(:oids)"),
+                        {"oids": list(set(codes))},
+                    )
+                    types = {r[0]: r[1].upper() for r in rows}
+        except sa.exc.SQLAlchemyError as e:
+            reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+            raise ProductError(f"{label}: the source rejected its SQL: {reason}") from None
+        return [
+            Column(name=n, type=types.get(code, "UNKNOWN"), kind=kind_of(types.get(code, "")),
+                   nullable=True)
+            for n, code in zip(names, codes, strict=True)
+        ]
+
+    def close(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,62 @@
+"""Shared fixtures: a real demo DuckDB file and, when TETHER_TEST_PG_URL is set, real PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tether.demo import init_demo
+
+TEST_SCALE = 0.2
+PG_ENV = "TETHER_TEST_PG_URL"
+
+
+@pytest.fixture(scope="session")
+def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo project on a DuckDB file, built once per session (scale 0.2: 42k order lines)."""
+    d = tmp_path_factory.mktemp("demo")
+    init_demo(d, scale=TEST_SCALE)
+    return d
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    url = os.environ.get(PG_ENV)
+    if not url:
+        pytest.skip(f"{PG_ENV} is not set: PostgreSQL tests need a server (.ci/run sets it)")
+    return url
+
+
+@pytest.fixture(scope="session")
+def pg_schema(pg_url: str) -> Iterator[str]:
+    """A fresh schema in the test database, dropped at the end."""
+    import psycopg
+
+    schema = f"tether_test_{uuid.uuid4().hex[:8]}"
+    yield schema
+    with psycopg.connect(pg_url) as c:
+        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(scope="session")
+def pg_demo_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str, pg_schema: str) -> Path:
+    """The same demo loaded into PostgreSQL, with a tether.yaml pointing there."""
+    d = tmp_path_factory.mktemp("pgdemo")
+    init_demo(d, scale=TEST_SCALE, source_url=pg_url, schema=pg_schema)
+    return d
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+    """Run the real `tether` console script in a subprocess."""
+    exe = Path(sys.executable).parent / "tether"
+    return subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, cwd=cwd,
+        env={**os.environ, **(env or {})}, timeout=300,
+    )

@@ -1,0 +1,139 @@
+"""The profiler, on a real DuckDB file and on the real PostgreSQL, over the same demo data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.config import load_project
+from tether.context.profile import ProductProfile
+from tether.profiling import profile_product
+from tether.sources import open_product_source
+
+
+@pytest.fixture(scope="module", params=["duckdb", "postgres"])
+def project_dir(request: pytest.FixtureRequest) -> Path:
+    name = "demo_dir" if request.param == "duckdb" else "pg_demo_dir"
+    return request.getfixturevalue(name)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def profiles(project_dir: Path) -> dict[str, ProductProfile]:
+    project = load_project(project_dir)
+    return {n: profile_product(project, n) for n in project.config.products}
+
+
+def distinct_values(project_dir: Path, product: str, column: str) -> set[Any]:
+    project = load_project(project_dir)
+    table = project.config.products[product].table
+    with open_product_source(project, product) as src:
+        expr = column if "." not in column else column  # nested: engine path syntax below
+        if "." in column:
+            head, field = column.split(".")
+            expr = f"{head}.{field}" if src.dialect == "duckdb" else f"{head}->>'{field}'"
+        rows = src.run(f"SELECT DISTINCT {expr} FROM {table} WHERE {expr} IS NOT NULL")
+    return {r[0] for r in rows}
+
+
+def test_every_enum_equals_the_observed_distinct_values(
+    project_dir: Path, profiles: dict[str, ProductProfile]
+) -> None:
+    checked = 0
+    for name, p in profiles.items():
+        for c in p.columns:
+            if c.enum is None:
+                continue
+            observed = distinct_values(project_dir, name, c.column.name)
+            assert {e.value for e in c.enum} == observed, f"{name}.{c.column.name}"
+            assert sum(e.count for e in c.enum) == c.non_null_count
+            checked += 1
+    assert checked >= 12
+    got = {(n, c.column.name) for n, p in profiles.items() for c in p.columns if c.enum}
+    assert {("orders", "status"), ("deals", "stage"), ("deals", "pipeline"),
+            ("customers", "sales_region"), ("subscriptions", "status")} <= got
+    # identifiers and unique columns are never enums
+    assert ("customers", "customer_id") not in got and ("orders", "customer_ref") not in got
+
+
+def test_the_two_dormant_deal_stages_are_deprecated(profiles: dict[str, ProductProfile]) -> None:
+    stage = profiles["deals"].column("stage")
+    assert stage.enum is not None and len(stage.enum) == 9
+    assert {e.value for e in stage.enum if e.deprecated} == {"LEGAL_REVIEW", "VERBAL_COMMIT"}
+    assert all(e.last_seen is not None for e in stage.enum)
+
+
+def test_row_count_nulls_min_max(project_dir: Path, profiles: dict[str, ProductProfile]) -> None:
+    orders = profiles["orders"]
+    project = load_project(project_dir)
+    with open_product_source(project, "orders") as src:
+        n, lo, hi = src.run("SELECT count(*), min(amount_cents), max(amount_cents) FROM orders")[0]
+    assert orders.row_count == n
+    amount = orders.column("amount_cents")
+    assert (amount.min, amount.max) == (lo, hi)
+    assert amount.never_negative is True and amount.null_fraction == 0
+    closed = profiles["deals"].column("closed_at")
+    assert closed.null_fraction is not None and 0 < closed.null_fraction < 1
+    assert profiles["orders"].column("status").distinct_exact
+
+
+def test_formats_and_units(profiles: dict[str, ProductProfile]) -> None:
+    assert "uuid" in profiles["customers"].column("customer_id").formats
+    assert "email" in profiles["customers"].column("email").formats
+    assert "currency_code" in profiles["orders"].column("currency").formats
+    assert "datetime_midnight_utc" in profiles["deals"].column("closed_at").formats
+    assert "datetime_midnight_utc" not in profiles["deals"].column("created_at").formats
+    assert "date" in profiles["subscriptions"].column("period_start").formats
+    assert profiles["orders"].column("amount_cents").unit_hint == "USD_cents"
+    assert profiles["order_lines"].column("quantity").unit_hint is None
+
+
+def test_unit_hint_from_name_and_values(tmp_path: Path, demo_dir: Path) -> None:
+    # without the configured unit, the name says cents and the currency column says USD
+    text = (demo_dir / "tether.yaml").read_text().replace(
+        "amount_cents: {unit: USD_cents, description: Order total in US cents.}",
+        "amount_cents: {description: Order total.}",
+    ).replace("duckdb:///warehouse.duckdb", f"duckdb:///{demo_dir / 'warehouse.duckdb'}")
+    (tmp_path / "tether.yaml").write_text(text)
+    c = profile_product(load_project(tmp_path), "orders").column("amount_cents")
+    assert c.unit_hint == "USD_cents"
+    assert c.unit_evidence is not None and c.unit_evidence.startswith("name")
+
+
+def test_nested_fields(demo_dir: Path) -> None:
+    p = profile_product(load_project(demo_dir), "orders")
+    ship_to = next(c for c in p.columns if c.column.name == "ship_to.country")
+    assert ship_to.column.kind == "string"
+    assert ship_to.enum is not None and {e.value for e in ship_to.enum} >= {"US", "DE", "JP"}
+
+
+def test_fingerprint_is_stable_and_shown(project_dir: Path,
+                                         profiles: dict[str, ProductProfile]) -> None:
+    again = profile_product(load_project(project_dir), "orders")
+    assert again.fingerprint == profiles["orders"].fingerprint
+    assert again.fingerprint.startswith("sha256:") and len(again.fingerprint) == 71
+    assert len({p.fingerprint for p in profiles.values()}) == len(profiles)
+
+
+def test_sql_product(tmp_path: Path, demo_dir: Path) -> None:
+    text = (demo_dir / "tether.yaml").read_text().replace(
+        "duckdb:///warehouse.duckdb", f"duckdb:///{demo_dir / 'warehouse.duckdb'}")
+    text = text.replace("products:\n", "products:\n  backlog:\n    sql: \"SELECT order_id, status "
+                        "FROM orders WHERE status IN ('NEW', 'PAID')\"\n", 1)
+    (tmp_path / "tether.yaml").write_text(text)
+    p = profile_product(load_project(tmp_path), "backlog")
+    status = p.column("status")
+    assert status.enum is not None and {e.value for e in status.enum} == {"NEW", "PAID"}
+
+
+def test_missing_table_is_a_clear_product_error(project_dir: Path, tmp_path: Path) -> None:
+    from tether.errors import ProductError
+
+    text = (project_dir / "tether.yaml").read_text().replace("    table: deals\n", "    table: deal\n")
+    text = text.replace("duckdb:///warehouse.duckdb", f"duckdb:///{project_dir / 'warehouse.duckdb'}")
+    (tmp_path / "tether.yaml").write_text(text)
+    with pytest.raises(ProductError) as e:
+        profile_product(load_project(tmp_path), "deals")
+    assert "does not exist" in e.value.message and "Did you mean 'deals'" in (e.value.hint or "")
+    assert e.value.where is not None and e.value.where.startswith("tether.yaml:")
