@@ -29,8 +29,8 @@ def distinct_values(project_dir: Path, product: str, column: str) -> set[Any]:
     project = load_project(project_dir)
     table = project.config.products[product].table
     with open_product_source(project, product) as src:
-        expr = column if "." not in column else column  # nested: engine path syntax below
-        if "." in column:
+        expr = column
+        if "." in column:  # a nested field: DuckDB struct access, jsonb in PostgreSQL
             head, field = column.split(".")
             expr = f"{head}.{field}" if src.dialect == "duckdb" else f"{head}->>'{field}'"
         rows = src.run(f"SELECT DISTINCT {expr} FROM {table} WHERE {expr} IS NOT NULL")

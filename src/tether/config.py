@@ -365,7 +365,7 @@ class _Loader(yaml.SafeLoader):
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise ConfigError(
                 f"key {key!r} appears twice in one mapping (first on line {seen[key]}).",
@@ -382,7 +382,7 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 def _read_yaml(text: str, path: Path) -> tuple[Any, dict[Loc, int]]:
     try:
         node = yaml.compose(text, Loader=_Loader)
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        data = yaml.load(text, Loader=_Loader)
     except ConfigError as e:
         e.where = (e.where or "").replace(PROJECT_FILE, path.name, 1)
         raise
@@ -485,7 +485,7 @@ def _field_by_key(model: type[BaseModel], key: str) -> Any:
 
 def _unwrap(annotation: Any) -> Any:
     """dict[str, M] -> marker for map of M; M | None -> M; list[M] -> M."""
-    args = getattr(annotation, "__args__", ())
+    args: tuple[Any, ...] = getattr(annotation, "__args__", ())
     origin = getattr(annotation, "__origin__", None)
     if origin is dict:
         return _MapOf(args[1])

@@ -56,7 +56,7 @@ def main() -> None:
         err.print("interrupted")
         sys.exit(130)
     except Exception as e:  # click usage errors and the like
-        import click
+        import click  # type: ignore[import-not-found,unused-ignore]
 
         if isinstance(e, click.ClickException):
             e.show()

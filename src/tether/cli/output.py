@@ -26,8 +26,9 @@ def print_json(data: Any) -> None:
 def progress(total: int, label: str) -> Iterator[Callable[[str], None]]:
     """A progress bar on stderr (so --json stays clean); yields a step(message) callback."""
     bar = Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(), console=err, transient=True, disable=not err.is_terminal,
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+        TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+        console=err, transient=True, disable=not err.is_terminal,
     )
     with bar:
         task = bar.add_task(label, total=total)

@@ -50,7 +50,7 @@ class _Stat:
 
     column: int
     stat: str
-    expr: exp.Expression
+    expr: exp.Expr
 
 
 def profile_product(
@@ -114,13 +114,13 @@ def profile_project(
 # --- relation and declared columns ---------------------------------------------------------------
 
 
-def _relation(src: Source, product: ProductConfig, name: str) -> exp.Expression:
+def _relation(src: Source, product: ProductConfig, name: str) -> exp.Expr:
     if product.table:
         return src.table_expr(product.table)
     return src.sql_expr(product.sql or "", name)
 
 
-def _aliased(relation: exp.Expression) -> exp.Expression:
+def _aliased(relation: exp.Expr) -> exp.Expr:
     rel = relation.copy()
     if isinstance(rel, exp.Table):
         rel.set("alias", exp.TableAlias(this=exp.to_identifier(ALIAS)))
@@ -147,10 +147,10 @@ def _check_declared(project: Project, name: str, p: ProductConfig, columns: list
             )
 
 
-def _col(name: str) -> exp.Expression:
+def _col(name: str) -> exp.Expr:
     """``p."a"`` or, for a nested field, ``p."a"."b"``."""
     head, *rest = name.split(".")
-    node: exp.Expression = exp.column(head, table=ALIAS, quoted=True)
+    node: exp.Expr = exp.column(head, table=ALIAS, quoted=True)
     for part in rest:
         node = exp.Dot(this=node, expression=exp.to_identifier(part, quoted=True))
     return node
@@ -164,7 +164,7 @@ def _scalar_stats(i: int, c: Column, dialect: str, formats: Sequence[FormatCheck
     stats = [_Stat(i, "non_null", exp.func("COUNT", ref))]
     if c.kind in _DISTINCT_KINDS:
         if dialect == "duckdb":
-            distinct: exp.Expression = exp.func("APPROX_COUNT_DISTINCT", ref)
+            distinct: exp.Expr = exp.func("APPROX_COUNT_DISTINCT", ref)
         else:  # core PostgreSQL has no approximate distinct aggregate: exact it is
             distinct = exp.Count(this=exp.Distinct(expressions=[ref.copy()]))
         stats.append(_Stat(i, "distinct", distinct))
@@ -181,7 +181,7 @@ def _scalar_stats(i: int, c: Column, dialect: str, formats: Sequence[FormatCheck
 
 
 def _scalar_pass(
-    src: Source, relation: exp.Expression, leaves: list[Column], formats: Sequence[FormatCheck]
+    src: Source, relation: exp.Expr, leaves: list[Column], formats: Sequence[FormatCheck]
 ) -> tuple[int, list[dict[str, Any]]]:
     stats = [s for i, c in enumerate(leaves) for s in _scalar_stats(i, c, src.dialect, formats)]
     select = exp.select(
@@ -202,7 +202,7 @@ def _scalar_pass(
 
 def _group_pass(
     src: Source,
-    relation: exp.Expression,
+    relation: exp.Expr,
     leaves: list[Column],
     groupable: list[int],
     ts: str | None,
@@ -264,7 +264,7 @@ def _group_pass(
     result: dict[int, tuple[int, list[tuple[str | None, int, Any]]]] = {}
     for col, value, n, seen, nd in src.query(query):
         idx = groupable[int(col)]
-        distinct, values = result.setdefault(idx, (int(nd), []))
+        _, values = result.setdefault(idx, (int(nd), []))
         values.append((value, int(n), seen))
     return result
 
@@ -316,7 +316,7 @@ def _assemble(
         out.append(prof)
     now = project.now()
     for i in enum_candidates(product, leaves, out, cfg):
-        distinct, values = groups[i]
+        _, values = groups[i]
         dormant = now - dt.timedelta(days=cfg.dormant_after_days)
         out[i].enum = sorted(
             (

@@ -8,7 +8,7 @@ from tether.config import Project, SourceConfig
 from tether.errors import ConfigError
 from tether.sources.base import Source, kind_of
 
-__all__ = ["Source", "kind_of", "open_source", "open_product_source", "resolve_duckdb_path"]
+__all__ = ["Source", "kind_of", "open_product_source", "open_source", "resolve_duckdb_path"]
 
 
 def resolve_duckdb_path(url: str, root: Path) -> Path | None:

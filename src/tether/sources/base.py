@@ -28,7 +28,7 @@ class Source(ABC):
         """Every table and view, schema-qualified where the schema is not the default."""
 
     @abstractmethod
-    def describe(self, relation: exp.Expression, label: str) -> list[Column]:
+    def describe(self, relation: exp.Expr, label: str) -> list[Column]:
         """Columns of a table (exp.Table) or a query (exp.Subquery)."""
 
     @abstractmethod
@@ -39,11 +39,11 @@ class Source(ABC):
     def run(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         """Execute engine SQL text with bound parameters in a read-only transaction."""
 
-    def query(self, expr: exp.Expression, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    def query(self, expr: exp.Expr, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         """Execute a sqlglot AST; values travel as bound parameters (exp.Placeholder), never text."""
         return self.run(self.render(expr), params)
 
-    def render(self, expr: exp.Expression) -> str:
+    def render(self, expr: exp.Expr) -> str:
         return expr.sql(dialect=self.dialect)
 
     def close(self) -> None:  # noqa: B027 - optional for engines holding nothing

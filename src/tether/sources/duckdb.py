@@ -60,7 +60,7 @@ class DuckDBSource(Source):
         ).fetchall()
         return list(rows[0][0]) if rows else []
 
-    def describe(self, relation: exp.Expression, label: str) -> list[Column]:
+    def describe(self, relation: exp.Expr, label: str) -> list[Column]:
         try:
             rel = self.con.sql(f"SELECT * FROM {relation.sql(dialect='duckdb')} LIMIT 0")
         except duckdb.CatalogException:
@@ -88,7 +88,7 @@ class DuckDBSource(Source):
         self.con.close()
 
 
-def _column(name: str, t: duckdb.sqltype.DuckDBPyType, nullable: bool = True) -> Column:
+def _column(name: str, t: Any, nullable: bool = True) -> Column:
     type_name = str(t).upper()
     children: list[Column] = []
     if t.id == "struct":

@@ -64,9 +64,9 @@ class SQLAlchemySource(Source):
             yield conn
             tx.rollback()
 
-    def render(self, expr: exp.Expression) -> str:
+    def render(self, expr: exp.Expr) -> str:
         # SQLAlchemy text() binds :name portably and escapes % for pyformat drivers.
-        def to_named(node: exp.Expression) -> exp.Expression:
+        def to_named(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Placeholder) and node.name:
                 return exp.var(f":{node.name}")
             return node
@@ -94,7 +94,7 @@ class SQLAlchemySource(Source):
         pk = self._inspector().get_pk_constraint(t.name, schema=t.db or self.schema)
         return list(pk.get("constrained_columns") or [])
 
-    def describe(self, relation: exp.Expression, label: str) -> list[Column]:
+    def describe(self, relation: exp.Expr, label: str) -> list[Column]:
         if isinstance(relation, exp.Table):
             return self._describe_table(relation, label)
         return self._describe_query(relation, label)
@@ -119,7 +119,7 @@ class SQLAlchemySource(Source):
             )
         return out
 
-    def _describe_query(self, q: exp.Expression, label: str) -> list[Column]:
+    def _describe_query(self, q: exp.Expr, label: str) -> list[Column]:
         sql = f"SELECT * FROM {self.render(q)} LIMIT 0"
         try:
             with self._session() as c:
