@@ -137,3 +137,21 @@ def test_missing_table_is_a_clear_product_error(project_dir: Path, tmp_path: Pat
         profile_product(load_project(tmp_path), "deals")
     assert "does not exist" in e.value.message and "Did you mean 'deals'" in (e.value.hint or "")
     assert e.value.where is not None and e.value.where.startswith("tether.yaml:")
+
+
+def test_format_needs_every_value_not_just_the_ends(tmp_path: Path) -> None:
+    import duckdb
+
+    db = tmp_path / "f.duckdb"
+    with duckdb.connect(str(db)) as c:
+        c.execute("CREATE TABLE t (a VARCHAR, b VARCHAR, ts TIMESTAMPTZ)")
+        c.execute("""INSERT INTO t VALUES
+            ('00000000-0000-4000-8000-000000000000', 'a@x.com', TIMESTAMPTZ '2026-01-01 00:00:00+00'),
+            ('5-not-a-uuid', 'b@y.org', TIMESTAMPTZ '2026-01-02 00:00:01+00'),
+            ('ffffffff-ffff-4fff-8fff-ffffffffffff', 'c@z.net', TIMESTAMPTZ '2026-01-03 00:00:00+00')""")
+    (tmp_path / "tether.yaml").write_text(
+        f'sources:\n  main: {{url: "duckdb:///{db}"}}\nproducts:\n  t: {{table: t}}\n')
+    p = profile_product(load_project(tmp_path), "t")
+    assert "uuid" not in p.column("a").formats  # min and max are UUIDs, a middle value is not
+    assert "email" in p.column("b").formats
+    assert "datetime_midnight_utc" not in p.column("ts").formats

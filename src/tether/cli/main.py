@@ -40,25 +40,15 @@ def _root(
 
 
 def main() -> None:
-    """Console script: run the app; a TetherError is one paragraph on stderr, never a traceback."""
+    """Console script: run the app; a TetherError is one paragraph on stderr, never a traceback.
+
+    Usage errors (an unknown flag) are the CLI framework's own message, also exit code 2.
+    """
     try:
-        app(standalone_mode=False)
+        app()
     except TetherError as e:
         err.print(f"[bold red]error:[/] {e.paragraph()}", markup=True, soft_wrap=True)
         sys.exit(e.exit_code)
-    except (typer.Exit, SystemExit) as e:
-        code = getattr(e, "exit_code", None)
-        sys.exit(code if code is not None else getattr(e, "code", 0))
-    except typer.Abort:
-        err.print("aborted")
-        sys.exit(130)
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
-    except Exception as e:  # click usage errors and the like
-        import click  # type: ignore[import-not-found,unused-ignore]
-
-        if isinstance(e, click.ClickException):
-            e.show()
-            sys.exit(e.exit_code)
-        raise

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -32,11 +34,14 @@ _DATE_RE = "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
 
 @dataclass(frozen=True)
 class FormatCheck:
-    """A named format: which kinds it applies to and its predicate per dialect (`:c` = column)."""
+    """A named format: the kinds it applies to, its SQL predicate per dialect (`:c` = column), and
+    the same test in Python for one value. A format that does not fit a column's min and max
+    cannot fit every value, so the engine only verifies formats plausible at both ends."""
 
     name: str
     kinds: frozenset[TypeKind]
     predicate: Callable[[str], str]
+    plausible: Callable[[Any], bool]
 
     def condition(self, column: exp.Expr, dialect: str) -> exp.Expr:
         tmpl = sqlglot.parse_one(self.predicate(dialect), read=_read(dialect))
@@ -73,13 +78,30 @@ def _midnight(dialect: str) -> str:
     return "CAST(:c AS TIME) = CAST('00:00:00' AS TIME)"
 
 
+def _fits(pattern: str) -> Callable[[Any], bool]:
+    # the SQL patterns use POSIX classes; Python's re spells [:space:] as \s
+    compiled = re.compile(pattern.replace("[:space:]", "\\s"))
+    return lambda v: isinstance(v, str) and compiled.fullmatch(v) is not None
+
+
+def _is_midnight_utc(v: Any) -> bool:
+    return isinstance(v, dt.datetime) and v.tzinfo is not None and (
+        v.astimezone(dt.UTC).time() == dt.time(0)
+    )
+
+
+def _is_midnight(v: Any) -> bool:
+    return isinstance(v, dt.datetime) and v.time() == dt.time(0)
+
+
 DEFAULT_FORMATS: tuple[FormatCheck, ...] = (
-    FormatCheck("uuid", frozenset({"string"}), _uuid),
-    FormatCheck("email", frozenset({"string"}), _regex(_EMAIL_RE)),
-    FormatCheck("currency_code", frozenset({"string"}), _currency),
-    FormatCheck("date", frozenset({"string"}), _regex(_DATE_RE)),
-    FormatCheck("datetime_midnight_utc", frozenset({"timestamptz"}), _midnight_utc),
-    FormatCheck("datetime_midnight", frozenset({"timestamp"}), _midnight),
+    FormatCheck("uuid", frozenset({"string"}), _uuid, _fits(_UUID_RE)),
+    FormatCheck("email", frozenset({"string"}), _regex(_EMAIL_RE), _fits(_EMAIL_RE)),
+    FormatCheck("currency_code", frozenset({"string"}), _currency, lambda v: v in ISO_4217),
+    FormatCheck("date", frozenset({"string"}), _regex(_DATE_RE), _fits(_DATE_RE)),
+    FormatCheck("datetime_midnight_utc", frozenset({"timestamptz"}), _midnight_utc,
+                _is_midnight_utc),
+    FormatCheck("datetime_midnight", frozenset({"timestamp"}), _midnight, _is_midnight),
 )
 """Format checks, in the order reported. Callers may pass their own tuple."""
 

@@ -1,9 +1,10 @@
 """Profile a data product with the work pushed into the engine.
 
-Two queries per product, whatever its size:
-1. one scan for the scalar statistics of every column (count, nulls, distinct, min, max, format
-   predicates counted as sums);
-2. one scan with GROUPING SETS over the low-cardinality columns (value counts and the newest
+Two queries per product, whatever its size, and a third only when a format is plausible:
+1. one scan for the scalar statistics of every column (count, nulls, distinct, min, max);
+2. one scan counting the values that fit each format plausible at both min and max (uuid,
+   email, ...); skipped when no format is plausible, as is usual for fact tables;
+3. one scan with GROUPING SETS over the low-cardinality columns (value counts and the newest
    timestamp per value), ranked in the engine so only the top values come back.
 No rows are pulled into Python: only aggregates.
 """
@@ -77,7 +78,8 @@ def profile_product(
         _check_declared(project, name, product, columns)
         leaves = [leaf for c in columns for leaf in c.leaves()]
         note(f"{name}: scanning {len(leaves)} columns")
-        row_count, scalar = _scalar_pass(src, relation, leaves, formats)
+        row_count, scalar = _scalar_pass(src, relation, leaves)
+        _format_pass(src, relation, leaves, scalar, formats)
         ts = product.timestamp_column()
         cfg = project.config.profiling
         groupable = [
@@ -159,7 +161,7 @@ def _col(name: str) -> exp.Expr:
 # --- pass 1: scalar statistics -------------------------------------------------------------------
 
 
-def _scalar_stats(i: int, c: Column, dialect: str, formats: Sequence[FormatCheck]) -> list[_Stat]:
+def _scalar_stats(i: int, c: Column, dialect: str) -> list[_Stat]:
     ref = _col(c.name)
     stats = [_Stat(i, "non_null", exp.func("COUNT", ref))]
     if c.kind in _DISTINCT_KINDS:
@@ -171,30 +173,52 @@ def _scalar_stats(i: int, c: Column, dialect: str, formats: Sequence[FormatCheck
     if c.kind in _ORDERED_KINDS:
         stats.append(_Stat(i, "min", exp.func("MIN", ref.copy())))
         stats.append(_Stat(i, "max", exp.func("MAX", ref.copy())))
-    for f in formats:
-        if c.kind in f.kinds:
-            cond = f.condition(ref.copy(), dialect)
-            count = exp.func("SUM", exp.If(this=cond, true=exp.Literal.number(1),
-                                           false=exp.Literal.number(0)))
-            stats.append(_Stat(i, f"format:{f.name}", count))
     return stats
 
 
-def _scalar_pass(
-    src: Source, relation: exp.Expr, leaves: list[Column], formats: Sequence[FormatCheck]
-) -> tuple[int, list[dict[str, Any]]]:
-    stats = [s for i, c in enumerate(leaves) for s in _scalar_stats(i, c, src.dialect, formats)]
+def _run_stats(src: Source, relation: exp.Expr, stats: list[_Stat]) -> tuple[Any, ...]:
     select = exp.select(
         exp.func("COUNT", exp.Star()).as_("n"),
         *[s.expr.as_(f"s{k}") for k, s in enumerate(stats)],
     ).from_(_aliased(relation))
-    row = src.query(select)[0]
+    return src.query(select)[0]
+
+
+def _scalar_pass(
+    src: Source, relation: exp.Expr, leaves: list[Column]
+) -> tuple[int, list[dict[str, Any]]]:
+    stats = [s for i, c in enumerate(leaves) for s in _scalar_stats(i, c, src.dialect)]
+    row = _run_stats(src, relation, stats)
     out: list[dict[str, Any]] = [{} for _ in leaves]
     for s, value in zip(stats, row[1:], strict=True):
         out[s.column][s.stat] = value
         if s.stat == "distinct":
             out[s.column]["distinct_exact"] = src.dialect != "duckdb"
     return int(row[0]), out
+
+
+def _format_pass(
+    src: Source,
+    relation: exp.Expr,
+    leaves: list[Column],
+    scalar: list[dict[str, Any]],
+    formats: Sequence[FormatCheck],
+) -> None:
+    """Count the rows fitting each format that both min and max fit; store as format:NAME."""
+    stats = []
+    for i, c in enumerate(leaves):
+        lo, hi = scalar[i].get("min"), scalar[i].get("max")
+        for f in formats:
+            if c.kind in f.kinds and lo is not None and f.plausible(lo) and f.plausible(hi):
+                cond = f.condition(_col(c.name), src.dialect)
+                count = exp.func("SUM", exp.If(this=cond, true=exp.Literal.number(1),
+                                               false=exp.Literal.number(0)))
+                stats.append(_Stat(i, f"format:{f.name}", count))
+    if not stats:
+        return
+    row = _run_stats(src, relation, stats)
+    for s, value in zip(stats, row[1:], strict=True):
+        scalar[s.column][s.stat] = value
 
 
 # --- pass 2: value counts of low-cardinality columns ---------------------------------------------
