@@ -48,6 +48,15 @@ def test_profile_table_for_humans(project: Path) -> None:
     assert "enum CANCELLED, NEW, PAID, SHIPPED" in res.stdout
 
 
+def test_profile_says_what_a_thin_definition_would_not(project: Path) -> None:
+    res = run_cli("profile", "--project", str(project), "--product", "deals",
+                  "--product", "pipeline_snapshot")
+    assert res.returncode == 0, res.stderr
+    assert "pipeline_snapshot: newest data is 14.0 h older than the clock" in res.stdout
+    assert "deals.stage: 9 values, LEGAL_REVIEW, VERBAL_COMMIT not seen recently" in res.stdout
+    assert "deals.closed_at: always midnight UTC" in res.stdout
+
+
 def test_malformed_yaml(project: Path) -> None:
     (project / "tether.yaml").write_text("sources:\n  main: {url: x.duckdb\nproducts: [\n")
     assert_clean_error(run_cli("profile", "--project", str(project)), "tether.yaml:", "YAML")

@@ -155,3 +155,14 @@ def test_format_needs_every_value_not_just_the_ends(tmp_path: Path) -> None:
     assert "uuid" not in p.column("a").formats  # min and max are UUIDs, a middle value is not
     assert "email" in p.column("b").formats
     assert "datetime_midnight_utc" not in p.column("ts").formats
+
+
+def test_as_of_comes_from_the_freshness_column(profiles: dict[str, ProductProfile]) -> None:
+    import datetime as dt
+
+    from tether.demo.warehouse import CLOCK
+
+    assert profiles["pipeline_snapshot"].as_of == CLOCK - dt.timedelta(hours=14)
+    orders = profiles["orders"].as_of
+    assert orders is not None and dt.timedelta(minutes=5) <= CLOCK - orders < dt.timedelta(hours=2)
+    assert profiles["order_lines"].as_of is None  # freshness: {load_time: true}

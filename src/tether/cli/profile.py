@@ -36,6 +36,33 @@ def profile(
         return
     for r in results:
         render(r)
+    findings = learned(results)
+    if findings:
+        out.print("\n[bold]What the data says that a thin tool definition would not[/]", markup=True)
+        for line in findings:
+            out.print(f"  - {line}", markup=False)
+
+
+def learned(results: list[ProductProfile]) -> list[str]:
+    """The facts an agent would otherwise guess: dormant values, formats, units, staleness."""
+    lines: list[str] = []
+    for p in results:
+        if p.as_of is not None:
+            age = (p.profiled_at - p.as_of).total_seconds() / 3600
+            if age >= 1:
+                lines.append(f"{p.product}: newest data is {age:.1f} h older than the clock "
+                             f"(as_of {p.as_of.isoformat()})")
+        for c in p.columns:
+            where = f"{p.product}.{c.column.name}"
+            dormant = [str(e.value) for e in c.enum or [] if e.deprecated]
+            if dormant:
+                lines.append(f"{where}: {len(c.enum or [])} values, {', '.join(dormant)} not seen "
+                             f"recently (deprecated)")
+            if "datetime_midnight_utc" in c.formats:
+                lines.append(f"{where}: always midnight UTC (a date, not a moment)")
+            if c.unit_hint and c.unit_hint.endswith("cents"):
+                lines.append(f"{where}: amounts in {c.unit_hint} ({c.unit_evidence})")
+    return lines
 
 
 def render(p: ProductProfile) -> None:

@@ -64,6 +64,9 @@ class ProductProfile(_M):
         default=None, description="Column used for last-seen per enum value."
     )
     profiled_at: datetime = Field(description="The project clock when profiled.")
+    as_of: datetime | None = Field(
+        default=None, description="Newest value of the product's freshness column, if it has one."
+    )
     columns: list[ColumnProfile] = Field(description="One entry per column and nested field.")
 
     def column(self, name: str) -> ColumnProfile:

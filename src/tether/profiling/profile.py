@@ -93,6 +93,8 @@ def profile_product(
         if own:
             src.close()
     profiles = _assemble(project, name, product, leaves, row_count, scalar, groups, ts)
+    fresh = product.freshness.column if product.freshness else None
+    as_of = next((c.max for c in profiles if fresh and c.column.name == fresh), None)
     return ProductProfile(
         product=name,
         source=src.name,
@@ -101,6 +103,7 @@ def profile_product(
         fingerprint=schema_fingerprint(columns),
         timestamp_column=ts,
         profiled_at=project.now(),
+        as_of=_aware(as_of, _zone(product.time_columns.get(fresh or "", "UTC"))),
         columns=profiles,
     )
 
