@@ -74,6 +74,12 @@ class ColumnFacts(Model):
 class ToolSpec(Model):
     name: str | None = Field(default=None, description="Tool name (default: from the question).")
     question: str | None = Field(default=None, description="The business question it answers.")
+    filters: list[str] | None = Field(
+        default=None,
+        description="Columns offered as filter parameters (default: enums, identifiers and the "
+        "metric time).",
+    )
+    max_rows: int = Field(default=200, ge=1, le=10_000, description="Most rows one call returns.")
 
 
 class ProductConfig(Model):
@@ -145,10 +151,29 @@ class GlossaryTerm(Model):
     owner: str | None = Field(default=None, description="Who owns the definition.")
 
 
+class MetricOutput(Model):
+    sql: str = Field(description="SQL aggregate over the metric's rows.")
+    unit: str | None = Field(default=None, description="Unit of the value.")
+    description: str | None = Field(default=None, description="What the value means.")
+
+
 class MetricConfig(Model):
     measure: str = Field(description="SQL aggregate, e.g. count(distinct customers.customer_id).")
     predicate: str | None = Field(default=None, description="SQL filter the measure counts under.")
     time: str | None = Field(default=None, description="table.column the metric's window uses.")
+    time_end: str | None = Field(
+        default=None,
+        description="table.column ending a row's validity; a row counts in a period when "
+        "[time, time_end) overlaps it (NULL: still open).",
+    )
+    window: Literal["period", "trailing", "current"] | None = Field(
+        default=None,
+        description="period: a calendar quarter (default with a calendar); trailing: the last N "
+        "days (default without); current: no time bound.",
+    )
+    outputs: dict[str, MetricOutput] = Field(
+        default_factory=dict, description="More values computed beside the measure."
+    )
     dimensions: list[str] = Field(default_factory=list, description="Columns it may be cut by.")
     calendar: str | None = Field(default=None, description="Calendar periods resolve in.")
     term: str | None = Field(default=None, description="Glossary term the metric implements.")
@@ -529,6 +554,9 @@ def _explain(err: ValidationError, lines: dict[Loc, int], path: Path) -> ConfigE
                 msg += f" {hint}"
             if allowed:
                 msg += f" Allowed here: {', '.join(allowed)}."
+            if " " in str(loc[-1]):
+                msg += (" (A comma inside a {flow: mapping} value splits it into keys: quote the "
+                        "value.)")
         elif e["type"] == "missing":
             msg = f"line {line}: {_dotted(loc)!r} is required but missing."
         else:

@@ -7,6 +7,7 @@ import sys
 import typer
 
 from tether import __version__
+from tether.cli import build as build_cmd
 from tether.cli import demo as demo_cmd
 from tether.cli import init as init_cmd
 from tether.cli import profile as profile_cmd
@@ -22,6 +23,8 @@ app = typer.Typer(
 )
 app.command("init")(init_cmd.init)
 app.command("profile")(profile_cmd.profile)
+app.command("build")(build_cmd.build)
+app.command("tools")(build_cmd.tools)
 app.add_typer(demo_cmd.app, name="demo")
 
 

@@ -1,0 +1,101 @@
+"""`tether build` and `tether tools`: generate, publish, export, and list what a user sees."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from tether.cli.options import JsonOpt, ProjectOpt
+from tether.cli.output import out, print_json, progress
+from tether.config import load_project
+from tether.drift.publish import build as run_build
+from tether.drift.publish import open_registry
+from tether.errors import ConfigError
+from tether.policy import tool_visible
+from tether.toolgen import MODES, Mode, generate
+from tether.toolgen.model import META_KEY
+
+ModeOpt = typer.Option("grounded", "--mode", help="grounded | bare | generic.")
+
+
+def _mode(value: str) -> Mode:
+    if value not in MODES:
+        raise ConfigError(f"--mode must be one of {', '.join(MODES)} (got {value!r}).")
+    return value
+
+
+def build(project: Path = ProjectOpt, mode: str = ModeOpt, as_json: bool = JsonOpt) -> None:
+    """Generate tool definitions from the data and tether.yaml; publish grounded ones as
+    versions in the registry and export each as tools/NAME.json (the MCP wire form)."""
+    proj = load_project(project)
+    m = _mode(mode)
+    with progress(len(proj.config.products) + 2, f"building {m} tools") as step:
+        result = run_build(proj, m, progress=step)
+    if as_json:
+        print_json({"mode": result.mode, "publication": result.publication,
+                    "export_dir": str(result.export_dir),
+                    "tools": [o.__dict__ for o in result.outcomes]})
+        return
+    t = Table(show_edge=False, header_style="bold")
+    for h in ("tool", "version", "outcome", "change"):
+        t.add_column(h)
+    for o in result.outcomes:
+        t.add_row(o.name, o.version or "", o.outcome, o.change_level or "")
+    out.print(t)
+    published = sum(o.outcome == "published" for o in result.outcomes)
+    out.print(f"{m}: {len(result.outcomes)} tools, {published} published; exported to "
+              f"{result.export_dir}")
+
+
+def tools(
+    project: Path = ProjectOpt,
+    as_user: str = typer.Option(None, "--as-user", help="Show what this user sees."),
+    mode: str = ModeOpt,
+    as_json: bool = JsonOpt,
+    x_context: bool = typer.Option(False, "--x-context",
+                                   help="Mirror _meta.tether/context as x-context."),
+) -> None:
+    """Print the tool list a given user would see (tools/list order)."""
+    proj = load_project(project)
+    m = _mode(mode)
+    if m == "grounded":
+        registry = open_registry(proj)
+        try:
+            defs = [v.definition for v in registry.current().values()]
+        finally:
+            registry.close()
+        if not defs:
+            raise ConfigError("no published tools yet.", where=str(proj.root),
+                              hint="Run `tether build` first.")
+    else:
+        from tether.profiling import profile_project
+
+        profiles = {p.product: p for p in profile_project(proj)}
+        defs = [t.wire() for t in generate(proj, profiles, m)]
+    visible = sorted((d for d in defs if tool_visible(proj.config, as_user, d["name"])),
+                     key=lambda d: d["name"])
+    if x_context:
+        visible = [_mirror(d) for d in visible]
+    if as_json:
+        print_json(visible)
+        return
+    t = Table(show_edge=False, header_style="bold")
+    for h in ("tool", "version", "description"):
+        t.add_column(h, overflow="fold")
+    for d in visible:
+        ctx = d.get("_meta", {}).get(META_KEY, {})
+        t.add_row(d["name"], ctx.get("version", ""), d.get("description", "")[:140])
+    out.print(t)
+    out.print(f"{len(visible)} tools" + (f" visible to {as_user}" if as_user else ""))
+
+
+def _mirror(d: dict[str, Any]) -> dict[str, Any]:
+    d = copy.deepcopy(d)
+    ctx = d.get("_meta", {}).get(META_KEY)
+    if ctx is not None:
+        d["x-context"] = ctx
+    return d

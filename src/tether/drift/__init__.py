@@ -1,0 +1,1 @@
+"""Drift: detect, regenerate, classify, gate, publish. (Detectors and the gate come next.)"""

@@ -1,0 +1,125 @@
+"""Build: profile, generate, compare with the registry, publish what changed, export tools/."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tether.config import Project
+from tether.drift.classify import classify
+from tether.profiling import profile_project
+from tether.registry import FIRST, NewVersion, Registry, bump, content_hash
+from tether.toolgen import GeneratedTool, Mode, generate
+from tether.toolgen.model import META_KEY
+
+TOOLS_DIR = "tools"
+
+
+@dataclass
+class Outcome:
+    name: str
+    version: str | None
+    outcome: str  # published | unchanged | generated
+    change_level: str | None = None
+    change_kind: str | None = None
+
+
+@dataclass
+class BuildResult:
+    mode: Mode
+    publication: int | None
+    outcomes: list[Outcome] = field(default_factory=list)
+    export_dir: Path | None = None
+
+
+def open_registry(project: Project) -> Registry:
+    return Registry(project.config.registry.url, project.root)
+
+
+def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], None] | None = None
+          ) -> BuildResult:
+    """Regenerate the tools of ``mode``; grounded tools are published and versioned."""
+    note = progress or (lambda _m: None)
+    profiles = {p.product: p for p in profile_project(project, progress=note)}
+    note("generating tool definitions")
+    tools = generate(project, profiles, mode)
+    if mode != "grounded":
+        out_dir = project.root / TOOLS_DIR / mode
+        export(out_dir, [t.wire() for t in tools])
+        return BuildResult(mode, None, [Outcome(t.name, None, "generated") for t in tools], out_dir)
+    registry = open_registry(project)
+    try:
+        result = _publish(project, registry, tools)
+        note("exporting tools/")
+        current = registry.current()
+        export(project.root / TOOLS_DIR,
+               [current[t.name].definition for t in tools if t.name in current])
+        result.export_dir = project.root / TOOLS_DIR
+        return result
+    finally:
+        registry.close()
+
+
+def _publish(project: Project, registry: Registry, tools: list[GeneratedTool]) -> BuildResult:
+    current = registry.current()
+    now = project.now()
+    stamp = now.isoformat().replace("+00:00", "Z")
+    new: list[NewVersion] = []
+    outcomes: list[Outcome] = []
+    for t in tools:
+        wire = t.wire()
+        prev = current.get(t.name)
+        if prev is not None and prev.content_hash == content_hash(wire):
+            outcomes.append(Outcome(t.name, prev.version, "unchanged"))
+            continue
+        ctx: dict[str, Any] = wire["_meta"][META_KEY]
+        if prev is None:
+            version, level, kind = FIRST, None, None
+            ctx.update({"version": version, "generated_at": stamp,
+                        "review": {"mode": "auto", "rule": "initial", "at": stamp}})
+        else:
+            level, kind = classify(prev.definition, wire)
+            version = bump(prev.version, level)
+            ctx.update({"version": version, "supersedes": prev.version, "generated_at": stamp,
+                        "change_level": level, "change_kind": kind,
+                        "review": {"mode": "auto", "rule": "build", "at": stamp}})
+        wire["_meta"][META_KEY] = _ordered(ctx)
+        new.append(NewVersion(t.name, version, wire, t.plan.model_dump(mode="json")))
+        outcomes.append(Outcome(t.name, version, "published", level, kind))
+    rule = "initial" if not current else "build"
+    pid = registry.publish(new, rule, now)
+    return BuildResult("grounded", pid, outcomes)
+
+
+_FIRST_KEYS = ("version", "supersedes", "change_level", "change_kind", "change_note",
+               "deprecation", "review", "generated_at")
+
+
+def _ordered(ctx: dict[str, Any]) -> dict[str, Any]:
+    """Version fields first, in a fixed order, then the rest as generated."""
+    head = {k: ctx[k] for k in _FIRST_KEYS if k in ctx}
+    return head | {k: v for k, v in ctx.items() if k not in head}
+
+
+def export(directory: Path, definitions: list[dict[str, Any]]) -> None:
+    """Write one <name>.json per tool (wire form); remove files of tools no longer there."""
+    directory.mkdir(parents=True, exist_ok=True)
+    keep = set()
+    for d in definitions:
+        path = directory / f"{d['name']}.json"
+        keep.add(path.name)
+        text = json.dumps(d, indent=2, ensure_ascii=False) + "\n"
+        if path.exists() and path.read_text(encoding="utf-8") == text:
+            continue
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    for stale in directory.glob("*.json"):
+        if stale.name not in keep:
+            stale.unlink()

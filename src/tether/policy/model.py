@@ -1,0 +1,42 @@
+"""Policy questions answered from tether.yaml alone."""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+from tether.config import RoleConfig, TetherConfig
+from tether.errors import ConfigError
+
+
+def user_names(config: TetherConfig) -> list[str]:
+    return sorted(config.policies.users)
+
+
+def role_of(config: TetherConfig, user: str) -> tuple[str, RoleConfig]:
+    """(role name, role) of a declared user; an unknown user is an error naming the known ones."""
+    u = config.policies.users.get(user)
+    if u is None:
+        raise ConfigError(
+            f"there is no user named {user!r} in policies.users.",
+            hint="Users: " + (", ".join(user_names(config)) or "(none declared)") + ".",
+        )
+    return u.role, config.policies.roles[u.role]
+
+
+def tool_visible(config: TetherConfig, user: str | None, tool: str) -> bool:
+    """Whether ``user`` sees ``tool`` (no user: every tool, for the project owner)."""
+    if user is None:
+        return True
+    _, role = role_of(config, user)
+    return any(fnmatchcase(tool, pattern) for pattern in role.tools)
+
+
+def restricted_columns(config: TetherConfig, product: str, columns: list[str]) -> set[str]:
+    """Columns of a product that no tool may expose: policy globs and `restricted` classification."""
+    facts = config.products[product].columns if product in config.products else {}
+    classified = {c for c, f in facts.items() if f.classification == "restricted"}
+    return {
+        c for c in columns
+        if c in classified or c.split(".")[0] in classified
+        or any(fnmatchcase(f"{product}.{c}", g) for g in config.policies.restricted)
+    }

@@ -1,0 +1,6 @@
+"""The registry: immutable tool versions and publications (SQLite by default, PostgreSQL too)."""
+
+from tether.registry.semver import FIRST, bump
+from tether.registry.store import NewVersion, Registry, ToolVersion, content_hash
+
+__all__ = ["FIRST", "NewVersion", "Registry", "ToolVersion", "bump", "content_hash"]

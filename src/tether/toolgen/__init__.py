@@ -1,0 +1,22 @@
+"""Tool generation: context -> MCP tool definitions (grounded, bare, generic) and query plans."""
+
+from __future__ import annotations
+
+from tether.config import Project
+from tether.context.profile import ProductProfile
+from tether.toolgen.generate import generate_grounded
+from tether.toolgen.model import GeneratedTool, Mode, QueryPlan
+from tether.toolgen.modes import MODES, generic_tools, strip_grounding
+
+__all__ = ["MODES", "GeneratedTool", "Mode", "QueryPlan", "generate"]
+
+
+def generate(project: Project, profiles: dict[str, ProductProfile], mode: Mode = "grounded"
+             ) -> list[GeneratedTool]:
+    """The tools of ``mode`` for a profiled project, sorted by name (deterministic)."""
+    if mode == "generic":
+        return generic_tools(next(iter(project.config.sources)))
+    tools = generate_grounded(project, profiles)
+    if mode == "bare":
+        tools = [strip_grounding(t) for t in tools]
+    return tools

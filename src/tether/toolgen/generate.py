@@ -1,0 +1,590 @@
+"""Context -> grounded MCP tool definitions and their query plans.
+
+Three kinds of tool: one listing tool per data product, one task tool per governed metric, and
+one probe for progressive disclosure. Every sentence of every description records its source.
+Restricted columns never reach a definition or a plan. Output is deterministic: tools sorted by
+name, schemas built in a fixed order.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlglot import exp
+
+from tether.config import MetricConfig, ProductConfig, Project, TetherConfig
+from tether.context.calendar import PERIOD_PATTERN, quarter_of
+from tether.context.profile import ColumnProfile, ProductProfile
+from tether.policy import restricted_columns
+from tether.toolgen.describe import (
+    enum_note,
+    grain_noun,
+    humanize,
+    join_words,
+    json_type,
+    plural,
+    sentence,
+    split_sentences,
+)
+from tether.toolgen.model import (
+    META_KEY,
+    Filter,
+    GeneratedTool,
+    QueryPlan,
+    Sentence,
+    Source,
+    Window,
+    join_sentences,
+)
+from tether.toolgen.plan import from_clause, parse, qualified
+
+PROBE = "explain_data_product"
+UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+             "openWorldHint": False}
+
+
+@dataclass
+class Ctx:
+    project: Project
+    profiles: dict[str, ProductProfile]
+    tool_names: dict[str, str] = field(default_factory=dict)  # product or metric -> tool name
+
+    @property
+    def config(self) -> TetherConfig:
+        return self.project.config
+
+
+def generate_grounded(project: Project, profiles: dict[str, ProductProfile]) -> list[GeneratedTool]:
+    """Every grounded tool of the project, sorted by name."""
+    ctx = Ctx(project, profiles)
+    for name, p in project.config.products.items():
+        ctx.tool_names[name] = product_tool_name(name, p)
+    for name, m in project.config.metrics.items():
+        ctx.tool_names[f"metric:{name}"] = (m.tool.name if m.tool and m.tool.name else name)
+    tools = [listing_tool(ctx, n) for n in project.config.products if n in profiles]
+    tools += [metric_tool(ctx, n) for n in project.config.metrics]
+    tools.append(probe_tool(ctx))
+    return sorted(tools, key=lambda t: t.name)
+
+
+def product_tool_name(name: str, p: ProductConfig) -> str:
+    if p.tool and p.tool.name:
+        return p.tool.name
+    if p.tool and p.tool.question:
+        words = re.findall(r"[a-z0-9]+", p.tool.question.lower())
+        return "_".join(w for w in words if w not in {"which", "what", "the", "a", "an", "are",
+                                                      "is", "do", "does"})[:60]
+    return f"{name}_by_attributes"
+
+
+# --- listing tools -------------------------------------------------------------------------------
+
+
+def _visible_columns(ctx: Ctx, name: str) -> list[ColumnProfile]:
+    prof = ctx.profiles[name]
+    leaves = [c.column.name for c in prof.columns]
+    hidden = restricted_columns(ctx.config, name, leaves)
+    return [c for c in prof.columns if c.column.name not in hidden]
+
+
+def _field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
+    """A field's schema; a description only where it says more than the name (meaning, the
+    identifier scheme, the unit), to keep the definition small."""
+    p: ProductConfig = ctx.config.products[product]
+    leaf = c.column.name
+    schema = json_type(c.column.kind)
+    facts = p.columns.get(leaf)
+    notes = [facts.description.rstrip(".")] if facts and facts.description else []
+    scheme = p.identifiers.get(leaf)
+    if scheme:
+        notes.append(f"{scheme} identifier")
+    if c.column.kind in ("integer", "decimal", "float"):
+        notes.append(f"unit: {c.unit_hint or _count_unit(leaf)}")
+    if notes:
+        schema["description"] = sentence("; ".join(notes))
+    if c.null_fraction:  # observed NULLs; drift checks catch a column that starts having them
+        schema["type"] = [schema.get("type", "string"), "null"]
+    return schema
+
+
+def _count_unit(column: str) -> str:
+    return "count" if re.search(r"(count|quantity|qty|deals|orders|pct)$", column) else "number"
+
+
+def _output_rows(ctx: Ctx, product: str, cols: list[ColumnProfile]) -> dict[str, Any]:
+    """Row properties; a STRUCT's visible leaves nest under their parent."""
+    props: dict[str, Any] = {}
+    for c in cols:
+        head, _, rest = c.column.name.partition(".")
+        if rest:
+            parent = props.setdefault(head, {"type": "object", "properties": {}})
+            parent["properties"][rest] = _field_schema(ctx, product, c)
+        else:
+            props[head] = _field_schema(ctx, product, c)
+    return props
+
+
+def _envelope(rows: dict[str, Any], row_desc: str, as_of_desc: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "rows": {"type": "array", "description": row_desc,
+                     "items": {"type": "object", "properties": rows}},
+            "row_count": {"type": "integer", "description": "Unit: rows."},
+            "truncated": {"type": "boolean"},
+            "next_cursor": {"type": ["string", "null"]},
+            "as_of": {"type": ["string", "null"], "format": "date-time",
+                      "description": as_of_desc},
+        },
+    }
+
+
+MAX_FILTER_ENUM = 12
+"""Enums offered as filters by default have 2 to this many values (tool.filters overrides)."""
+
+
+def _filter_columns(p: ProductConfig, cols: list[ColumnProfile]) -> list[ColumnProfile]:
+    by_name = {c.column.name: c for c in cols}
+    if p.tool and p.tool.filters is not None:
+        return [by_name[n] for n in p.tool.filters if n in by_name]
+    return [c for c in cols if c.column.name in p.identifiers
+            or (c.enum is not None and 2 <= len(c.enum) <= MAX_FILTER_ENUM)]
+
+
+def _param_name(p: ProductConfig, column: str) -> str:
+    return p.identifiers.get(column) or column.replace(".", "_")
+
+
+def _param_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
+    p: ProductConfig = ctx.config.products[product]
+    leaf = c.column.name
+    facts = p.columns.get(leaf)
+    scheme_name = p.identifiers.get(leaf)
+    if scheme_name:
+        scheme = ctx.config.identifier_schemes[scheme_name]
+        schema: dict[str, Any] = {"type": "string"}
+        if scheme.pattern == UUID_PATTERN:
+            schema["format"] = "uuid"
+        elif scheme.pattern:
+            schema["pattern"] = scheme.pattern
+        text = f"{(scheme.description or humanize(scheme_name)).rstrip('.')}; only this id"
+        if isinstance(c.min, str) and "format" not in schema:
+            text += f", like {c.min}"
+        schema["description"] = sentence(text)
+        return schema
+    schema = json_type(c.column.kind)
+    notes = [facts.description.rstrip(".")] if facts and facts.description else []
+    if c.enum is not None and c.column.kind != "boolean":
+        schema["enum"] = [e.value for e in c.enum]
+        note = enum_note(c)
+        if note:
+            notes.append(note.rstrip("."))
+    if c.unit_hint:
+        notes.append(f"unit: {c.unit_hint}")
+    if notes:
+        schema["description"] = sentence("; ".join(notes))
+    return schema
+
+
+def _crosswalk_tool(ctx: Ctx) -> str | None:
+    for name, scheme in ctx.config.identifier_schemes.items():
+        if scheme.crosswalk:
+            product = scheme.crosswalk.split(".")[0]
+            return ctx.tool_names.get(product, name)
+    return None
+
+
+def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
+    p: ProductConfig = ctx.config.products[name]
+    prof = ctx.profiles[name]
+    cols = _visible_columns(ctx, name)
+    max_rows = p.tool.max_rows if p.tool else 200
+    noun = grain_noun(p.grain, name)
+    props: dict[str, Any] = {}
+    filters: list[Filter] = []
+    for c in _filter_columns(p, cols):
+        pname = _param_name(p, c.column.name)
+        props[pname] = _param_schema(ctx, name, c)
+        filters.append(Filter(param=pname, column=f"{name}.{c.column.name}", op="eq"))
+    t = p.metric_time
+    if t:
+        tz = p.time_columns[t]
+        bounds: tuple[tuple[str, Literal["gte", "lt"], str], ...] = (
+            ("from", "gte", ">="), ("to", "lt", "<"))
+        for suffix, op, word in bounds:
+            props[f"{t}_{suffix}"] = {
+                "type": "string", "format": "date-time",
+                "description": f"{t} {word} this; ISO 8601, {tz} if no offset.",
+            }
+            filters.append(Filter(param=f"{t}_{suffix}", column=f"{name}.{t}", op=op))
+    props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows, "default": 50,
+                      "description": "Rows per page."}
+    props["cursor"] = {"type": "string", "description": "next_cursor of the previous page."}
+    fresh = p.freshness.column if p.freshness and p.freshness.column else None
+    out = _envelope(
+        _output_rows(ctx, name, cols),
+        sentence(f"One row per {noun}"),
+        f"Newest {fresh}." if fresh else "Load time.",
+    )
+    named = [f.param for f in filters if f.op == "eq"] + ([f"a {t} range"] if t else [])
+    sentences = _listing_sentences(ctx, name, p, prof, cols, named, max_rows)
+    description, sources = join_sentences(sentences)
+    select = exp.select(*[exp.column(c.column.name.split(".")[0], table=name, quoted=True)
+                          for c in _top_level(cols)]).from_(_alias_table(ctx, name))
+    plan = QueryPlan(kind="list", product=name, source=ctx.project.source_name(name),
+                     select=select.sql(dialect="duckdb"), filters=filters,
+                     order_by=[f"{name}.{k}" for k in p.primary_key], max_rows=max_rows,
+                     masks_apply_to=name)
+    meta = _meta(ctx, "list", sentences, sources, [name],
+                 source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
+                 canonical_ids={_param_name(p, c): s for c, s in p.identifiers.items()
+                                if c in {x.column.name for x in cols}},
+                 deprecated={_param_name(p, c.column.name): [str(e.value) for e in c.enum or []
+                                                               if e.deprecated]
+                             for c in cols if any(e.deprecated for e in c.enum or [])},
+                 limits={"max_rows": max_rows, "pagination": "cursor"})
+    return GeneratedTool(
+        name=ctx.tool_names[name], title=(p.tool.question if p.tool else None),
+        description=description, input_schema={"type": "object", "properties": props},
+        output_schema=out, annotations=dict(READ_ONLY), meta=meta, plan=plan,
+    )
+
+
+def _top_level(cols: list[ColumnProfile]) -> list[ColumnProfile]:
+    seen: set[str] = set()
+    out = []
+    for c in cols:
+        head = c.column.name.split(".")[0]
+        if head not in seen:
+            seen.add(head)
+            out.append(c)
+    return out
+
+
+def _alias_table(ctx: Ctx, product: str) -> exp.Expr:
+    table: exp.Expr = from_clause(ctx.config, [product]).args["from_"].this
+    return table
+
+
+def _units_phrase(cols: list[ColumnProfile], p: ProductConfig) -> str:
+    units = sorted({c.unit_hint for c in cols if c.unit_hint and c.unit_hint not in ("percent",)})
+    parts = [f"amounts are in {join_words(units)}" if units else "no amounts"]
+    if p.time_columns:
+        parts.append(f"times are {join_words(sorted(set(p.time_columns.values())))}")
+    return ", ".join(parts)
+
+
+def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, prof: ProductProfile,
+                       cols: list[ColumnProfile], params: list[str], max_rows: int
+                       ) -> list[Sentence]:
+    noun = grain_noun(p.grain, name)
+    question = (p.tool.question if p.tool and p.tool.question else f"Which {plural(noun)} match")
+    s1 = f"{question.rstrip('?')}: one row per {noun}, filtered by {join_words(params)}"
+    siblings = _metric_siblings(ctx, name)
+    if siblings:
+        s1 += "; " + "; ".join(siblings)
+    out = [Sentence(text=sentence(s1), source="glossary")]
+    out.append(Sentence(text=sentence(
+        f"{_units_phrase(cols, p)}; read-only, at most {max_rows} rows a page, next_cursor "
+        "for the rest"), source="schema"))
+    if p.description:
+        out += [Sentence(text=sentence(x), source="glossary")
+                for x in split_sentences(p.description)]
+    child = _child_product(ctx, name)
+    if child:
+        out.append(Sentence(text=sentence(
+            f"Line-level detail is in {ctx.tool_names[child]}; joining it repeats each {noun} "
+            "once per line, so never sum this product's amounts after that join"), source="schema"))
+    for c in cols:
+        note = enum_note(c)
+        if note:
+            out.append(Sentence(text=sentence(f"{humanize(c.column.name)}: {note}"),
+                                source="samples"))
+    cross = _crosswalk_tool(ctx)
+    for column, scheme in p.identifiers.items():
+        sch = ctx.config.identifier_schemes[scheme]
+        if not sch.canonical and cross and cross != ctx.tool_names[name]:
+            out.append(Sentence(text=sentence(
+                f"{column} holds {scheme} values; map other customer ids with {cross}"),
+                source="lineage"))
+    policy = _policy_sentence(ctx, name)
+    if policy:
+        out.append(policy)
+    return out
+
+
+def _metric_siblings(ctx: Ctx, product: str) -> list[str]:
+    out = []
+    for mname, m in ctx.config.metrics.items():
+        if product in _metric_products(m):
+            term = m.term or mname.replace("_", " ")
+            out.append(f"for {term} use {ctx.tool_names['metric:' + mname]}")
+    return out
+
+
+def _child_product(ctx: Ctx, name: str) -> str | None:
+    """A product whose primary key extends this one's: a one-to-many child (fan-out risk)."""
+    pk = ctx.config.products[name].primary_key
+    if not pk:
+        return None
+    for other, p in ctx.config.products.items():
+        if other != name and len(p.primary_key) > len(pk) and p.primary_key[: len(pk)] == pk:
+            return other
+    return None
+
+
+def _policy_sentence(ctx: Ctx, product: str) -> Sentence | None:
+    roles = ctx.config.policies.roles
+    filtered = sorted(r for r, role in roles.items() if product in role.row_filters)
+    masked = sorted({m.split(".", 1)[1] for role in roles.values() for m in role.masks
+                     if m.split(".", 1)[0] == product})
+    parts = []
+    if filtered:
+        parts.append(f"the {join_words(filtered)} role sees only its entitled rows")
+    if masked:
+        parts.append(f"{join_words(masked)} may be masked")
+    if not parts:
+        return None
+    return Sentence(text=sentence("; ".join(parts)), source="policy")
+
+
+# --- metric tools --------------------------------------------------------------------------------
+
+
+def _metric_products(m: MetricConfig) -> list[str]:
+    text = " ".join([m.measure, m.predicate or "", m.time or "", m.time_end or "", *m.dimensions,
+                     *[o.sql for o in m.outputs.values()]])
+    seen: list[str] = []
+    for table in re.findall(r"\b([A-Za-z_]\w*)\.[A-Za-z_]\w*", text):
+        if table not in seen:
+            seen.append(table)
+    return seen
+
+
+def _window_kind(m: MetricConfig) -> Literal["period", "trailing", "current"]:
+    return m.window or ("period" if m.calendar else "trailing")
+
+
+def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
+    m: MetricConfig = ctx.config.metrics[name]
+    products = _metric_products(m)
+    dims = [d.split(".") for d in m.dimensions]
+    props: dict[str, Any] = {}
+    filters: list[Filter] = []
+    dim_profiles: list[ColumnProfile] = []
+    for table, column in dims:
+        prof = ctx.profiles[table].column(column)
+        dim_profiles.append(prof)
+        props[column] = _param_schema(ctx, table, prof)
+        head = props[column].get("description", "").rstrip(".")
+        props[column]["description"] = sentence(f"{head}; omit for every value" if head
+                                                else "Omit for every value")
+        filters.append(Filter(param=column, column=f"{table}.{column}", op="eq"))
+    kind = _window_kind(m)
+    window = Window(kind=kind, column=m.time, end_column=m.time_end, calendar=m.calendar)
+    now = ctx.project.now()
+    if kind == "period":
+        cal = ctx.config.calendars[m.calendar or ""]
+        example = quarter_of(now.date(), cal.start_month, cal.year_named_by)
+        props["fiscal_quarter"] = {
+            "type": "string", "pattern": PERIOD_PATTERN,
+            "description": sentence(
+                f"Fiscal quarter FYyyyy-Qn; fiscal years start on the 1st of month "
+                f"{cal.start_month} and are named by the calendar year they {cal.year_named_by} "
+                f"in ({example.label} = {example.start}..{example.end - dt.timedelta(days=1)}); "
+                "UTC; default: the current quarter"),
+        }
+    elif kind == "trailing":
+        props["days"] = {"type": "integer", "minimum": 1, "maximum": 3660, "default": 90,
+                         "description": "Window length in days (unit: days), ending at as_of."}
+        props["as_of"] = {"type": "string", "format": "date", "description": sentence(
+            "Last day of the window, YYYY-MM-DD in UTC, inclusive; default: today in UTC")}
+    measures = {name: (m.measure, m.unit, humanize(name))}
+    for oname, o in m.outputs.items():
+        measures[oname] = (o.sql, o.unit, o.description or humanize(oname))
+    rows: dict[str, Any] = {}
+    for _, column in dims:
+        rows[column] = {"type": "string"}
+    if kind == "period":
+        rows["fiscal_quarter"] = {"type": "string", "description": "FYyyyy-Qn."}
+    for mname, (_, unit, desc) in measures.items():
+        is_time = bool(unit and "timestamp" in unit)
+        rows[mname] = ({"type": ["string", "null"], "format": "date-time"} if is_time
+                       else {"type": "number"})
+        rows[mname]["description"] = sentence(f"{desc.rstrip('.')}; unit: {unit or 'number'}")
+    max_rows = 1
+    for prof in dim_profiles:
+        max_rows *= max(len(prof.enum or []), 1)
+    fresh = _freshness_columns(ctx, products)
+    out = _envelope(rows, sentence(f"One row per {join_words([c for _, c in dims]) or 'result'}"),
+                    f"Oldest of the newest {join_words(fresh)}." if fresh else "Load time.")
+    sentences = _metric_sentences(ctx, name, m, kind, dims, max_rows, props)
+    description, sources = join_sentences(sentences)
+    select = from_clause(ctx.config, products)
+    select = select.select(*[qualified(f"{t}.{c}").as_(c) for t, c in dims], append=False)
+    for mname, (sql, _, _) in measures.items():
+        select = select.select(parse(sql).as_(mname))
+    if m.predicate:
+        select = select.where(parse(m.predicate))
+    if dims:
+        select = select.group_by(*[qualified(f"{t}.{c}") for t, c in dims])
+    plan = QueryPlan(kind="metric", product=products[0], source=ctx.project.source_name(products[0]),
+                     select=select.sql(dialect="duckdb"), filters=filters, max_rows=max_rows,
+                     window=window, group_by=[c for _, c in dims], output_fields=list(rows))
+    terms = [m.term] if m.term else []
+    meta = _meta(ctx, "metric", sentences, sources, products, definitions=terms,
+                 source_of_truth={k: f"metric:{name}" for k in measures},
+                 canonical_ids={}, deprecated={},
+                 limits={"max_rows": max_rows, "pagination": "none"})
+    return GeneratedTool(
+        name=ctx.tool_names["metric:" + name], title=m.description, description=description,
+        input_schema={"type": "object", "properties": props}, output_schema=out,
+        annotations=dict(READ_ONLY), meta=meta, plan=plan,
+    )
+
+
+def _freshness_columns(ctx: Ctx, products: list[str]) -> list[str]:
+    out = []
+    for p in products:
+        f = ctx.config.products[p].freshness
+        if f and f.column:
+            out.append(f"{p}.{f.column}")
+    return out
+
+
+def _metric_sentences(ctx: Ctx, name: str, m: MetricConfig, kind: str,
+                      dims: list[list[str]], max_rows: int, props: dict[str, Any]
+                      ) -> list[Sentence]:
+    term = ctx.config.glossary.get(m.term or "")
+    by = f", by {join_words([c for _, c in dims])}" if dims else ""
+    s1 = (m.description or humanize(name)).rstrip(".")
+    if by and by.strip(", ") not in s1:
+        s1 += by
+    lookalikes = _lookalike_columns(ctx, m)
+    if lookalikes:
+        s1 += f"; use it, not {join_words(lookalikes)}, for any {m.term} question"
+    out = [Sentence(text=sentence(s1), source="glossary")]
+    when = {"period": "per fiscal quarter", "trailing": "over a trailing window of days",
+            "current": "as of now, no time window"}[kind]
+    out.append(Sentence(text=sentence(
+        f"Values are in {_metric_units(m)}, {when}; read-only, at most "
+        f"{max_rows} rows (one per {join_words([c for _, c in dims]) or 'call'}), no pagination"),
+        source="schema"))
+    if term:
+        out.append(Sentence(text=sentence(f"Governed definition of {m.term}: {term.definition}"),
+                            source="glossary"))
+    if m.time:
+        out.append(Sentence(text=sentence(
+            f"Time is {m.time}" + (f" to {m.time_end} (a row counts if it overlaps)"
+                                   if m.time_end else "")), source="glossary"))
+    for table in sorted({t for t, _ in dims}):
+        policy = _policy_sentence(ctx, table)
+        if policy:
+            out.append(policy)
+            break
+    return out
+
+
+def _metric_units(m: MetricConfig) -> str:
+    units = [m.unit or "numbers"]
+    for o in m.outputs.values():
+        if o.unit and "timestamp" not in o.unit and o.unit not in units:
+            units.append(o.unit)
+    return join_words(units)
+
+
+def _lookalike_columns(ctx: Ctx, m: MetricConfig) -> list[str]:
+    """Columns whose names sound like the metric's term but are not what it is defined on."""
+    term = ctx.config.glossary.get(m.term or "")
+    if not term:
+        return []
+    words = {w for phrase in [m.term or "", *term.synonyms] for w in re.findall(r"[a-z]+", phrase)
+             if len(w) > 3}
+    governed = set(term.fields) | {m.time or "", m.time_end or ""}
+    out = []
+    for product, prof in ctx.profiles.items():
+        for c in prof.columns:
+            full = f"{product}.{c.column.name}"
+            tokens = set(re.findall(r"[a-z]+", c.column.name))
+            if tokens & words and full not in governed and c.column.kind == "boolean":
+                out.append(full)
+    return sorted(out)
+
+
+# --- the probe -----------------------------------------------------------------------------------
+
+
+def probe_tool(ctx: Ctx) -> GeneratedTool:
+    products = sorted(ctx.profiles)
+    sentences = [
+        Sentence(text=sentence(
+            "Explains one data product on request: every column with its type, meaning and "
+            "sample values, the glossary terms that govern it and its upstream lineage; use it "
+            "when a field's meaning is unclear, before the other tools"), source="schema"),
+        Sentence(text=sentence(
+            "No amounts, units are given per column; read-only, one product per call, no "
+            "pagination, restricted columns are never listed"), source="policy"),
+    ]
+    description, sources = join_sentences(sentences)
+    column = {"type": "object", "properties": {
+        "name": {"type": "string"}, "type": {"type": "string"},
+        "description": {"type": ["string", "null"]}, "unit": {"type": ["string", "null"]},
+        "values": {"type": "array", "description": "Observed (enum) or top values."},
+    }}
+    out = {
+        "type": "object",
+        "properties": {
+            "product": {"type": "string"},
+            "grain": {"type": ["string", "null"]},
+            "row_count": {"type": "integer", "description": "Unit: rows."},
+            "columns": {"type": "array", "items": column},
+            "definitions": {"type": "array", "description": "Glossary terms governing it."},
+            "lineage": {"type": "array", "description": "Upstream edges."},
+            "as_of": {"type": ["string", "null"], "format": "date-time"},
+        },
+    }
+    props = {"product": {"type": "string", "enum": products,
+                         "description": "Data product to explain."}}
+    meta = _meta(ctx, "probe", sentences, sources, products, canonical_ids={}, deprecated={},
+                 source_of_truth={}, limits={"max_rows": 1, "pagination": "none"})
+    return GeneratedTool(name=PROBE, title="What does this data product contain and mean?",
+                         description=description, input_schema={"type": "object",
+                                                                "properties": props,
+                                                                "required": ["product"]},
+                         output_schema=out, annotations=dict(READ_ONLY), meta=meta,
+                         plan=QueryPlan(kind="probe"))
+
+
+# --- provenance ----------------------------------------------------------------------------------
+
+
+def _meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str, str],
+          products: list[str], *, source_of_truth: dict[str, str], canonical_ids: dict[str, str],
+          deprecated: dict[str, list[str]], limits: dict[str, Any],
+          definitions: list[str] | None = None) -> dict[str, Any]:
+    used: set[Source] = {s.source for s in sentences}
+    used.add("schema")
+    if any(ctx.profiles[p].columns for p in products if p in ctx.profiles):
+        used.add("samples")
+    fingerprints = sorted({ctx.profiles[p].fingerprint for p in products if p in ctx.profiles})
+    terms = definitions if definitions is not None else sorted(
+        t for t, g in ctx.config.glossary.items()
+        if any(f.split(".")[0] in products for f in g.fields))
+    context: dict[str, Any] = {
+        "kind": kind,
+        "products": products,
+        "schema_fingerprint": fingerprints[0] if len(fingerprints) == 1 else fingerprints,
+        "generated_from": sorted(used),
+        "source_of_truth": source_of_truth,
+        "canonical_ids": canonical_ids,
+        "definitions": terms,
+        "limits": limits,
+        "sources": sources,
+    }
+    if deprecated:
+        context["deprecated_values"] = deprecated
+    return {META_KEY: context}

@@ -1,0 +1,91 @@
+"""A generated tool: its MCP definition, each sentence's source, and how to execute it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Source = Literal["schema", "samples", "lineage", "glossary", "dbt", "openapi", "execution_logs",
+                 "policy"]
+SOURCES: tuple[str, ...] = ("schema", "samples", "lineage", "glossary", "dbt", "openapi",
+                            "execution_logs", "policy")
+Mode = Literal["grounded", "bare", "generic"]
+META_KEY = "tether/context"
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Sentence(_M):
+    text: str = Field(description="One sentence of a description, ending with a period.")
+    source: Source = Field(description="Where the sentence came from.")
+
+
+class Filter(_M):
+    param: str = Field(description="Tool argument.")
+    column: str = Field(description="Column (qualified for metrics) the argument filters.")
+    op: Literal["eq", "gte", "lt"] = Field(description="Comparison; values are bound parameters.")
+
+
+class Window(_M):
+    kind: Literal["period", "trailing", "current"] = Field(description="How time is bounded.")
+    column: str | None = Field(default=None, description="Time column (table.column).")
+    end_column: str | None = Field(default=None, description="Spell end; overlap semantics.")
+    calendar: str | None = Field(default=None, description="Calendar periods resolve in.")
+    default_days: int = Field(default=90, description="Trailing window length by default.")
+
+
+class QueryPlan(_M):
+    """How the server executes a tool. SQL is held as text of a sqlglot AST with placeholders
+    (``:name``) and compiled per engine; argument values only ever travel as bound parameters."""
+
+    kind: Literal["list", "metric", "probe", "catalog", "describe", "sql"]
+    product: str | None = None
+    source: str | None = None
+    select: str | None = Field(default=None, description="The SELECT, duckdb dialect.")
+    filters: list[Filter] = Field(default_factory=list)
+    order_by: list[str] = Field(default_factory=list, description="Key for keyset pagination.")
+    max_rows: int = 200
+    default_rows: int = 50
+    window: Window | None = None
+    group_by: list[str] = Field(default_factory=list)
+    output_fields: list[str] = Field(default_factory=list)
+    masks_apply_to: str | None = Field(default=None, description="Product whose masks apply.")
+
+
+class GeneratedTool(_M):
+    name: str
+    title: str | None = None
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+    annotations: dict[str, Any] = Field(default_factory=dict)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    plan: QueryPlan
+
+    def wire(self) -> dict[str, Any]:
+        """Exactly the MCP wire form of tools/list (camelCase, `_meta` included)."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.title:
+            out["title"] = self.title
+        out["description"] = self.description
+        out["inputSchema"] = self.input_schema
+        if self.output_schema is not None:
+            out["outputSchema"] = self.output_schema
+        if self.annotations:
+            out["annotations"] = self.annotations
+        if self.meta:
+            out["_meta"] = self.meta
+        return out
+
+    @property
+    def context(self) -> dict[str, Any]:
+        ctx: dict[str, Any] = self.meta.setdefault(META_KEY, {})
+        return ctx
+
+
+def join_sentences(sentences: list[Sentence]) -> tuple[str, dict[str, str]]:
+    """The description text and its sentence -> source map."""
+    return " ".join(s.text for s in sentences), {s.text: s.source for s in sentences}

@@ -1,0 +1,59 @@
+"""Modes of generation: grounded (everything), bare (grounding stripped), generic (the usual
+general-purpose database server: list_tables, describe_table, run_sql)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.toolgen.generate import READ_ONLY
+from tether.toolgen.model import META_KEY, GeneratedTool, Mode, QueryPlan
+
+MODES: tuple[Mode, ...] = ("grounded", "bare", "generic")
+
+
+def strip_grounding(tool: GeneratedTool) -> GeneratedTool:
+    """The same tool and plan with minimal description, no enums, formats, patterns, units or
+    output schema, and no provenance: what the schema alone is worth, measured."""
+    props: dict[str, Any] = {}
+    for name, schema in tool.input_schema.get("properties", {}).items():
+        t = schema.get("type", "string")
+        props[name] = {"type": t}
+    subject = tool.plan.product or tool.name
+    return GeneratedTool(
+        name=tool.name,
+        description=f"Query {subject}." if tool.plan.kind == "list" else f"Get {tool.name}.",
+        input_schema={"type": "object", "properties": props,
+                      **({"required": tool.input_schema["required"]}
+                         if "required" in tool.input_schema else {})},
+        output_schema=None,
+        annotations={"readOnlyHint": True},
+        meta={META_KEY: {"mode": "bare", "kind": tool.plan.kind}},
+        plan=tool.plan,
+    )
+
+
+def generic_tools(default_source: str) -> list[GeneratedTool]:
+    """list_tables, describe_table, run_sql: the baseline in every comparison."""
+    ro = dict(READ_ONLY)
+    return [
+        GeneratedTool(
+            name="describe_table", description="Describe the columns of a table.",
+            input_schema={"type": "object", "properties": {"table": {"type": "string"}},
+                          "required": ["table"]},
+            annotations=ro, meta={META_KEY: {"mode": "generic", "kind": "describe"}},
+            plan=QueryPlan(kind="describe", source=default_source),
+        ),
+        GeneratedTool(
+            name="list_tables", description="List the tables in the database.",
+            input_schema={"type": "object", "properties": {}},
+            annotations=ro, meta={META_KEY: {"mode": "generic", "kind": "catalog"}},
+            plan=QueryPlan(kind="catalog", source=default_source),
+        ),
+        GeneratedTool(
+            name="run_sql", description="Run a read-only SQL query and return the rows.",
+            input_schema={"type": "object", "properties": {"sql": {"type": "string"}},
+                          "required": ["sql"]},
+            annotations=ro, meta={META_KEY: {"mode": "generic", "kind": "sql"}},
+            plan=QueryPlan(kind="sql", source=default_source, max_rows=200),
+        ),
+    ]

@@ -1,0 +1,198 @@
+"""Query plans: how a tool runs. ASTs with placeholders; values are always bound parameters.
+
+A plan holds a base SELECT (duckdb dialect text of a sqlglot AST) plus the filters, window and
+pagination key a call may add. :func:`compile_plan` turns a plan and a call's arguments into an AST
+for the source's engine and a dict of bound parameters; nothing a caller sends is ever spliced
+into SQL text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import deque
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from tether.config import TetherConfig
+from tether.context.calendar import quarter, quarter_of
+from tether.errors import ProductError
+from tether.toolgen.model import QueryPlan
+
+READ = "duckdb"
+
+
+class ArgumentError(ValueError):
+    """A tool argument is invalid; the message says what is allowed (the model can act on it)."""
+
+
+def parse(sql: str) -> exp.Expr:
+    return sqlglot.parse_one(sql, read=READ)
+
+
+def placeholder(name: str) -> exp.Placeholder:
+    return exp.Placeholder(this=name)
+
+
+def qualified(column: str) -> exp.Column:
+    """``table.column`` -> a column with its table qualifier, or a plain column."""
+    table, _, name = column.rpartition(".")
+    return exp.column(name, table=table or None, quoted=True)
+
+
+# --- joins between products through shared identifier schemes -----------------------------------
+
+
+def scheme_columns(config: TetherConfig) -> dict[str, dict[str, str]]:
+    """{product: {scheme: column}} from each product's identifiers."""
+    out: dict[str, dict[str, str]] = {}
+    for name, p in config.products.items():
+        for column, scheme in p.identifiers.items():
+            out.setdefault(name, {}).setdefault(scheme, column)
+    return out
+
+
+def join_path(config: TetherConfig, products: list[str]) -> list[tuple[str, exp.Expr | None]]:
+    """[(product, ON condition)] joining ``products`` (first is the root) along shared identifier
+    schemes, with crosswalk products inserted where no direct scheme is shared. Deterministic."""
+    ids = scheme_columns(config)
+    root, wanted = products[0], set(products[1:])
+    order: list[tuple[str, exp.Expr | None]] = [(root, None)]
+    joined = {root}
+    for target in sorted(wanted - joined):
+        if target in joined:
+            continue
+        path = _bfs(ids, joined, target)
+        if path is None:
+            raise ProductError(
+                f"cannot join {target!r} to {root!r}: no chain of shared identifier schemes.",
+                hint="Declare identifiers on both products (and a crosswalk product holding both "
+                "schemes) in tether.yaml.",
+            )
+        for prev, nxt, scheme in path:
+            if nxt in joined:
+                continue
+            on = exp.EQ(this=qualified(f"{prev}.{ids[prev][scheme]}"),
+                        expression=qualified(f"{nxt}.{ids[nxt][scheme]}"))
+            order.append((nxt, on))
+            joined.add(nxt)
+    return order
+
+
+def _bfs(ids: dict[str, dict[str, str]], start: set[str], target: str
+         ) -> list[tuple[str, str, str]] | None:
+    queue: deque[tuple[str, list[tuple[str, str, str]]]] = deque((s, []) for s in sorted(start))
+    seen = set(start)
+    while queue:
+        node, path = queue.popleft()
+        if node == target:
+            return path
+        for other in sorted(ids):
+            if other in seen:
+                continue
+            shared = sorted(set(ids.get(node, {})) & set(ids[other]))
+            if shared:
+                seen.add(other)
+                queue.append((other, [*path, (node, other, shared[0])]))
+    return None
+
+
+def from_clause(config: TetherConfig, products: list[str]) -> exp.Select:
+    """SELECT * FROM the products joined along identifier schemes, each aliased by its name."""
+    steps = join_path(config, products)
+    root = steps[0][0]
+    select = exp.select().from_(_table(config, root))
+    for product, on in steps[1:]:
+        select = select.join(_table(config, product), on=on)
+    return select
+
+
+def _table(config: TetherConfig, product: str) -> exp.Expr:
+    p = config.products[product]
+    alias = exp.TableAlias(this=exp.to_identifier(product, quoted=True))
+    if p.table:
+        t = exp.to_table(p.table, dialect=READ)
+        t.set("alias", alias)
+        return t
+    return exp.Subquery(this=parse(p.sql or ""), alias=alias)
+
+
+# --- compiling a call ----------------------------------------------------------------------------
+
+
+def compile_plan(
+    plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime
+) -> tuple[exp.Expr, dict[str, Any]]:
+    """(AST, bound parameters) for one call. Raises ArgumentError for a bad window argument."""
+    if plan.select is None:
+        raise ArgumentError(f"plan of kind {plan.kind!r} has no SQL")
+    query = parse(plan.select)
+    assert isinstance(query, exp.Select)
+    params: dict[str, Any] = {}
+    for f in plan.filters:
+        if args.get(f.param) is None:
+            continue
+        col = qualified(f.column)
+        ph = placeholder(f.param)
+        cond = {"eq": exp.EQ, "gte": exp.GTE, "lt": exp.LT}[f.op](this=col, expression=ph)
+        query = query.where(cond)
+        params[f.param] = args[f.param]
+    if plan.window is not None and plan.window.kind != "current":
+        start, end = window_bounds(plan, args, config, now)
+        query = query.where(_window_condition(plan))
+        params["window_start"], params["window_end"] = start, end
+    if plan.kind == "list":
+        limit = int(args.get("limit") or plan.default_rows)
+        if not 1 <= limit <= plan.max_rows:
+            raise ArgumentError(f"limit must be between 1 and {plan.max_rows} (got {limit})")
+        query = query.order_by(*[qualified(c) for c in plan.order_by]).limit(placeholder("limit"))
+        params["limit"] = limit + 1  # one more than asked tells whether the result is truncated
+    elif plan.group_by:
+        query = query.order_by(*[exp.column(c, quoted=True) for c in plan.group_by])
+    return query, params
+
+
+def _window_condition(plan: QueryPlan) -> exp.Expr:
+    w = plan.window
+    assert w is not None and w.column is not None
+    col = qualified(w.column)
+    start, end = placeholder("window_start"), placeholder("window_end")
+    if w.end_column:  # a spell [time, time_end) counts when it overlaps the window
+        end_col = qualified(w.end_column)
+        return exp.and_(
+            exp.LT(this=col, expression=end),
+            exp.or_(end_col.is_(exp.null()), exp.GT(this=end_col.copy(), expression=start)),
+        )
+    return exp.and_(exp.GTE(this=col, expression=start), exp.LT(this=col.copy(), expression=end))
+
+
+def window_bounds(
+    plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime
+) -> tuple[dt.datetime, dt.datetime]:
+    """[start, end) in UTC for a period or trailing window, from the call's arguments."""
+    w = plan.window
+    assert w is not None
+    if w.kind == "period":
+        cal = config.calendars[w.calendar or ""]
+        label = args.get("fiscal_quarter")
+        try:
+            p = (quarter(label, cal.start_month, cal.year_named_by) if label
+                 else quarter_of(now.date(), cal.start_month, cal.year_named_by))
+        except ValueError as e:
+            raise ArgumentError(str(e)) from None
+        return _utc(p.start), _utc(p.end)
+    days = int(args.get("days") or w.default_days)
+    if not 1 <= days <= 3660:
+        raise ArgumentError(f"days must be between 1 and 3660 (got {days})")
+    as_of = args.get("as_of")
+    try:
+        end_day = dt.date.fromisoformat(as_of) if as_of else now.date()
+    except ValueError:
+        raise ArgumentError(f"as_of must be a date YYYY-MM-DD (got {as_of!r})") from None
+    end = _utc(end_day) + dt.timedelta(days=1)
+    return end - dt.timedelta(days=days), end
+
+
+def _utc(d: dt.date) -> dt.datetime:
+    return dt.datetime(d.year, d.month, d.day, tzinfo=dt.UTC)
