@@ -10,6 +10,7 @@ from tether import __version__
 from tether.cli import build as build_cmd
 from tether.cli import demo as demo_cmd
 from tether.cli import init as init_cmd
+from tether.cli import lint as lint_cmd
 from tether.cli import profile as profile_cmd
 from tether.cli.output import err
 from tether.errors import TetherError
@@ -25,6 +26,7 @@ app.command("init")(init_cmd.init)
 app.command("profile")(profile_cmd.profile)
 app.command("build")(build_cmd.build)
 app.command("tools")(build_cmd.tools)
+app.command("lint")(lint_cmd.lint)
 app.add_typer(demo_cmd.app, name="demo")
 
 

@@ -178,6 +178,9 @@ def _param_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
         return schema
     schema = json_type(c.column.kind)
     notes = [facts.description.rstrip(".")] if facts and facts.description else []
+    parent = _parent_product(ctx, product, leaf)
+    if parent:
+        notes.append(f"the {leaf} of {ctx.tool_names.get(parent, parent)} ({parent}.{leaf})")
     if c.enum is not None and c.column.kind != "boolean":
         schema["enum"] = [e.value for e in c.enum]
         note = enum_note(c)
@@ -324,6 +327,14 @@ def _metric_siblings(ctx: Ctx, product: str) -> list[str]:
             term = m.term or mname.replace("_", " ")
             out.append(f"for {term} use {ctx.tool_names['metric:' + mname]}")
     return out
+
+
+def _parent_product(ctx: Ctx, product: str, column: str) -> str | None:
+    """The product whose single-column key this column is (order_lines.order_id -> orders)."""
+    for other, p in ctx.config.products.items():
+        if other != product and p.primary_key == [column]:
+            return other
+    return None
 
 
 def _child_product(ctx: Ctx, name: str) -> str | None:
@@ -526,8 +537,8 @@ def probe_tool(ctx: Ctx) -> GeneratedTool:
             "sample values, the glossary terms that govern it and its upstream lineage; use it "
             "when a field's meaning is unclear, before the other tools"), source="schema"),
         Sentence(text=sentence(
-            "No amounts, units are given per column; read-only, one product per call, no "
-            "pagination, restricted columns are never listed"), source="policy"),
+            "No amounts, units are given per column; read-only, at most 1 product per call, "
+            "no pagination, restricted columns are never listed"), source="policy"),
     ]
     description, sources = join_sentences(sentences)
     column = {"type": "object", "properties": {
