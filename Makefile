@@ -20,6 +20,15 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	$(BIN)/tether demo init $(DEMO) --scale $(SCALE) --force
 	@echo "== 2. what tether learned about each data product (tether profile)"
 	$(BIN)/tether profile --project $(DEMO)
+	@echo "== 3. grounded tool definitions, versioned in the registry, exported to $(DEMO)/tools/ (tether build)"
+	$(BIN)/tether build --project $(DEMO)
+	@echo "== 4. what each user sees: the support agent, then a regional manager (tether tools --as-user)"
+	$(BIN)/tether tools --project $(DEMO) --as-user sup.sam
+	$(BIN)/tether tools --project $(DEMO) --as-user mgr.emea
+	@echo "== 5. the ten-point review: generic, bare and grounded tools on the same data (tether lint)"
+	$(BIN)/tether lint --project $(DEMO) --mode generic
+	$(BIN)/tether lint --project $(DEMO) --mode bare --json | $(BIN)/python -c 'import json,sys; d=json.load(sys.stdin); print("bare: %d tools, average %s/10, %d tokens" % (d["tool_count"], d["average_score"], d["total_tokens"]))'
+	$(BIN)/tether lint --project $(DEMO) --min-score 10
 
 test: $(STAMP) ## the whole test suite (PostgreSQL tests run when TETHER_TEST_PG_URL is set)
 	$(BIN)/python -m pytest -q
@@ -30,6 +39,7 @@ lint: $(STAMP)
 
 bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/profile.py
+	$(BIN)/python bench/tokens.py
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .mypy_cache .ruff_cache

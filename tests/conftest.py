@@ -15,6 +15,26 @@ from tether.demo import init_demo
 
 TEST_SCALE = 0.2
 PG_ENV = "TETHER_TEST_PG_URL"
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-golden", action="store_true",
+                     help="Rewrite golden files from the current output (on purpose).")
+
+
+@pytest.fixture(scope="session")
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+def copy_project(src: Path, dst: Path) -> Path:
+    """A project dir whose tether.yaml points at ``src``'s warehouse (no registry, no tools/)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    text = (src / "tether.yaml").read_text().replace(
+        "duckdb:///warehouse.duckdb", f"duckdb:///{src / 'warehouse.duckdb'}")
+    (dst / "tether.yaml").write_text(text)
+    return dst
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -62,6 +63,9 @@ def init_demo(
             f"{', '.join(str(p) for p in existing)} already exist(s).",
             hint="Choose another directory, or pass --force to replace the demo there.",
         )
+    if force:  # the old demo's registry and exported tools describe the old demo
+        shutil.rmtree(target / ".tether", ignore_errors=True)
+        shutil.rmtree(target / "tools", ignore_errors=True)
     tmp = target / f".{WAREHOUSE_FILE}.building"
     tmp.unlink(missing_ok=True)
     try:

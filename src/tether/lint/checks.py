@@ -153,8 +153,8 @@ def _enums(tool: Tool) -> tuple[str, str] | None:
 
 
 # 5 -----------------------------------------------------------------------------------------------
-_TIME = re.compile(r"(date|time|_at$|_at_|_from$|_to$|_on$|since|until|as_of|period|quarter|"
-                   r"month|year|^day$)", re.I)
+_TIME = re.compile(r"(date|time|_at$|_at_|_from$|_to$|_on$|since|until|after|before|as_of|"
+                   r"period|quarter|month|year|^day$)", re.I)
 _TZ = re.compile(r"(UTC|time ?zone|offset|[A-Z][a-z]+/[A-Z][a-z]+)")
 
 

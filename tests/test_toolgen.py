@@ -1,0 +1,195 @@
+"""Generated tools: golden files, determinism, grounding against the data, modes, plans."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import GOLDEN, copy_project, run_cli
+from tether.config import load_project
+from tether.drift.publish import build
+from tether.lint import review_tools
+from tether.profiling import profile_project
+from tether.sources import open_source
+from tether.toolgen import generate
+from tether.toolgen.plan import compile_plan
+
+
+@pytest.fixture(scope="module")
+def built(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo project (DuckDB) built once: registry, tools/ export."""
+    d = copy_project(demo_dir, tmp_path_factory.mktemp("built"))
+    build(load_project(d))
+    return d
+
+
+@pytest.fixture(scope="module")
+def profiles(demo_dir: Path) -> dict[str, Any]:
+    return {p.product: p for p in profile_project(load_project(demo_dir))}
+
+
+def wires(project_dir: Path, profiles: dict[str, Any], mode: str) -> list[dict[str, Any]]:
+    return [t.wire() for t in generate(load_project(project_dir), profiles, mode)]  # type: ignore[arg-type]
+
+
+def test_golden_tool_definitions(built: Path, update_golden: bool) -> None:
+    golden = GOLDEN / "tools"
+    exported = sorted((built / "tools").glob("*.json"))
+    assert len(exported) == 12
+    if update_golden:
+        golden.mkdir(parents=True, exist_ok=True)
+        for old in golden.glob("*.json"):
+            old.unlink()
+        for f in exported:
+            (golden / f.name).write_text(f.read_text())
+    assert sorted(p.name for p in golden.glob("*.json")) == [p.name for p in exported]
+    for f in exported:
+        assert f.read_text() == (golden / f.name).read_text(), (
+            f"{f.name} differs from tests/golden/tools (pytest --update-golden rewrites on purpose)")
+
+
+def test_regenerating_gives_identical_bytes(demo_dir: Path, tmp_path: Path, built: Path) -> None:
+    other = copy_project(demo_dir, tmp_path / "again")
+    build(load_project(other))
+    for f in sorted((built / "tools").glob("*.json")):
+        assert (other / "tools" / f.name).read_bytes() == f.read_bytes()
+
+
+def test_rebuild_with_unchanged_inputs_publishes_nothing(built: Path) -> None:
+    before = {f.name: f.read_bytes() for f in (built / "tools").glob("*.json")}
+    result = build(load_project(built))
+    assert result.publication is None
+    assert {o.outcome for o in result.outcomes} == {"unchanged"}
+    assert {f.name: f.read_bytes() for f in (built / "tools").glob("*.json")} == before
+
+
+def test_wire_form_and_provenance(built: Path) -> None:
+    d = json.loads((built / "tools" / "deals_by_stage_and_pipeline.json").read_text())
+    assert set(d) >= {"name", "description", "inputSchema", "outputSchema", "annotations", "_meta"}
+    assert d["annotations"] == {"readOnlyHint": True, "destructiveHint": False,
+                                "idempotentHint": True, "openWorldHint": False}
+    ctx = d["_meta"]["tether/context"]
+    assert ctx["version"] == "1.0.0" and ctx["generated_at"] == "2026-08-20T09:00:00Z"
+    assert ctx["review"]["rule"] == "initial"
+    assert ctx["schema_fingerprint"].startswith("sha256:")
+    assert set(ctx["sources"].values()) <= {"schema", "samples", "lineage", "glossary", "policy"}
+    assert ctx["canonical_ids"] == {"crm_account_id": "crm_account_id"}
+    assert ctx["limits"] == {"max_rows": 200, "pagination": "cursor"}
+    assert "deals" in ctx["products"]
+
+
+def test_enums_equal_observed_values(demo_dir: Path, profiles: dict[str, Any]) -> None:
+    project = load_project(demo_dir)
+    checked = 0
+    with open_source("main", project.config.sources["main"], project.root) as src:
+        for t in generate(project, profiles):
+            for pname, schema in t.input_schema["properties"].items():
+                if "enum" not in schema or pname == "product":
+                    continue
+                column = next(f.column for f in t.plan.filters if f.param == pname)
+                table, col = column.split(".")
+                real = project.config.products[table].table
+                observed = {r[0] for r in src.run(
+                    f'SELECT DISTINCT "{col}" FROM {real} WHERE "{col}" IS NOT NULL')}
+                assert set(schema["enum"]) == observed, (t.name, pname)
+                checked += 1
+    assert checked >= 10
+    deals = next(t for t in generate(project, profiles) if t.name == "deals_by_stage_and_pipeline")
+    stage = deals.input_schema["properties"]["stage"]
+    assert {"LEGAL_REVIEW", "VERBAL_COMMIT"} <= set(stage["enum"])
+    assert "Deprecated" in stage["description"] and "LEGAL_REVIEW" in stage["description"]
+
+
+@pytest.mark.parametrize("mode", ["grounded", "bare", "generic"])
+def test_restricted_column_never_exposed(demo_dir: Path, profiles: dict[str, Any], mode: str
+                                         ) -> None:
+    for t in generate(load_project(demo_dir), profiles, mode):  # type: ignore[arg-type]
+        text = json.dumps(t.wire()) + (t.plan.select or "")
+        assert "tax_id" not in text, t.name
+
+
+def test_grounded_tools_score_ten(built: Path) -> None:
+    tools = [json.loads(f.read_text()) for f in sorted((built / "tools").glob("*.json"))]
+    review = review_tools(tools, "demo")
+    assert {t.name: t.score for t in review.tools} == {t.name: 10 for t in review.tools}
+    assert review.total_tokens < 6000
+
+
+def test_bare_and_generic_lose_what_they_lack(demo_dir: Path, profiles: dict[str, Any]) -> None:
+    bare = review_tools(wires(demo_dir, profiles, "bare"), "bare")
+    for t in bare.tools:
+        lost = {f.item for f in t.lost}
+        # no output schema, no units, no limits stated, no sources, no scope sentence
+        assert {2, 6, 7, 8, 10} <= lost, t.name
+        assert 1 not in lost and 9 not in lost, t.name  # same names, still read-only
+    by_name = {t.name: {f.item for f in t.lost} for t in bare.tools}
+    assert 4 in by_name["deals_by_stage_and_pipeline"]  # stage lost its enum
+    assert 3 in by_name["orders_by_status_and_customer"]  # crm_account_id lost its scheme
+    assert 5 in by_name["win_loss_summary_trailing_window"]  # as_of lost format and zone
+    generic = review_tools(wires(demo_dir, profiles, "generic"), "generic")
+    assert [t.name for t in generic.tools] == ["describe_table", "list_tables", "run_sql"]
+    for t in generic.tools:
+        assert {1, 6, 7, 8, 10} <= {f.item for f in t.lost}
+    assert max(t.score for t in generic.tools) <= 5
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def test_every_plan_executes_with_bound_parameters(engine: str, request: pytest.FixtureRequest
+                                                   ) -> None:
+    d = request.getfixturevalue("demo_dir" if engine == "duckdb" else "pg_demo_dir")
+    project = load_project(d)
+    tools = generate(project, {p.product: p for p in profile_project(project)})
+    args = {
+        "active_customers_by_region_and_fiscal_quarter": {"fiscal_quarter": "FY2027-Q1",
+                                                          "sales_region": "EMEA"},
+        "deals_by_stage_and_pipeline": {"stage": "CLOSED_WON", "pipeline": "partner", "limit": 5},
+        "win_loss_summary_trailing_window": {"days": 365, "as_of": "2026-08-19"},
+        "orders_by_status_and_customer": {"status": "PAID",
+                                          "placed_at_from": "2026-08-01T00:00:00+00:00"},
+    }
+    with open_source("main", project.config.sources["main"], project.root) as src:
+        ran = 0
+        for t in tools:
+            if t.plan.select is None:
+                continue
+            a = args.get(t.name, {})
+            q, params = compile_plan(t.plan, a, project.config, project.now())
+            sql = src.render(q)
+            for v in a.values():  # values are bound, never spliced
+                assert str(v) not in sql, (t.name, v)
+            rows = src.query(q, params)
+            assert rows, t.name
+            if t.name == "deals_by_stage_and_pipeline":
+                assert len(rows) == 6  # limit + 1 tells truncation
+            ran += 1
+        assert ran == 11
+        active = next(t for t in tools if t.name.startswith("active_customers"))
+        q, params = compile_plan(active.plan, args[active.name], project.config, project.now())
+        (region, count), = src.query(q, params)
+        legacy = src.run("SELECT count(*) FROM customers WHERE is_active AND sales_region = 'EMEA'")
+        assert region == "EMEA" and count == legacy[0][0]  # the coincidence quarter
+
+
+def test_tools_as_user_and_cli(built: Path) -> None:
+    res = run_cli("tools", "--project", str(built), "--as-user", "sup.sam", "--json")
+    assert res.returncode == 0, res.stderr
+    names = [t["name"] for t in json.loads(res.stdout)]
+    assert names == sorted(names) and "explain_data_product" in names
+    assert "deals_by_stage_and_pipeline" not in names and len(names) == 5
+    res = run_cli("tools", "--project", str(built), "--as-user", "mgr.emea", "--json",
+                  "--x-context")
+    tools = json.loads(res.stdout)
+    assert len(tools) == 12 and tools[0]["x-context"] == tools[0]["_meta"]["tether/context"]
+    bad = run_cli("tools", "--project", str(built), "--as-user", "nobody")
+    assert bad.returncode == 2 and "no user named 'nobody'" in bad.stderr
+
+
+def test_build_other_modes_export_beside(built: Path) -> None:
+    res = run_cli("build", "--project", str(built), "--mode", "generic", "--json")
+    assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in (built / "tools" / "generic").glob("*.json")) == [
+        "describe_table.json", "list_tables.json", "run_sql.json"]
+    assert json.loads(res.stdout)["publication"] is None
