@@ -85,9 +85,13 @@ def product_tool_name(name: str, p: ProductConfig) -> str:
 
 
 def _visible_columns(ctx: Ctx, name: str) -> list[ColumnProfile]:
+    """Columns a tool returns: not restricted, and not the load-time column (as_of reports it)."""
     prof = ctx.profiles[name]
     leaves = [c.column.name for c in prof.columns]
     hidden = restricted_columns(ctx.config, name, leaves)
+    fresh = ctx.config.products[name].freshness
+    if fresh and fresh.column:
+        hidden.add(fresh.column)
     return [c for c in prof.columns if c.column.name not in hidden]
 
 
@@ -100,10 +104,12 @@ def _field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
     facts = p.columns.get(leaf)
     notes = [facts.description.rstrip(".")] if facts and facts.description else []
     scheme = p.identifiers.get(leaf)
-    if scheme:
+    if scheme and scheme != leaf:
         notes.append(f"{scheme} identifier")
     if c.column.kind in ("integer", "decimal", "float"):
-        notes.append(f"unit: {c.unit_hint or _count_unit(leaf)}")
+        keyish = leaf in p.primary_key or leaf in p.identifiers
+        notes.append("key, no unit" if keyish and not c.unit_hint
+                     else f"unit: {c.unit_hint or _count_unit(leaf)}")
     if notes:
         schema["description"] = sentence("; ".join(notes))
     if c.null_fraction:  # observed NULLs; drift checks catch a column that starts having them
@@ -128,19 +134,16 @@ def _output_rows(ctx: Ctx, product: str, cols: list[ColumnProfile]) -> dict[str,
     return props
 
 
-def _envelope(rows: dict[str, Any], row_desc: str, as_of_desc: str) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": {
-            "rows": {"type": "array", "description": row_desc,
-                     "items": {"type": "object", "properties": rows}},
-            "row_count": {"type": "integer", "description": "Unit: rows."},
-            "truncated": {"type": "boolean"},
-            "next_cursor": {"type": ["string", "null"]},
-            "as_of": {"type": ["string", "null"], "format": "date-time",
-                      "description": as_of_desc},
-        },
+def _envelope(rows: dict[str, Any], as_of_desc: str, paged: bool) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "rows": {"type": "array", "items": {"type": "object", "properties": rows}},
+        "row_count": {"type": "integer", "description": "Unit: rows."},
     }
+    if paged:
+        props["truncated"] = {"type": "boolean"}
+        props["next_cursor"] = {"type": ["string", "null"]}
+    props["as_of"] = {"type": ["string", "null"], "format": "date-time", "description": as_of_desc}
+    return {"type": "object", "properties": props}
 
 
 MAX_FILTER_ENUM = 12
@@ -219,20 +222,14 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         bounds: tuple[tuple[str, Literal["gte", "lt"], str], ...] = (
             ("from", "gte", ">="), ("to", "lt", "<"))
         for suffix, op, word in bounds:
-            props[f"{t}_{suffix}"] = {
-                "type": "string", "format": "date-time",
-                "description": f"{t} {word} this; ISO 8601, {tz} if no offset.",
-            }
+            props[f"{t}_{suffix}"] = {"type": "string", "format": "date-time",
+                                      "description": f"{t} {word} this, {tz} if no offset."}
             filters.append(Filter(param=f"{t}_{suffix}", column=f"{name}.{t}", op=op))
-    props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows, "default": 50,
-                      "description": "Rows per page."}
-    props["cursor"] = {"type": "string", "description": "next_cursor of the previous page."}
+    props["limit"] = {"type": "integer", "maximum": max_rows, "default": 50}
+    props["cursor"] = {"type": "string", "description": "From next_cursor."}
     fresh = p.freshness.column if p.freshness and p.freshness.column else None
-    out = _envelope(
-        _output_rows(ctx, name, cols),
-        sentence(f"One row per {noun}"),
-        f"Newest {fresh}." if fresh else "Load time.",
-    )
+    out = _envelope(_output_rows(ctx, name, cols),
+                    f"Newest {fresh}." if fresh else "Load time.", paged=True)
     named = [f.param for f in filters if f.op == "eq"] + ([f"a {t} range"] if t else [])
     sentences = _listing_sentences(ctx, name, p, prof, cols, named, max_rows)
     description, sources = join_sentences(sentences)
@@ -286,14 +283,14 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, prof: ProductProfi
                        ) -> list[Sentence]:
     noun = grain_noun(p.grain, name)
     question = (p.tool.question if p.tool and p.tool.question else f"Which {plural(noun)} match")
-    s1 = f"{question.rstrip('?')}: one row per {noun}, filtered by {join_words(params)}"
+    s1 = f"{question.rstrip('?')}: one row per {noun}, narrowed by any parameter"
     siblings = _metric_siblings(ctx, name)
     if siblings:
         s1 += "; " + "; ".join(siblings)
     out = [Sentence(text=sentence(s1), source="glossary")]
     out.append(Sentence(text=sentence(
-        f"{_units_phrase(cols, p)}; read-only, at most {max_rows} rows a page, next_cursor "
-        "for the rest"), source="schema"))
+        f"{_units_phrase(cols, p)}; read-only, at most {max_rows} rows a page, cursor paging"),
+        source="schema"))
     if p.description:
         out += [Sentence(text=sentence(x), source="glossary")
                 for x in split_sentences(p.description)]
@@ -302,18 +299,13 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, prof: ProductProfi
         out.append(Sentence(text=sentence(
             f"Line-level detail is in {ctx.tool_names[child]}; joining it repeats each {noun} "
             "once per line, so never sum this product's amounts after that join"), source="schema"))
-    for c in cols:
-        note = enum_note(c)
-        if note:
-            out.append(Sentence(text=sentence(f"{humanize(c.column.name)}: {note}"),
-                                source="samples"))
     cross = _crosswalk_tool(ctx)
     for column, scheme in p.identifiers.items():
         sch = ctx.config.identifier_schemes[scheme]
         if not sch.canonical and cross and cross != ctx.tool_names[name]:
-            out.append(Sentence(text=sentence(
-                f"{column} holds {scheme} values; map other customer ids with {cross}"),
-                source="lineage"))
+            held = "" if column == scheme else f"{column} holds {scheme} values; "
+            out.append(Sentence(text=sentence(f"{held}for other customer ids use {cross}"),
+                                source="lineage"))
     policy = _policy_sentence(ctx, name)
     if policy:
         out.append(policy)
@@ -355,7 +347,7 @@ def _policy_sentence(ctx: Ctx, product: str) -> Sentence | None:
                      if m.split(".", 1)[0] == product})
     parts = []
     if filtered:
-        parts.append(f"the {join_words(filtered)} role sees only its entitled rows")
+        parts.append("rows are filtered to your entitlement")
     if masked:
         parts.append(f"{join_words(masked)} may be masked")
     if not parts:
@@ -431,8 +423,8 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     for prof in dim_profiles:
         max_rows *= max(len(prof.enum or []), 1)
     fresh = _freshness_columns(ctx, products)
-    out = _envelope(rows, sentence(f"One row per {join_words([c for _, c in dims]) or 'result'}"),
-                    f"Oldest of the newest {join_words(fresh)}." if fresh else "Load time.")
+    out = _envelope(rows, f"Oldest of the newest {join_words(fresh)}." if fresh else "Load time.",
+                    paged=False)
     sentences = _metric_sentences(ctx, name, m, kind, dims, max_rows, props)
     description, sources = join_sentences(sentences)
     select = from_clause(ctx.config, products)
@@ -544,7 +536,7 @@ def probe_tool(ctx: Ctx) -> GeneratedTool:
     column = {"type": "object", "properties": {
         "name": {"type": "string"}, "type": {"type": "string"},
         "description": {"type": ["string", "null"]}, "unit": {"type": ["string", "null"]},
-        "values": {"type": "array", "description": "Observed (enum) or top values."},
+        "values": {"type": "array"},
     }}
     out = {
         "type": "object",
