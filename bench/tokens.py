@@ -16,14 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from thirdparty import duckdb15_copy, server_command, sqlite_copy  # noqa: E402
-
-from tether.config import load_project  # noqa: E402
-from tether.demo import init_demo  # noqa: E402
-from tether.lint import review_tools  # noqa: E402
-from tether.lint.targets import load_server_tools  # noqa: E402
-from tether.profiling import profile_project  # noqa: E402
-from tether.toolgen import generate  # noqa: E402
+from tether.config import load_project
+from tether.demo import init_demo
+from tether.lint import review_tools
+from tether.lint.targets import load_server_tools
+from tether.profiling import profile_project
+from tether.toolgen import generate
+from thirdparty import duckdb15_copy, server_command, sqlite_copy
 
 
 def main() -> int:

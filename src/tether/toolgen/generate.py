@@ -206,10 +206,8 @@ def _crosswalk_tool(ctx: Ctx) -> str | None:
 
 def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     p: ProductConfig = ctx.config.products[name]
-    prof = ctx.profiles[name]
     cols = _visible_columns(ctx, name)
     max_rows = p.tool.max_rows if p.tool else 200
-    noun = grain_noun(p.grain, name)
     props: dict[str, Any] = {}
     filters: list[Filter] = []
     for c in _filter_columns(p, cols):
@@ -230,8 +228,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     fresh = p.freshness.column if p.freshness and p.freshness.column else None
     out = _envelope(_output_rows(ctx, name, cols),
                     f"Newest {fresh}." if fresh else "Load time.", paged=True)
-    named = [f.param for f in filters if f.op == "eq"] + ([f"a {t} range"] if t else [])
-    sentences = _listing_sentences(ctx, name, p, prof, cols, named, max_rows)
+    sentences = _listing_sentences(ctx, name, p, cols, max_rows)
     description, sources = join_sentences(sentences)
     select = exp.select(*[exp.column(c.column.name.split(".")[0], table=name, quoted=True)
                           for c in _top_level(cols)]).from_(_alias_table(ctx, name))
@@ -278,9 +275,8 @@ def _units_phrase(cols: list[ColumnProfile], p: ProductConfig) -> str:
     return ", ".join(parts)
 
 
-def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, prof: ProductProfile,
-                       cols: list[ColumnProfile], params: list[str], max_rows: int
-                       ) -> list[Sentence]:
+def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile],
+                       max_rows: int) -> list[Sentence]:
     noun = grain_noun(p.grain, name)
     question = (p.tool.question if p.tool and p.tool.question else f"Which {plural(noun)} match")
     s1 = f"{question.rstrip('?')}: one row per {noun}, narrowed by any parameter"
