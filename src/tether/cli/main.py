@@ -12,6 +12,7 @@ from tether.cli import demo as demo_cmd
 from tether.cli import init as init_cmd
 from tether.cli import lint as lint_cmd
 from tether.cli import profile as profile_cmd
+from tether.cli import serve as serve_cmd
 from tether.cli.output import err
 from tether.errors import TetherError
 
@@ -27,6 +28,9 @@ app.command("profile")(profile_cmd.profile)
 app.command("build")(build_cmd.build)
 app.command("tools")(build_cmd.tools)
 app.command("lint")(lint_cmd.lint)
+app.command("serve")(serve_cmd.serve)
+app.command("versions")(serve_cmd.versions)
+app.add_typer(serve_cmd.token_app, name="token")
 app.add_typer(demo_cmd.app, name="demo")
 
 

@@ -30,6 +30,11 @@ _MIGRATIONS = [
          publication INTEGER NOT NULL REFERENCES publications(id),
          content_hash VARCHAR(80) NOT NULL, definition TEXT NOT NULL, plan TEXT NOT NULL,
          published_at VARCHAR(40) NOT NULL, PRIMARY KEY (name, version))""",
+    """CREATE TABLE IF NOT EXISTS call_log (
+         at VARCHAR(40) NOT NULL, username VARCHAR(200) NOT NULL, role VARCHAR(200) NOT NULL,
+         tool VARCHAR(200) NOT NULL, version VARCHAR(40), arguments TEXT NOT NULL,
+         latency_ms DOUBLE PRECISION NOT NULL, row_count INTEGER, error TEXT,
+         as_of VARCHAR(40), deprecated INTEGER NOT NULL DEFAULT 0)""",
 ]
 
 VOLATILE_KEYS = ("version", "supersedes", "generated_at", "change_level", "change_kind",
@@ -134,6 +139,28 @@ class Registry:
                      "d": json.dumps(v.definition, sort_keys=True), "pl": json.dumps(v.plan),
                      "at": stamp})
         return pid
+
+    def latest_publication(self) -> int:
+        with self._tx() as c:
+            return int(c.execute(sa.text("SELECT COALESCE(MAX(id), 0) FROM publications")
+                                 ).scalar_one())
+
+    def record_calls(self, calls: list[dict[str, Any]]) -> None:
+        """Append call records (one transaction; the server batches them)."""
+        if not calls:
+            return
+        with self._tx() as c:
+            c.execute(sa.text(
+                "INSERT INTO call_log (at, username, role, tool, version, arguments, latency_ms, "
+                "row_count, error, as_of, deprecated) VALUES (:at, :user, :role, :tool, :version, "
+                ":arguments, :latency_ms, :rows, :error, :as_of, :deprecated)"), calls)
+
+    def calls(self) -> list[dict[str, Any]]:
+        with self._tx() as c:
+            rows = c.execute(sa.text(
+                "SELECT at, username, role, tool, version, arguments, latency_ms, row_count, "
+                "error, as_of, deprecated FROM call_log ORDER BY at, tool")).mappings().all()
+        return [dict(r) for r in rows]
 
     def close(self) -> None:
         self.engine.dispose()

@@ -36,10 +36,16 @@ class DuckDBSource(Source):
             self.con.execute(f"SET schema = '{schema.replace(chr(39), '')}'")
 
     def run(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+        # a cursor per call: its own connection to the same database, safe across threads
+        cur = self.con.cursor()
         try:
-            return self.con.execute(sql, params or None).fetchall()
+            if self.schema:
+                cur.execute(f"SET schema = '{self.schema.replace(chr(39), '')}'")
+            return cur.execute(sql, params or None).fetchall()
         except duckdb.Error as e:
             raise SourceError(f"source {self.name!r}: query failed: {e}") from None
+        finally:
+            cur.close()
 
     def tables(self) -> list[str]:
         rows = self.con.execute(

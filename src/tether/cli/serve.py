@@ -1,0 +1,129 @@
+"""`tether serve`, `tether token`, `tether versions`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import typer
+from rich.table import Table
+
+from tether.cli.build import ModeOpt, _mode
+from tether.cli.options import JsonOpt, ProjectOpt
+from tether.cli.output import err, out, print_json
+from tether.config import load_project
+from tether.drift.publish import open_registry
+from tether.errors import ConfigError
+from tether.policy.model import role_of
+
+
+def serve(
+    project: Path = ProjectOpt,
+    transport: str = typer.Option("stdio", "--transport", help="stdio | http."),
+    host: str = typer.Option("127.0.0.1", "--host", help="HTTP bind address."),
+    port: int = typer.Option(8765, "--port", help="HTTP port."),
+    as_user: str = typer.Option(None, "--as-user", help="stdio: the user every call runs as "
+                                "(else env TETHER_USER)."),
+    mode: str = ModeOpt,
+    allowed_host: list[str] = typer.Option(None, "--allowed-host",
+                                           help="HTTP Host values accepted beyond loopback "
+                                           "(repeatable), e.g. mcp.internal:*"),
+    allowed_origin: list[str] = typer.Option(None, "--allowed-origin",
+                                             help="Browser origins accepted (repeatable)."),
+) -> None:
+    """Serve the published tools over MCP (stdio or streamable HTTP) with the caller's identity
+    and policy enforced in every query."""
+    from tether.serve.server import TetherServer, log, stdio_user_from_env
+
+    proj = load_project(project)
+    m = _mode(mode)
+    if transport == "stdio":
+        user = stdio_user_from_env(as_user)
+        if user is None:
+            raise ConfigError("stdio needs a user: pass --as-user NAME or set TETHER_USER.",
+                              hint="Whoever writes the client's config chooses the user.")
+        server = TetherServer(proj, m, stdio_user=user)
+        anyio.run(server.serve_stdio)
+    elif transport == "http":
+        server = TetherServer(proj, m)
+        log(f"tether serving {len(server.current)} {m} tools on http://{host}:{port}/mcp "
+            "(bearer tokens: tether token add USER)")
+        anyio.run(lambda: server.serve_http(host, port, allowed_host or None,
+                                            allowed_origin or None))
+    else:
+        raise ConfigError(f"--transport must be stdio or http (got {transport!r}).")
+
+
+token_app = typer.Typer(help="Bearer tokens for the HTTP transport.", no_args_is_help=True)
+
+
+def _store(project: Path):  # type: ignore[no-untyped-def]
+    from tether.serve.identity import TokenStore
+
+    proj = load_project(project)
+    return proj, TokenStore(proj.root / proj.config.serve.tokens_file)
+
+
+@token_app.command("add")
+def token_add(
+    user: str = typer.Argument(..., help="A user from policies.users."),
+    runner: bool = typer.Option(False, "--runner", help="May act as any user via "
+                                "X-Tether-As-User (for the evaluation harness)."),
+    project: Path = ProjectOpt,
+) -> None:
+    """Create a token for USER and print it once (it is stored hashed)."""
+    proj, store = _store(project)
+    role_of(proj.config, user)
+    token = store.add(user, runner=runner)
+    err.print(f"token for {user}{' (runner)' if runner else ''}; shown once, store it now:")
+    print(token)
+
+
+@token_app.command("list")
+def token_list(project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
+    """Users that hold a token (never the tokens)."""
+    _, store = _store(project)
+    rows = store.list()
+    if as_json:
+        print_json(rows)
+        return
+    t = Table(show_edge=False, header_style="bold")
+    for h in ("user", "runner", "created"):
+        t.add_column(h)
+    for r in rows:
+        t.add_row(r["user"], "yes" if r["runner"] else "", r["created"] or "")
+    out.print(t)
+
+
+@token_app.command("revoke")
+def token_revoke(user: str = typer.Argument(...), project: Path = ProjectOpt) -> None:
+    """Revoke USER's token."""
+    _, store = _store(project)
+    if not store.revoke(user):
+        raise ConfigError(f"{user!r} holds no token.", hint="See `tether token list`.")
+    out.print(f"revoked the token of {user}")
+
+
+def versions(tool: str = typer.Argument(..., help="Tool name."), project: Path = ProjectOpt,
+             as_json: bool = JsonOpt) -> None:
+    """Every published version of TOOL, oldest first."""
+    proj = load_project(project)
+    registry = open_registry(proj)
+    try:
+        found = registry.versions(tool)
+    finally:
+        registry.close()
+    if not found:
+        raise ConfigError(f"no published versions of {tool!r}.", hint="See `tether tools`.")
+    rows = [{"version": v.version, "published_at": v.published_at,
+             "change_level": v.definition.get("_meta", {}).get("tether/context", {}).get(
+                 "change_level")} for v in found]
+    if as_json:
+        print_json(rows)
+        return
+    t = Table(show_edge=False, header_style="bold")
+    for h in ("version", "published_at", "change"):
+        t.add_column(h)
+    for r in rows:
+        t.add_row(r["version"], r["published_at"], r["change_level"] or "")
+    out.print(t)

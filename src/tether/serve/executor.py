@@ -1,0 +1,364 @@
+"""Execute one tool call as one user: validate, push the policy into the query, run, shape.
+
+Every result carries rows, row_count, as_of and units (and truncated and next_cursor where the
+tool pages). Invalid arguments raise ToolError, whose message says what was wrong and what is
+allowed; the server turns it into an `isError` result and stays up.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+from sqlglot import exp
+
+from tether.config import Project
+from tether.context.profile import ProductProfile
+from tether.errors import TetherError
+from tether.policy.model import role_of, tool_visible
+from tether.policy.pushdown import (
+    PolicyError,
+    mask_of,
+    masked,
+    row_filter,
+    user_params,
+    visible_columns,
+)
+from tether.serve import pagination, sqlguard
+from tether.sources import Source, open_source
+from tether.toolgen.model import META_KEY, QueryPlan
+from tether.toolgen.plan import ArgumentError, compile_plan, qualified, window_bounds
+
+
+class ToolError(Exception):
+    """A call the model can fix: the message says what was wrong and what is allowed."""
+
+
+@dataclass
+class Call:
+    user: str
+    tool: str
+    version: str
+    definition: dict[str, Any]
+    plan: QueryPlan
+    args: dict[str, Any]
+
+
+@dataclass
+class Executor:
+    """Holds the project, one read-only connection per source, the cursor key and caches."""
+
+    project: Project
+    cursor_key: bytes
+    sources: dict[str, Source] = field(default_factory=dict)
+    profiles: dict[str, ProductProfile] = field(default_factory=dict)
+
+    def source(self, name: str | None) -> Source:
+        key = name or next(iter(self.project.config.sources))
+        if key not in self.sources:
+            self.sources[key] = open_source(key, self.project.config.sources[key], self.project.root)
+        return self.sources[key]
+
+    def close(self) -> None:
+        for s in self.sources.values():
+            s.close()
+        self.sources.clear()
+
+    # --- entry point ---
+
+    def run(self, call: Call) -> dict[str, Any]:
+        config = self.project.config
+        if not tool_visible(config, call.user, call.tool):
+            raise ToolError(f"unknown tool {call.tool!r} for this user")
+        validate(call.definition, call.args)
+        kind = call.plan.kind
+        try:
+            if kind == "list":
+                return self._list(call)
+            if kind == "metric":
+                return self._metric(call)
+            if kind == "probe":
+                return self._probe(call)
+            if kind == "catalog":
+                return self._catalog(call)
+            if kind == "describe":
+                return self._describe(call)
+            if kind == "sql":
+                return self._sql(call)
+        except (ArgumentError, pagination.CursorError, sqlguard.GuardError) as e:
+            raise ToolError(str(e)) from None
+        except PolicyError as e:
+            raise ToolError(e.message) from None
+        raise ToolError(f"tool {call.tool!r} has a plan of unknown kind {kind!r}")
+
+    # --- listing ---
+
+    def _list(self, call: Call) -> dict[str, Any]:
+        config, plan = self.project.config, call.plan
+        product = plan.product or ""
+        src = self.source(plan.source)
+        args = _coerce_times(call.args, call.definition)
+        query, params = compile_plan(plan, args, config, self.project.now())
+        assert isinstance(query, exp.Select)
+        query = _mask_projection(query, config, call.user, product)
+        pred = row_filter(config, call.user, product, product, src.dialect)
+        if pred is not None:
+            query = query.where(pred)
+            params.update(user_params(config, call.user))
+        if call.args.get("cursor"):
+            last = pagination.decode(self.cursor_key, str(call.args["cursor"]), call.user,
+                                     call.tool, call.version, call.args)
+            keys = [qualified(k) for k in plan.order_by]
+            marks = [exp.Placeholder(this=f"k{i}") for i in range(len(keys))]
+            query = query.where(exp.GT(this=exp.Tuple(expressions=keys),
+                                       expression=exp.Tuple(expressions=marks)))
+            params.update({f"k{i}": v for i, v in enumerate(last)})
+        names = [p.alias_or_name for p in query.expressions]
+        rows = [dict(zip(names, map(jsonable, r), strict=True)) for r in src.query(query, params)]
+        limit = int(params["limit"]) - 1
+        truncated = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = None
+        if truncated and rows:
+            pk = [k.rsplit(".", 1)[-1] for k in plan.order_by]
+            next_cursor = pagination.encode(self.cursor_key, call.user, call.tool, call.version,
+                                            call.args, [rows[-1][k] for k in pk])
+        return self._result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
+                            paged=True)
+
+    # --- metrics ---
+
+    def _metric(self, call: Call) -> dict[str, Any]:
+        config, plan = self.project.config, call.plan
+        src = self.source(plan.source)
+        now = self.project.now()
+        query, params = compile_plan(plan, call.args, config, now)
+        assert isinstance(query, exp.Select)
+        products = _products(call.definition)
+        for product in products:
+            pred = row_filter(config, call.user, product, product, src.dialect)
+            if pred is not None:
+                query = query.where(pred)
+                params.update(user_params(config, call.user))
+        names = [p.alias_or_name for p in query.expressions]
+        rows = [dict(zip(names, map(jsonable, r), strict=True)) for r in src.query(query, params)]
+        if plan.window is not None and plan.window.kind == "period":
+            from tether.context.calendar import quarter_of
+
+            start, _ = window_bounds(plan, call.args, config, now)
+            cal = config.calendars[plan.window.calendar or ""]
+            label = quarter_of(start.date(), cal.start_month, cal.year_named_by).label
+            for r in rows:
+                r["fiscal_quarter"] = label
+        return self._result(call, rows, products, paged=False)
+
+    # --- progressive disclosure ---
+
+    def _probe(self, call: Call) -> dict[str, Any]:
+        from tether.profiling import profile_product
+
+        config = self.project.config
+        product = str(call.args["product"])
+        p = config.products[product]
+        if product not in self.profiles:
+            self.profiles[product] = profile_product(self.project, product,
+                                                     source=self.source(p.source))
+        prof = self.profiles[product]
+        names = [c.column.name for c in prof.columns]
+        shown = set(visible_columns(config, product, names))
+        columns = []
+        for c in prof.columns:
+            if c.column.name not in shown:
+                continue
+            facts = p.columns.get(c.column.name)
+            hidden = mask_of(config, call.user, product, c.column.name) is not None
+            values = [] if hidden else [v.value for v in (c.enum or c.top_values)][:12]
+            columns.append({"name": c.column.name, "type": c.column.type,
+                            "description": facts.description if facts else None,
+                            "unit": c.unit_hint, "values": [jsonable(v) for v in values]})
+        terms = sorted(t for t, g in config.glossary.items()
+                       if any(f.split(".")[0] == product for f in g.fields))
+        upstream = [{"from": e.from_, "to": e.to, "via": e.via} for e in config.lineage
+                    if e.to == product]
+        return {"product": product, "grain": p.grain, "row_count": prof.row_count,
+                "columns": columns,
+                "definitions": [{"term": t, "definition": config.glossary[t].definition}
+                                for t in terms],
+                "lineage": upstream, "as_of": jsonable(prof.as_of)}
+
+    # --- generic mode ---
+
+    def _tables(self) -> dict[str, str]:
+        return {(p.table or name).split(".")[-1].lower(): name
+                for name, p in self.project.config.products.items() if p.table}
+
+    def _catalog(self, call: Call) -> dict[str, Any]:
+        rows = [{"table": t} for t in sorted(self._tables())]
+        return {"rows": rows, "row_count": len(rows)}
+
+    def _describe(self, call: Call) -> dict[str, Any]:
+        tables = self._tables()
+        name = str(call.args.get("table", "")).lower()
+        if name not in tables:
+            raise ToolError(f"unknown table {name!r}; tables: {', '.join(sorted(tables))}")
+        product = tables[name]
+        p = self.project.config.products[product]
+        src = self.source(p.source)
+        cols = src.describe(src.table_expr(p.table or product), label=product)
+        shown = set(visible_columns(self.project.config, product, [c.name for c in cols]))
+        rows = [{"column": c.name, "type": c.type, "nullable": c.nullable}
+                for c in cols if c.name in shown]
+        return {"rows": rows, "row_count": len(rows)}
+
+    def _sql(self, call: Call) -> dict[str, Any]:
+        config = self.project.config
+        src = self.source(call.plan.source)
+        tables = self._tables()
+        query = sqlguard.check(str(call.args.get("sql", "")), src.dialect, tables)
+        columns = {}
+        for product in set(tables.values()):
+            p = config.products[product]
+            columns[product] = [c.name for c in src.describe(src.table_expr(p.table or product),
+                                                             label=product)]
+        secured = sqlguard.apply_policy(query, config, call.user, tables, columns, src.dialect,
+                                        call.plan.max_rows)
+        params = user_params(config, call.user)
+        try:
+            raw = src.query(secured, params)
+            names = _result_names(secured)
+        except TetherError as e:
+            raise ToolError(f"the query failed: {e.message}") from None
+        rows = [dict(zip(names, map(jsonable, r), strict=False)) for r in raw]
+        truncated = len(rows) > call.plan.max_rows
+        rows = rows[: call.plan.max_rows]
+        return {"rows": rows, "row_count": len(rows), "truncated": truncated}
+
+    # --- shaping ---
+
+    def _result(self, call: Call, rows: list[dict[str, Any]], products: list[str], *,
+                paged: bool, truncated: bool = False, next_cursor: str | None = None
+                ) -> dict[str, Any]:
+        out: dict[str, Any] = {"rows": rows, "row_count": len(rows)}
+        if paged:
+            out["truncated"] = truncated
+            out["next_cursor"] = next_cursor
+        out["as_of"] = self._as_of(products)
+        units = _units(call.definition)
+        if units:
+            out["units"] = units
+        return out
+
+    def _as_of(self, products: list[str]) -> str | None:
+        """The oldest of the products' newest freshness values (the data is as old as its
+        stalest input)."""
+        oldest: dt.datetime | None = None
+        for product in products:
+            p = self.project.config.products[product]
+            if not (p.freshness and p.freshness.column):
+                continue
+            src = self.source(p.source)
+            q = exp.select(exp.func("MAX", exp.column(p.freshness.column, quoted=True))).from_(
+                src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", product))
+            value = src.query(q)[0][0]
+            if isinstance(value, dt.datetime):
+                value = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+                oldest = value if oldest is None or value < oldest else oldest
+        return oldest.isoformat() if oldest else None
+
+
+def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
+    """Arguments against the tool's inputSchema; unknown arguments are refused too."""
+    schema = definition.get("inputSchema") or {"type": "object"}
+    allowed = set(schema.get("properties", {}))
+    unknown = sorted(set(args) - allowed)
+    if unknown:
+        raise ToolError(f"unknown argument(s) {', '.join(unknown)}; allowed: "
+                        f"{', '.join(sorted(allowed)) or 'none'}")
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(args),
+                    key=lambda e: list(e.path))
+    if errors:
+        e = errors[0]
+        where = ".".join(str(p) for p in e.path) or "arguments"
+        hint = ""
+        if e.validator == "enum":
+            hint = f"; allowed values: {', '.join(map(str, e.validator_value))}"
+        elif e.validator == "pattern":
+            hint = f"; it must match {e.validator_value}"
+        raise ToolError(f"{where}: {e.message}{hint}")
+
+
+def _coerce_times(args: dict[str, Any], definition: dict[str, Any]) -> dict[str, Any]:
+    """ISO date-time strings -> aware datetimes (UTC when no offset); a bad one is a ToolError."""
+    props = (definition.get("inputSchema") or {}).get("properties", {})
+    out = dict(args)
+    for name, value in args.items():
+        if props.get(name, {}).get("format") == "date-time" and isinstance(value, str):
+            try:
+                parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                raise ToolError(f"{name}: {value!r} is not an ISO 8601 date-time; write e.g. "
+                                "2026-08-01T00:00:00Z") from None
+            out[name] = parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    return out
+
+
+def _mask_projection(query: exp.Select, config: Any, user: str, product: str) -> exp.Select:
+    projections = []
+    for p in query.expressions:
+        name = p.alias_or_name
+        mask = mask_of(config, user, product, name)
+        projections.append(masked(p, mask).as_(name, quoted=True) if mask else p)
+    query.set("expressions", projections)
+    return query
+
+
+def _result_names(query: exp.Expr) -> list[str]:
+    inner = query.find(exp.Subquery)
+    body = inner.this if inner is not None else query
+    while isinstance(body, exp.SetOperation):
+        body = body.this
+    if isinstance(body, exp.Select):
+        return [p.alias_or_name or f"col{i}" for i, p in enumerate(body.expressions)]
+    return []
+
+
+def _products(definition: dict[str, Any]) -> list[str]:
+    return list((definition.get("_meta") or {}).get(META_KEY, {}).get("products", []))
+
+
+_UNIT = re.compile(r"unit: ([^;.)]+)", re.I)
+
+
+def _units(definition: dict[str, Any]) -> dict[str, str]:
+    out = {}
+    rows = (((definition.get("outputSchema") or {}).get("properties") or {}).get("rows") or {})
+    for name, schema in ((rows.get("items") or {}).get("properties") or {}).items():
+        m = _UNIT.search(str(schema.get("description", "")))
+        if m and m.group(1).strip().lower() not in ("number", "key, no unit"):
+            out[name] = m.group(1).strip()
+    return out
+
+
+def jsonable(v: Any) -> Any:
+    if isinstance(v, dt.datetime):
+        return (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).isoformat()
+    if isinstance(v, dt.date | dt.time):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if isinstance(v, uuid.UUID):
+        return str(v)
+    if isinstance(v, dict):
+        return {k: jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [jsonable(x) for x in v]
+    return v
+
+
+def user_role(project: Project, user: str) -> str:
+    return role_of(project.config, user)[0]

@@ -1,0 +1,93 @@
+"""Who is calling. stdio: --as-user or TETHER_USER (whoever writes the client config chooses the
+user). HTTP: a bearer token maps to a user; tokens are stored as salted sha256 hashes, shown once.
+A runner token (for the evaluation harness) may act as a named user with X-Tether-As-User."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from tether.errors import ConfigError
+
+RUNNER_SCOPE = "tether:runner"
+AS_USER_HEADER = "x-tether-as-user"
+
+
+def _hash(token: str, salt: str) -> str:
+    return hashlib.sha256((salt + token).encode()).hexdigest()
+
+
+class TokenStore:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def _load(self) -> dict[str, Any]:
+        if not self.path.exists():
+            return {}
+        try:
+            data: dict[str, Any] = json.loads(self.path.read_text())
+            return data
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{self.path} is not valid JSON ({e.msg}).",
+                              hint="Restore it from a backup or remove it and add tokens "
+                              "again.") from None
+
+    def _save(self, data: dict[str, Any]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+        os.replace(tmp, self.path)
+
+    def add(self, user: str, runner: bool = False) -> str:
+        """A new token for ``user`` (returned once, stored hashed); replaces the user's old one."""
+        token = "tt_" + secrets.token_urlsafe(32)
+        salt = secrets.token_hex(8)
+        data = self._load()
+        data[user] = {"salt": salt, "hash": _hash(token, salt), "runner": runner,
+                      "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        self._save(data)
+        return token
+
+    def revoke(self, user: str) -> bool:
+        data = self._load()
+        if user not in data:
+            return False
+        del data[user]
+        self._save(data)
+        return True
+
+    def list(self) -> list[dict[str, Any]]:
+        return [{"user": u, "runner": bool(v.get("runner")), "created": v.get("created")}
+                for u, v in sorted(self._load().items())]
+
+    def lookup(self, token: str) -> tuple[str, bool] | None:
+        """(user, is_runner) for a valid token; constant-time comparison."""
+        for user, v in self._load().items():
+            if hmac.compare_digest(_hash(token, v["salt"]), v["hash"]):
+                return user, bool(v.get("runner"))
+        return None
+
+
+class StoreVerifier:
+    """The SDK's TokenVerifier protocol over the token store."""
+
+    def __init__(self, store: TokenStore):
+        self.store = store
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        found = self.store.lookup(token)
+        if found is None:
+            return None
+        user, runner = found
+        return AccessToken(token=token, client_id=f"tether-{user}", subject=user,
+                           scopes=[RUNNER_SCOPE] if runner else [])

@@ -1,0 +1,303 @@
+"""`tether serve`: the published tools over MCP (official SDK, low-level Server), stdio and
+streamable HTTP, protocol 2026-07-28 and 2025-11-25.
+
+Tools are built per request for the caller (their role's visible tools, in a stable order).
+Each call runs the plan of the version the caller gets (current, or a pinned one inside its
+deprecation window), with the caller's policy pushed into the query, and is recorded in the
+registry's call log. A background task watches the registry and tells connected clients of both
+protocol eras when the published tool set changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from tether import __version__
+from tether.config import Project
+from tether.drift.publish import open_registry
+from tether.errors import ConfigError
+from tether.policy.model import role_of, tool_visible
+from tether.registry import Registry
+from tether.serve.executor import Call, Executor, ToolError
+from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE
+from tether.serve.pagination import load_key
+from tether.toolgen import Mode, QueryPlan, generate
+from tether.toolgen.model import META_KEY
+
+PIN_KEY = "tether/pin"
+
+
+@dataclass
+class Version:
+    name: str
+    version: str
+    definition: dict[str, Any]
+    plan: QueryPlan
+    served_until: dt.datetime | None = None  # set on superseded versions
+    successor: str | None = None
+
+
+class TetherServer:
+    def __init__(self, project: Project, mode: Mode = "grounded", stdio_user: str | None = None,
+                 clock: Callable[[], dt.datetime] | None = None):
+        self.project = project
+        self.mode = mode
+        self.clock = clock or project.now
+        self.stdio_user = stdio_user
+        if stdio_user is not None:
+            role_of(project.config, stdio_user)  # an unknown user fails at start, clearly
+        self.registry: Registry = open_registry(project)
+        self.executor = Executor(project, load_key(project.root / project.config.serve.cursor_key_file))
+        self.bus = InMemorySubscriptionBus()
+        self.legacy_sessions: dict[Any, str] = {}
+        self.pending_calls: list[dict[str, Any]] = []
+        self.publication = -1
+        self.current: dict[str, Version] = {}
+        self.history: dict[tuple[str, str], Version] = {}
+        self.reload()
+        self.server: Server[Any] = Server(
+            "tether", version=__version__,
+            instructions="Grounded tools over governed data products. Results carry as_of and "
+                         "units; identifiers name their scheme.",
+            on_list_tools=self.list_tools, on_call_tool=self.call_tool,
+            on_subscriptions_listen=ListenHandler(self.bus),
+        )
+        self.server.middleware.append(self._track_legacy_sessions)
+
+    # --- the tool set ---
+
+    def reload(self) -> bool:
+        """Load the published (or generated) tools; True if the set changed."""
+        if self.mode != "grounded":
+            if self.current:
+                return False
+            from tether.profiling import profile_project
+
+            profiles = {p.product: p for p in profile_project(self.project)}
+            for t in generate(self.project, profiles, self.mode):
+                self.current[t.name] = Version(t.name, "1.0.0", t.wire(), t.plan)
+            return True
+        latest = self.registry.latest_publication()
+        if latest == self.publication:
+            return False
+        versions = self.registry.versions()
+        if not versions:
+            raise ConfigError("no published tools to serve.", where=str(self.project.root),
+                              hint="Run `tether build` first.")
+        days = self.project.config.drift.deprecation_days
+        by_name: dict[str, list[Version]] = {}
+        for v in versions:
+            by_name.setdefault(v.name, []).append(
+                Version(v.name, v.version, v.definition, QueryPlan.model_validate(v.plan)))
+            if len(by_name[v.name]) > 1:
+                prev = by_name[v.name][-2]
+                prev.successor = v.version
+                prev.served_until = dt.datetime.fromisoformat(v.published_at) + dt.timedelta(
+                    days=days)
+        self.current = {n: vs[-1] for n, vs in by_name.items()}
+        self.history = {(v.name, v.version): v for vs in by_name.values() for v in vs}
+        self.publication = latest
+        return True
+
+    def visible(self, user: str) -> list[Version]:
+        return [v for name, v in sorted(self.current.items())
+                if tool_visible(self.project.config, user, name)]
+
+    # --- identity ---
+
+    def current_user(self, ctx: ServerRequestContext[Any] | None) -> str:
+        from mcp.server.auth.middleware.auth_context import get_access_token
+
+        token = get_access_token()
+        if token is None:
+            if self.stdio_user is None:
+                raise ToolError("no user: start the server with --as-user NAME or TETHER_USER")
+            return self.stdio_user
+        user = token.subject or ""
+        request = getattr(ctx, "request", None) if ctx is not None else None
+        acting = request.headers.get(AS_USER_HEADER) if request is not None else None
+        if acting:
+            if RUNNER_SCOPE not in (token.scopes or []):
+                raise ToolError(f"this token may not act as another user ({AS_USER_HEADER} "
+                                "needs a runner token)")
+            user = acting
+        role_of(self.project.config, user)
+        return user
+
+    # --- handlers ---
+
+    async def list_tools(self, ctx: ServerRequestContext[Any],
+                         params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        try:
+            user = self.current_user(ctx)
+        except (ToolError, ConfigError):
+            return types.ListToolsResult(tools=[])
+        return types.ListToolsResult(
+            tools=[types.Tool.model_validate(v.definition) for v in self.visible(user)])
+
+    async def call_tool(self, ctx: ServerRequestContext[Any],
+                        params: types.CallToolRequestParams) -> types.CallToolResult:
+        started = time.perf_counter()
+        args = dict(params.arguments or {})
+        user, role, version, rows, error, as_of, deprecated = "?", "?", None, None, None, None, 0
+        try:
+            user = self.current_user(ctx)
+            role = role_of(self.project.config, user)[0]
+            entry = self._version_for(user, params.name, (ctx.meta or {}).get(PIN_KEY))
+            version = entry.version
+            deprecated = int(entry.successor is not None)
+            call = Call(user, entry.name, entry.version, entry.definition, entry.plan, args)
+            result = await anyio.to_thread.run_sync(self.executor.run, call)
+            if entry.successor is not None:
+                result["deprecation"] = (
+                    f"version {entry.version} is deprecated; served until "
+                    f"{entry.served_until:%Y-%m-%d}; use {entry.successor}")
+            rows, as_of = result.get("row_count"), result.get("as_of")
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(result, default=str))],
+                structured_content=result, _meta={META_KEY: {"version": entry.version}})
+        except ToolError as e:
+            error = str(e)
+            return types.CallToolResult(content=[types.TextContent(type="text", text=error)],
+                                        is_error=True)
+        except (ConfigError, Exception) as e:  # never crash the server on one call
+            error = f"{type(e).__name__}: {getattr(e, 'message', None) or e}"
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=f"the call failed: {error}")],
+                is_error=True)
+        finally:
+            self.pending_calls.append({
+                "at": dt.datetime.now(dt.UTC).isoformat(), "user": user, "role": role,
+                "tool": params.name, "version": version,
+                "arguments": json.dumps(args, sort_keys=True, default=str),
+                "latency_ms": (time.perf_counter() - started) * 1000, "rows": rows,
+                "error": error, "as_of": as_of, "deprecated": deprecated,
+            })
+            if len(self.pending_calls) >= 50:
+                self.flush_calls()
+
+    def _version_for(self, user: str, name: str, pin: Any) -> Version:
+        if not tool_visible(self.project.config, user, name) or name not in self.current:
+            raise ToolError(f"unknown tool {name!r}")
+        if pin is None or str(pin) == self.current[name].version:
+            return self.current[name]
+        entry = self.history.get((name, str(pin)))
+        current = self.current[name].version
+        if entry is None:
+            raise ToolError(f"{name} has no version {pin}; the current version is {current}")
+        if entry.served_until is not None and self.clock() > entry.served_until:
+            raise ToolError(f"{name}@{pin} was retired on {entry.served_until:%Y-%m-%d}; "
+                            f"use {name}@{entry.successor} (current: {current})")
+        return entry
+
+    def flush_calls(self) -> None:
+        batch, self.pending_calls = self.pending_calls, []
+        self.registry.record_calls(batch)
+
+    # --- tools/list_changed, both eras ---
+
+    async def _track_legacy_sessions(self, ctx: Any, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        if (ctx.method == "notifications/initialized"
+                and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS):
+            session = ctx.session
+            self.legacy_sessions[session] = "session"
+            conn = getattr(session, "_connection", None)  # private in mcp 2.3: prune on close
+            if conn is not None:
+                conn.exit_stack.callback(self.legacy_sessions.pop, session, None)
+        return result
+
+    async def watch(self, interval: float = 0.5) -> None:
+        """Poll the registry; on a new publication, tell every connected client."""
+        while True:
+            await anyio.sleep(interval)
+            if self.pending_calls:
+                await anyio.to_thread.run_sync(self.flush_calls)
+            if self.mode == "grounded" and await anyio.to_thread.run_sync(self.reload):
+                await self.bus.publish(ToolsListChanged())
+                for session in list(self.legacy_sessions):
+                    try:
+                        await session.send_tool_list_changed()
+                    except Exception:  # a session that went away
+                        self.legacy_sessions.pop(session, None)
+
+    def close(self) -> None:
+        self.flush_calls()
+        self.executor.close()
+        self.registry.close()
+
+    # --- transports ---
+
+    async def serve_stdio(self) -> None:
+        from mcp.server.lowlevel.server import NotificationOptions
+        from mcp.server.stdio import stdio_server
+
+        options = self.server.create_initialization_options(
+            NotificationOptions(tools_changed=True))
+        try:
+            async with stdio_server() as (read, write), anyio.create_task_group() as tg:
+                tg.start_soon(self.watch)
+                await self.server.run(read, write, options)
+                tg.cancel_scope.cancel()
+        finally:
+            self.close()
+
+    def http_app(self, host: str, port: int, allowed_hosts: list[str] | None = None,
+                 allowed_origins: list[str] | None = None) -> Any:
+        from mcp.server.auth.settings import AuthSettings
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        from tether.serve.identity import StoreVerifier, TokenStore
+
+        store = TokenStore(self.project.root / self.project.config.serve.tokens_file)
+        security = None
+        if allowed_hosts or host not in ("127.0.0.1", "localhost", "::1"):
+            security = TransportSecuritySettings(
+                enable_dns_rebinding_protection=True,
+                allowed_hosts=allowed_hosts or [f"{host}:*"],
+                allowed_origins=allowed_origins or [])
+        return self.server.streamable_http_app(
+            host=host, transport_security=security, token_verifier=StoreVerifier(store),
+            auth=AuthSettings(issuer_url=f"http://{host}:{port}",
+                              resource_server_url=f"http://{host}:{port}/mcp",
+                              validate_token_resource=False))
+
+    async def serve_http(self, host: str, port: int, allowed_hosts: list[str] | None = None,
+                         allowed_origins: list[str] | None = None,
+                         ready: Callable[[], None] | None = None) -> None:
+        import uvicorn
+
+        app = self.http_app(host, port, allowed_hosts, allowed_origins)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        server = uvicorn.Server(config)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.watch)
+                if ready:
+                    ready()
+                await server.serve()
+                tg.cancel_scope.cancel()
+        finally:
+            self.close()
+
+
+def stdio_user_from_env(explicit: str | None) -> str | None:
+    return explicit or os.environ.get("TETHER_USER") or None
+
+
+def log(message: str) -> None:
+    """Diagnostics go to stderr: stdout is the MCP channel on stdio."""
+    print(message, file=sys.stderr, flush=True)
