@@ -284,12 +284,15 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
     if errors:
         e = errors[0]
         where = ".".join(str(p) for p in e.path) or "arguments"
-        hint = ""
+        described = schema.get("properties", {}).get(where, {}).get("description", "")
         if e.validator == "enum":
-            hint = f"; allowed values: {', '.join(map(str, e.validator_value))}"
+            msg = (f"{e.instance!r} is not allowed; allowed values: "
+                   f"{', '.join(map(str, e.validator_value))}")
         elif e.validator == "pattern":
-            hint = f"; it must match {e.validator_value}"
-        raise ToolError(f"{where}: {e.message}{hint}")
+            msg = f"{e.instance!r} does not fit the format {e.validator_value}"
+        else:
+            msg = e.message
+        raise ToolError(f"{where}: {msg}" + (f". {described}" if described else ""))
 
 
 def _coerce_times(args: dict[str, Any], definition: dict[str, Any]) -> dict[str, Any]:

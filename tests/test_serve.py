@@ -1,0 +1,333 @@
+"""The MCP server, driven by the official SDK client: in memory for the policy matrix, over
+stdio and streamable HTTP as a user's client would, with identity, pinning and errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2 as httpx
+import pytest
+from mcp import Client, StdioServerParameters
+
+from conftest import copy_project, run_cli
+from tether.config import load_project
+from tether.demo.warehouse import CLOCK, GOVERNED_ACTIVE_SQL
+from tether.drift.publish import build, open_registry
+from tether.policy.oracle import check_rows, entitled_keys
+from tether.serve.server import TetherServer
+from tether.sources import open_source
+
+USERS = ["fin.ana", "mgr.emea", "mgr.amer", "mgr.apac", "sup.sam"]
+TETHER = str(Path(sys.executable).parent / "tether")
+
+
+@pytest.fixture(scope="module")
+def project_dir(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = copy_project(demo_dir, tmp_path_factory.mktemp("serve"))
+    build(load_project(d))
+    return d
+
+
+def call_all(server: TetherServer, calls: list[tuple[str, dict[str, Any]]],
+             meta: dict[str, Any] | None = None) -> tuple[list[str], list[Any]]:
+    async def go() -> tuple[list[str], list[Any]]:
+        async with Client(server.server) as c:
+            names = [t.name for t in (await c.list_tools()).tools]
+            out = [await c.call_tool(n, a, meta=meta) for n, a in calls]
+            return names, out
+
+    return anyio.run(go)
+
+
+def listing_args(name: str) -> dict[str, Any]:
+    return {"limit": 200}
+
+
+@pytest.mark.parametrize("user", USERS)
+def test_every_user_every_tool_matches_the_policy_oracle(project_dir: Path, user: str) -> None:
+    project = load_project(project_dir)
+    server = TetherServer(project, stdio_user=user)
+    try:
+        visible = [v for v in server.visible(user)]
+        calls = [(v.name, {"limit": 200} if v.plan.kind == "list" else
+                  {"product": "customers"} if v.plan.kind == "probe" else {}) for v in visible]
+        names, results = call_all(server, calls)
+    finally:
+        server.close()
+    assert names == sorted(names) == [v.name for v in visible]
+    src = open_source("main", project.config.sources["main"], project.root)
+    checked = 0
+    try:
+        for v, r in zip(visible, results, strict=True):
+            assert not r.is_error, (v.name, r.content)
+            data = r.structured_content
+            assert "tax_id" not in json.dumps(data), v.name
+            if v.plan.kind == "list":
+                product = v.plan.product
+                keys = entitled_keys(project.config, src.run, src.dialect, user, product)
+                violations = check_rows(project.config, user, product, data["rows"], keys)
+                assert not violations, (user, v.name, violations)
+                assert data["row_count"] == len(data["rows"]) > 0
+                assert data["as_of"] is None or data["as_of"].startswith("2026-")
+                checked += 1
+            if v.plan.kind == "probe":
+                email = next(c for c in data["columns"] if c["name"] == "email")
+                assert email["values"] == [] or user != "sup.sam"
+    finally:
+        src.close()
+    assert checked >= 4
+
+
+def test_regional_manager_metrics_hold_only_their_region(project_dir: Path) -> None:
+    project = load_project(project_dir)
+    results = {}
+    for user in ("mgr.emea", "fin.ana"):
+        server = TetherServer(project, stdio_user=user)
+        try:
+            _, out = call_all(server, [("active_customers_by_region_and_fiscal_quarter",
+                                        {"fiscal_quarter": "FY2027-Q1"}),
+                                       ("win_loss_summary_trailing_window", {"days": 365})])
+        finally:
+            server.close()
+        results[user] = [r.structured_content for r in out]
+    emea_active, emea_wins = results["mgr.emea"]
+    assert [r["sales_region"] for r in emea_active["rows"]] == ["EMEA"]
+    all_active, all_wins = results["fin.ana"]
+    assert sorted(r["sales_region"] for r in all_active["rows"]) == ["AMER", "APAC", "EMEA"]
+    with open_source("main", project.config.sources["main"], project.root) as src:
+        governed = src.run(GOVERNED_ACTIVE_SQL, {"q_start": dt.date(2026, 2, 1),
+                                                  "q_end": dt.date(2026, 5, 1), "region": "EMEA"})
+    assert emea_active["rows"][0]["active_customers"] == governed[0][0]
+    assert emea_active["rows"][0]["fiscal_quarter"] == "FY2027-Q1"
+    assert sum(r["closed_deals"] for r in emea_wins["rows"]) < sum(
+        r["closed_deals"] for r in all_wins["rows"])
+
+
+def test_pagination_cursor_is_signed_and_scoped(project_dir: Path) -> None:
+    project = load_project(project_dir)
+    server = TetherServer(project, stdio_user="mgr.emea")
+    try:
+        tool = "orders_by_status_and_customer"
+        _, (first,) = call_all(server, [(tool, {"limit": 7, "status": "SHIPPED"})])
+        page = first.structured_content
+        assert page["truncated"] and page["row_count"] == 7 and page["next_cursor"]
+        cursor = page["next_cursor"]
+        _, (second, forged, other_args) = call_all(server, [
+            (tool, {"limit": 7, "status": "SHIPPED", "cursor": cursor}),
+            (tool, {"limit": 7, "status": "SHIPPED", "cursor": cursor[:-2] + "AA"}),
+            (tool, {"limit": 7, "status": "PAID", "cursor": cursor}),
+        ])
+        ids1 = [r["order_id"] for r in page["rows"]]
+        ids2 = [r["order_id"] for r in second.structured_content["rows"]]
+        assert ids2[0] > ids1[-1] and not set(ids1) & set(ids2)
+        assert forged.is_error and "cursor" in forged.content[0].text
+        assert other_args.is_error and "another" in other_args.content[0].text
+    finally:
+        server.close()
+    other = TetherServer(project, stdio_user="mgr.amer")
+    try:
+        _, (stolen,) = call_all(other, [(tool, {"limit": 7, "status": "SHIPPED",
+                                                "cursor": cursor})])
+        assert stolen.is_error and "another user" in stolen.content[0].text
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize(("tool", "args", "says"), [
+    ("deals_by_stage_and_pipeline", {"stage": "WON"}, "allowed values: CLOSED_LOST"),
+    ("orders_by_status_and_customer", {"crm_account_id": "12345"}, "does not fit the format"),
+    ("orders_by_status_and_customer", {"placed_at_from": "yesterday"}, "ISO 8601"),
+    ("active_customers_by_region_and_fiscal_quarter", {"fiscal_quarter": "2027Q1"},
+     "FYyyyy-Qn"),
+    ("orders_by_status_and_customer", {"colour": "red"}, "unknown argument"),
+    ("orders_by_status_and_customer", {"limit": 5000}, "maximum"),
+    ("no_such_tool", {}, "unknown tool"),
+])
+def test_bad_arguments_are_tool_errors_and_the_server_stays_up(
+        project_dir: Path, tool: str, args: dict[str, Any], says: str) -> None:
+    server = TetherServer(load_project(project_dir), stdio_user="fin.ana")
+    try:
+        _, (bad, good) = call_all(server, [(tool, args), ("order_backlog_by_status", {})])
+    finally:
+        server.close()
+    assert bad.is_error and says in bad.content[0].text, bad.content[0].text
+    assert not good.is_error
+
+
+def _republish_with_new_description(project_dir: Path) -> None:
+    p = project_dir / "tether.yaml"
+    p.write_text(p.read_text().replace("Orders placed and waiting to ship",
+                                       "Orders placed, paid or not, and waiting to ship"))
+    build(load_project(project_dir))
+
+
+def test_pinned_deprecated_version_window(demo_dir: Path, tmp_path: Path) -> None:
+    d = copy_project(demo_dir, tmp_path / "pin")
+    build(load_project(d))
+    _republish_with_new_description(d)
+    project = load_project(d)
+    registry = open_registry(project)
+    versions = [v.version for v in registry.versions("order_backlog_by_status")]
+    registry.close()
+    assert versions == ["1.0.0", "1.0.1"]
+    inside = TetherServer(project, stdio_user="fin.ana",
+                          clock=lambda: CLOCK + dt.timedelta(days=29))
+    try:
+        _, (pinned,) = call_all(inside, [("order_backlog_by_status", {})],
+                                meta={"tether/pin": "1.0.0"})
+        _, (current,) = call_all(inside, [("order_backlog_by_status", {})])
+    finally:
+        inside.close()
+    assert not pinned.is_error
+    assert "deprecated" in pinned.structured_content["deprecation"]
+    assert not current.is_error and "deprecation" not in current.structured_content
+    after = TetherServer(project, stdio_user="fin.ana",
+                         clock=lambda: CLOCK + dt.timedelta(days=31))
+    try:
+        _, (retired,) = call_all(after, [("order_backlog_by_status", {})],
+                                 meta={"tether/pin": "1.0.0"})
+    finally:
+        after.close()
+    assert retired.is_error and "retired" in retired.content[0].text
+    assert "1.0.1" in retired.content[0].text
+    registry = open_registry(project)
+    calls = registry.calls()
+    registry.close()
+    assert sum(c["deprecated"] for c in calls) == 1
+    assert {c["username"] for c in calls} == {"fin.ana"}
+
+
+def test_call_log_records_every_call(project_dir: Path) -> None:
+    project = load_project(project_dir)
+    registry = open_registry(project)
+    before = len(registry.calls())
+    server = TetherServer(project, stdio_user="mgr.apac")
+    try:
+        call_all(server, [("order_backlog_by_status", {}),
+                          ("deals_by_stage_and_pipeline", {"stage": "nope"})])
+    finally:
+        server.close()
+    calls = registry.calls()[before:]
+    registry.close()
+    assert [(c["tool"], c["username"], c["role"]) for c in calls] == [
+        ("order_backlog_by_status", "mgr.apac", "regional_manager"),
+        ("deals_by_stage_and_pipeline", "mgr.apac", "regional_manager")]
+    assert calls[0]["error"] is None and calls[0]["row_count"] >= 1 and calls[0]["as_of"]
+    assert "allowed values" in calls[1]["error"] and calls[1]["version"] == "1.0.0"
+
+
+# --- real transports -----------------------------------------------------------------------------
+
+
+def test_stdio_transport_with_the_sdk_client(project_dir: Path) -> None:
+    async def go() -> tuple[list[str], Any, str]:
+        params = StdioServerParameters(command=TETHER, args=["serve", "--project",
+                                                             str(project_dir)],
+                                       env={"TETHER_USER": "sup.sam", "PATH": os.environ["PATH"]})
+        async with Client(params) as c:
+            names = [t.name for t in (await c.list_tools()).tools]
+            r = await c.call_tool("customers_by_region_and_segment", {"limit": 3})
+            async with Client(StdioServerParameters(
+                    command=TETHER, args=["serve", "--project", str(project_dir),
+                                          "--as-user", "mgr.emea"]), mode="legacy") as legacy:
+                proto = legacy.protocol_version if hasattr(legacy, "protocol_version") else ""
+            return names, r, str(proto)
+
+    names, r, _ = anyio.run(go)
+    assert len(names) == 5 and "deals_by_stage_and_pipeline" not in names
+    assert not r.is_error and {row["email"] for row in r.structured_content["rows"]} == {
+        "[redacted]"}
+    assert json.loads(r.content[0].text) == r.structured_content
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def http_server(project_dir: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    tokens = {}
+    for user, extra in (("mgr.emea", []), ("fin.ana", []), ("runner", ["--runner"])):
+        name = "fin.ana" if user == "runner" else user
+        if user == "runner":
+            # a runner token belongs to a user too; it may additionally act as others
+            res = run_cli("token", "add", "fin.ana", "--runner", "--project", str(project_dir))
+        else:
+            res = run_cli("token", "add", name, *extra, "--project", str(project_dir))
+        assert res.returncode == 0, res.stderr
+        tokens[user] = res.stdout.strip()
+    tokens["fin.ana"] = tokens["runner"]  # the runner token replaced fin.ana's plain one
+    res = run_cli("token", "add", "mgr.amer", "--project", str(project_dir))
+    tokens["mgr.amer"] = res.stdout.strip()
+    port = _free_port()
+    proc = subprocess.Popen([TETHER, "serve", "--project", str(project_dir), "--transport", "http",
+                             "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    try:
+        yield url, tokens
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def http_call(url: str, token: str | None, tool: str, args: dict[str, Any],
+              headers: dict[str, str] | None = None, mode: str = "auto") -> tuple[list[str], Any]:
+    async def go() -> tuple[list[str], Any]:
+        h = {"Authorization": f"Bearer {token}"} if token else {}
+        h.update(headers or {})
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with httpx.AsyncClient(headers=h) as http, Client(
+                streamable_http_client(url, http_client=http), mode=mode) as c:  # type: ignore[arg-type]
+            names = [t.name for t in (await c.list_tools()).tools]
+            return names, await c.call_tool(tool, args)
+
+    return anyio.run(go)
+
+
+def test_http_requires_a_valid_token(http_server: tuple[str, dict[str, str]]) -> None:
+    url, _ = http_server
+    for token in (None, "tt_not-a-token"):
+        r = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                       headers={"Authorization": f"Bearer {token}"} if token else {})
+        assert r.status_code == 401
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_http_identity_both_protocol_versions(http_server: tuple[str, dict[str, str]], mode: str
+                                              ) -> None:
+    url, tokens = http_server
+    names, r = http_call(url, tokens["mgr.emea"], "deals_by_stage_and_pipeline", {"limit": 50},
+                         mode=mode)
+    assert len(names) == 12 and not r.is_error
+    assert {row["sales_region"] for row in r.structured_content["rows"]} == {"EMEA"}
+
+
+def test_runner_token_acts_as_a_user_and_plain_tokens_cannot(
+        http_server: tuple[str, dict[str, str]]) -> None:
+    url, tokens = http_server
+    names, r = http_call(url, tokens["runner"], "customers_by_region_and_segment", {"limit": 5},
+                         headers={"X-Tether-As-User": "sup.sam"})
+    assert len(names) == 5 and {x["email"] for x in r.structured_content["rows"]} == {"[redacted]"}
+    _, r = http_call(url, tokens["mgr.amer"], "customers_by_region_and_segment", {"limit": 5},
+                     headers={"X-Tether-As-User": "fin.ana"})
+    assert r.is_error and "runner" in r.content[0].text
