@@ -75,7 +75,7 @@ def check_rows(config: TetherConfig, user: str, product: str, rows: list[dict[st
 
 def _is_masked(value: Any, mask: str) -> bool:
     if mask == "redact":
-        return value == REDACTED
+        return bool(value == REDACTED)
     if mask == "null":
         return value is None
     return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{32}", value) is not None
