@@ -239,6 +239,9 @@ class RegistryConfig(Model):
 class ServeConfig(Model):
     tokens_file: str = Field(default=".tether/tokens.json", description="Hashed bearer tokens.")
     cursor_key_file: str = Field(default=".tether/cursor.key", description="Cursor signing key.")
+    statement_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="A tool's query running longer is cancelled."
+    )
 
 
 class PageConfig(Model):

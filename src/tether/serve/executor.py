@@ -22,7 +22,6 @@ from tether.context.profile import ProductProfile
 from tether.errors import TetherError
 from tether.policy.model import role_of, tool_visible
 from tether.policy.pushdown import (
-    PolicyError,
     mask_of,
     masked,
     row_filter,
@@ -58,6 +57,10 @@ class Executor:
     sources: dict[str, Source] = field(default_factory=dict)
     profiles: dict[str, ProductProfile] = field(default_factory=dict)
 
+    @property
+    def timeout(self) -> float:
+        return self.project.config.serve.statement_timeout_seconds
+
     def source(self, name: str | None) -> Source:
         key = name or next(iter(self.project.config.sources))
         if key not in self.sources:
@@ -92,8 +95,8 @@ class Executor:
                 return self._sql(call)
         except (ArgumentError, pagination.CursorError, sqlguard.GuardError) as e:
             raise ToolError(str(e)) from None
-        except PolicyError as e:
-            raise ToolError(e.message) from None
+        except TetherError as e:  # policy refusals, a timeout, a source that is down
+            raise ToolError(e.paragraph()) from None
         raise ToolError(f"tool {call.tool!r} has a plan of unknown kind {kind!r}")
 
     # --- listing ---
@@ -119,7 +122,8 @@ class Executor:
                                        expression=exp.Tuple(expressions=marks)))
             params.update({f"k{i}": v for i, v in enumerate(last)})
         names = [p.alias_or_name for p in query.expressions]
-        rows = [dict(zip(names, map(jsonable, r), strict=True)) for r in src.query(query, params)]
+        raw = src.query(query, params, self.timeout)
+        rows = [dict(zip(names, map(jsonable, r), strict=True)) for r in raw]
         limit = int(params["limit"]) - 1
         truncated = len(rows) > limit
         rows = rows[:limit]
@@ -146,7 +150,8 @@ class Executor:
                 query = query.where(pred)
                 params.update(user_params(config, call.user))
         names = [p.alias_or_name for p in query.expressions]
-        rows = [dict(zip(names, map(jsonable, r), strict=True)) for r in src.query(query, params)]
+        raw = src.query(query, params, self.timeout)
+        rows = [dict(zip(names, map(jsonable, r), strict=True)) for r in raw]
         if plan.window is not None and plan.window.kind == "period":
             from tether.context.calendar import quarter_of
 
@@ -229,8 +234,7 @@ class Executor:
                                         call.plan.max_rows)
         params = user_params(config, call.user)
         try:
-            raw = src.query(secured, params)
-            names = _result_names(secured)
+            names, raw = src.run_named(src.render(secured), params, self.timeout)
         except TetherError as e:
             raise ToolError(f"the query failed: {e.message}") from None
         rows = [dict(zip(names, map(jsonable, r), strict=False)) for r in raw]
@@ -318,16 +322,6 @@ def _mask_projection(query: exp.Select, config: Any, user: str, product: str) ->
         projections.append(masked(p, mask).as_(name, quoted=True) if mask else p)
     query.set("expressions", projections)
     return query
-
-
-def _result_names(query: exp.Expr) -> list[str]:
-    inner = query.find(exp.Subquery)
-    body = inner.this if inner is not None else query
-    while isinstance(body, exp.SetOperation):
-        body = body.this
-    if isinstance(body, exp.Select):
-        return [p.alias_or_name or f"col{i}" for i, p in enumerate(body.expressions)]
-    return []
 
 
 def _products(definition: dict[str, Any]) -> list[str]:

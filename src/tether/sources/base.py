@@ -35,13 +35,21 @@ class Source(ABC):
     def primary_key(self, table: str) -> list[str]:
         """Declared primary key columns of a table, [] when none is declared."""
 
-    @abstractmethod
-    def run(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
-        """Execute engine SQL text with bound parameters in a read-only transaction."""
+    def run(self, sql: str, params: dict[str, Any] | None = None,
+            timeout: float | None = None) -> list[tuple[Any, ...]]:
+        """Execute engine SQL text with bound parameters in a read-only transaction; a query
+        running longer than ``timeout`` seconds is cancelled (SourceError)."""
+        return self.run_named(sql, params, timeout)[1]
 
-    def query(self, expr: exp.Expr, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    @abstractmethod
+    def run_named(self, sql: str, params: dict[str, Any] | None = None,
+                  timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Like run, with the result's column names."""
+
+    def query(self, expr: exp.Expr, params: dict[str, Any] | None = None,
+              timeout: float | None = None) -> list[tuple[Any, ...]]:
         """Execute a sqlglot AST; values travel as bound parameters (exp.Placeholder), never text."""
-        return self.run(self.render(expr), params)
+        return self.run(self.render(expr), params, timeout)
 
     def render(self, expr: exp.Expr) -> str:
         return expr.sql(dialect=self.dialect)

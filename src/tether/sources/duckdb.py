@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -35,16 +36,27 @@ class DuckDBSource(Source):
         if schema:
             self.con.execute(f"SET schema = '{schema.replace(chr(39), '')}'")
 
-    def run(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    def run_named(self, sql: str, params: dict[str, Any] | None = None,
+                  timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
         # a cursor per call: its own connection to the same database, safe across threads
         cur = self.con.cursor()
+        timer = threading.Timer(timeout, cur.interrupt) if timeout else None
         try:
             if self.schema:
                 cur.execute(f"SET schema = '{self.schema.replace(chr(39), '')}'")
-            return cur.execute(sql, params or None).fetchall()
+            if timer:
+                timer.start()
+            cur.execute(sql, params or None)
+            names = [d[0] for d in cur.description or []]
+            return names, cur.fetchall()
+        except duckdb.InterruptException:
+            raise SourceError(f"source {self.name!r}: the query ran longer than {timeout:g}s "
+                              "and was cancelled", hint="Narrow it down.") from None
         except duckdb.Error as e:
             raise SourceError(f"source {self.name!r}: query failed: {e}") from None
         finally:
+            if timer:
+                timer.cancel()
             cur.close()
 
     def tables(self) -> list[str]:

@@ -73,10 +73,21 @@ class SQLAlchemySource(Source):
 
         return expr.transform(to_named).sql(dialect=self.dialect)
 
-    def run(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
+    def run_named(self, sql: str, params: dict[str, Any] | None = None,
+                  timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
         try:
             with self._session() as c:
-                return [tuple(r) for r in c.execute(sa.text(sql), params or {})]
+                if timeout and self.dialect == "postgres":
+                    c.execute(sa.text("SELECT set_config('statement_timeout', :t, true)"),
+                              {"t": f"{int(timeout * 1000)}ms"})
+                result = c.execute(sa.text(sql), params or {})
+                return list(result.keys()), [tuple(r) for r in result]
+        except sa.exc.OperationalError as e:
+            if "statement timeout" in str(e.orig):
+                raise SourceError(f"source {self.name!r}: the query ran longer than "
+                                  f"{timeout:g}s and was cancelled", hint="Narrow it down.") from None
+            reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+            raise SourceError(f"source {self.name!r}: query failed: {reason}") from None
         except sa.exc.SQLAlchemyError as e:
             reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
             raise SourceError(f"source {self.name!r}: query failed: {reason}") from None
