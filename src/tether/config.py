@@ -81,6 +81,13 @@ class ToolSpec(Model):
     )
     max_rows: int = Field(default=200, ge=1, le=10_000, description="Most rows one call returns.")
 
+    @field_validator("name")
+    @classmethod
+    def _tool_name(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,63}", v):
+            raise ValueError("a tool name is 1-64 letters, digits, _ or -, starting with a letter")
+        return v
+
 
 class ProductConfig(Model):
     source: str | None = Field(default=None, description="Source name (default: the only source).")
@@ -624,6 +631,7 @@ def _cross_check(project: Project) -> None:
                      + _did_you_mean(scheme, c.identifier_schemes))
                 )
     for name, m in c.metrics.items():
+        problems += _metric_problems(c, name, m)
         if m.calendar and m.calendar not in c.calendars:
             problems.append(
                 (("metrics", name, "calendar"), f"metric {name!r} uses unknown calendar "
@@ -668,6 +676,30 @@ def _cross_check(project: Project) -> None:
             where=f"{project.path.name}:{_line_for(project._lines, loc)}",
             hint="Fix the reference so it names something declared in tether.yaml.",
         )
+
+
+def _metric_problems(c: TetherConfig, name: str, m: MetricConfig) -> list[tuple[Loc, str]]:
+    """Columns a metric names must be product.column; windows need what they are built on."""
+    out: list[tuple[Loc, str]] = []
+    refs: list[tuple[str, int | None, str]] = [
+        ("dimensions", i, d) for i, d in enumerate(m.dimensions)]
+    refs += [(k, None, v) for k, v in (("time", m.time), ("time_end", m.time_end)) if v]
+    for key, index, ref in refs:
+        loc: Loc = ("metrics", name, key) if index is None else ("metrics", name, key, index)
+        table, dot, column = ref.partition(".")
+        if not dot or not column or "." in column:
+            out.append((loc, f"metric {name!r}: {ref!r} must be product.column"))
+        elif table not in c.products:
+            out.append((loc, f"metric {name!r}: {ref!r} names unknown product {table!r}. "
+                        + _did_you_mean(table, c.products)))
+    window = m.window or ("period" if m.calendar else "trailing")
+    if window == "period" and not m.calendar:
+        out.append((("metrics", name, "window"), f"metric {name!r}: window: period needs "
+                    "`calendar:` (e.g. fiscal)"))
+    if window in ("period", "trailing") and not m.time:
+        out.append((("metrics", name), f"metric {name!r}: a {window} window needs `time:` "
+                    "(product.column), or set window: current"))
+    return out
 
 
 def _valid_tz(name: str) -> bool:

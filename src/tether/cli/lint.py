@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tether.cli.build import ModeOpt, _mode
@@ -74,10 +75,10 @@ def render(review: Review) -> None:
         t.add_column(h, overflow="fold")
     for r in review.tools:
         lost = "\n".join(f"{f.item}. {f.reason} -> {f.fix}" for f in r.lost) or "-"
-        row = [r.name, f"{r.score}/10", str(r.tokens)]
+        row = [escape(r.name), f"{r.score}/10", str(r.tokens)]
         if "calls" in cols:
             row.append(str(r.calls or 0))
-        t.add_row(*row, lost)
+        t.add_row(*row, escape(lost))
     out.print(t)
     n = len(review.tools)
     out.print(f"{review.target}: {n} tools, average {review.average_score:.1f}/10, "

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tether.cli.options import JsonOpt, ProjectOpt
@@ -75,7 +76,7 @@ def render(p: ProductProfile) -> None:
         t.add_column(h, overflow="fold")
     for c in p.columns:
         t.add_row(
-            c.column.name + ("" if c.column.nullable else " [dim]not null[/]"),
+            escape(c.column.name) + ("" if c.column.nullable else " [dim]not null[/]"),
             c.column.type.lower(),
             _pct(c.null_fraction),
             _distinct(c),
@@ -98,13 +99,15 @@ def _distinct(c: ColumnProfile) -> str:
 
 
 def _short(v: Any, n: int = 22) -> str:
+    """Data shown in a table: shortened, and escaped (a value may look like rich markup)."""
     s = "" if v is None else str(v)
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return escape(s if len(s) <= n else s[: n - 1] + "…")
 
 
 def _values(c: ColumnProfile) -> str:
     if c.enum is not None:
-        parts = [f"{e.value}" + (" [yellow](deprecated)[/]" if e.deprecated else "") for e in c.enum]
+        parts = [escape(str(e.value)) + (" [yellow](deprecated)[/]" if e.deprecated else "")
+                 for e in c.enum]
         return "[green]enum[/] " + ", ".join(parts)
     if c.top_values:
         return "top " + ", ".join(f"{_short(v.value, 14)} ({v.count:,})" for v in c.top_values[:3])

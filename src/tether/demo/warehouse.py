@@ -335,10 +335,26 @@ def build_warehouse(
             con.execute(sql.format(n=n, **fmt))
         note("the is_active coincidence")
         _engineer_coincidence(con)
+        _declare_not_null(con)
         con.execute("CHECKPOINT")
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
     finally:
         con.close()
+
+
+NULLABLE_BY_DESIGN = {("subscriptions", "period_end"), ("deals", "closed_at"),
+                      ("support_tickets", "closed_at")}
+"""Open spells, open deals and open tickets have no end; every other column is NOT NULL."""
+
+
+def _declare_not_null(con: duckdb.DuckDBPyConnection) -> None:
+    """Declare NOT NULL in the schema, as a modelled warehouse does, so tools can rely on it."""
+    for table in TABLES:
+        for (column,) in con.execute(
+                "SELECT column_name FROM duckdb_columns() WHERE table_name = $t AND is_nullable "
+                "ORDER BY column_index", {"t": table}).fetchall():
+            if (table, column) not in NULLABLE_BY_DESIGN:
+                con.execute(f'ALTER TABLE "{table}" ALTER COLUMN "{column}" SET NOT NULL')
 
 
 GOVERNED_ACTIVE_SQL = """

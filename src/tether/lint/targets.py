@@ -14,11 +14,18 @@ from tether.errors import ConfigError, SourceError
 
 def load_json_tools(path: Path) -> list[dict[str, Any]]:
     """A file holding a list of tools or a tools/list result, or a folder of <tool>.json files."""
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist.",
+                          hint="Give a tools JSON file or folder, stdio:'CMD', or an MCP URL.")
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
     tools: list[dict[str, Any]] = []
     for f in files:
         try:
-            data = json.loads(f.read_text(encoding="utf-8"))
+            text = f.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{f} is not UTF-8 text.", where=f.name) from None
+        try:
+            data = json.loads(text)
         except json.JSONDecodeError as e:
             raise ConfigError(f"{f} is not valid JSON: {e.msg} (line {e.lineno}).",
                               where=f"{f.name}:{e.lineno}",
@@ -78,7 +85,9 @@ async def _list(target: str) -> list[dict[str, Any]]:
 def read_call_log(path: Path) -> Counter[str]:
     """Calls per tool from a JSONL call log (one object with a `tool` key per line)."""
     counts: Counter[str] = Counter()
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    if not path.is_file():
+        raise ConfigError(f"call log {path} does not exist.")
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
         if not line.strip():
             continue
         try:

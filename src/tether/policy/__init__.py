@@ -2,10 +2,11 @@
 and the independent oracle build on these."""
 
 from tether.policy.model import (
+    exposable,
     restricted_columns,
     role_of,
     tool_visible,
     user_names,
 )
 
-__all__ = ["restricted_columns", "role_of", "tool_visible", "user_names"]
+__all__ = ["exposable", "restricted_columns", "role_of", "tool_visible", "user_names"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 
 from tether.config import RoleConfig, TetherConfig
+from tether.context.schema import Column
 from tether.errors import ConfigError
 
 
@@ -40,3 +41,14 @@ def restricted_columns(config: TetherConfig, product: str, columns: list[str]) -
         if c in classified or c.split(".")[0] in classified
         or any(fnmatchcase(f"{product}.{c}", g) for g in config.policies.restricted)
     }
+
+
+def exposable(config: TetherConfig, product: str, columns: list[Column]) -> list[str]:
+    """Top-level columns a tool may select: neither the column nor any nested field of it is
+    restricted (a STRUCT holding a restricted field is withheld whole)."""
+    out = []
+    for c in columns:
+        names = [c.name] + [leaf.name for leaf in c.leaves()]
+        if not restricted_columns(config, product, names):
+            out.append(c.name)
+    return out

@@ -343,6 +343,8 @@ def _assemble(
         out.append(prof)
     now = project.now()
     for i in enum_candidates(product, leaves, out, cfg):
+        if i not in groups:  # exact count from the scan, but above exact_distinct_below
+            continue
         _, values = groups[i]
         dormant = now - dt.timedelta(days=cfg.dormant_after_days)
         out[i].enum = sorted(

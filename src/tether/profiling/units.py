@@ -36,8 +36,9 @@ def unit_hints(project: Project, product: str, profiles: list[ColumnProfile]) ->
 def _single_currency(profiles: list[ColumnProfile]) -> tuple[str, str] | None:
     """(code, column) when a currency-code column holds exactly one value."""
     for prof in profiles:
-        if "currency_code" in prof.formats and prof.distinct_exact and prof.distinct_count == 1:
-            return str(prof.top_values[0].value), prof.column.name
+        values = prof.enum or prof.top_values
+        if "currency_code" in prof.formats and prof.distinct_count == 1 and values:
+            return str(values[0].value), prof.column.name
     return None
 
 

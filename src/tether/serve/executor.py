@@ -20,7 +20,7 @@ from sqlglot import exp
 from tether.config import Project
 from tether.context.profile import ProductProfile
 from tether.errors import TetherError
-from tether.policy.model import role_of, tool_visible
+from tether.policy.model import exposable, role_of, tool_visible
 from tether.policy.pushdown import (
     mask_of,
     masked,
@@ -79,6 +79,7 @@ class Executor:
         if not tool_visible(config, call.user, call.tool):
             raise ToolError(f"unknown tool {call.tool!r} for this user")
         validate(call.definition, call.args)
+        self._refuse_masked_filters(call)
         kind = call.plan.kind
         try:
             if kind == "list":
@@ -98,6 +99,16 @@ class Executor:
         except TetherError as e:  # policy refusals, a timeout, a source that is down
             raise ToolError(e.paragraph()) from None
         raise ToolError(f"tool {call.tool!r} has a plan of unknown kind {kind!r}")
+
+    def _refuse_masked_filters(self, call: Call) -> None:
+        """Filtering on a column masked for the caller would reveal its values one guess at a
+        time, so such a filter is refused."""
+        for f in call.plan.filters:
+            table, _, column = f.column.rpartition(".")
+            if call.args.get(f.param) is not None and mask_of(
+                    self.project.config, call.user, table, column):
+                raise ToolError(f"{f.param}: {column} is masked for your role, so it cannot be "
+                                "used as a filter")
 
     # --- listing ---
 
@@ -144,6 +155,14 @@ class Executor:
         query, params = compile_plan(plan, call.args, config, now)
         assert isinstance(query, exp.Select)
         products = _products(call.definition)
+        dims = {f.param: f.column.rpartition(".") for f in plan.filters}
+        projections = []
+        for p in query.expressions:
+            table, _, column = dims.get(p.alias_or_name, ("", "", ""))
+            mask = mask_of(config, call.user, table, column) if table else None
+            projections.append(masked(p.this if isinstance(p, exp.Alias) else p, mask)
+                               .as_(p.alias_or_name) if mask else p)
+        query.set("expressions", projections)
         for product in products:
             pred = row_filter(config, call.user, product, product, src.dialect)
             if pred is not None:
@@ -215,7 +234,7 @@ class Executor:
         p = self.project.config.products[product]
         src = self.source(p.source)
         cols = src.describe(src.table_expr(p.table or product), label=product)
-        shown = set(visible_columns(self.project.config, product, [c.name for c in cols]))
+        shown = set(exposable(self.project.config, product, cols))
         rows = [{"column": c.name, "type": c.type, "nullable": c.nullable}
                 for c in cols if c.name in shown]
         return {"rows": rows, "row_count": len(rows)}
@@ -228,8 +247,8 @@ class Executor:
         columns = {}
         for product in set(tables.values()):
             p = config.products[product]
-            columns[product] = [c.name for c in src.describe(src.table_expr(p.table or product),
-                                                             label=product)]
+            described = src.describe(src.table_expr(p.table or product), label=product)
+            columns[product] = exposable(config, product, described)
         secured = sqlguard.apply_policy(query, config, call.user, tables, columns, src.dialect,
                                         call.plan.max_rows)
         params = user_params(config, call.user)

@@ -8,7 +8,7 @@ from tether.config import Project, SourceConfig
 from tether.errors import ConfigError
 from tether.sources.base import Source, kind_of
 
-__all__ = ["Source", "kind_of", "open_product_source", "open_source", "resolve_duckdb_path"]
+__all__ = ["Source", "dialect_of", "kind_of", "open_product_source", "open_source", "resolve_duckdb_path"]
 
 
 def resolve_duckdb_path(url: str, root: Path) -> Path | None:
@@ -23,6 +23,19 @@ def resolve_duckdb_path(url: str, root: Path) -> Path | None:
         return None
     p = Path(raw).expanduser()
     return p if p.is_absolute() else (root / p)
+
+
+_URL_DIALECTS = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql",
+                 "mariadb": "mysql", "sqlite": "sqlite", "snowflake": "snowflake",
+                 "bigquery": "bigquery", "trino": "trino", "mssql": "tsql"}
+
+
+def dialect_of(url: str) -> str:
+    """The sqlglot dialect a source URL speaks, without connecting."""
+    if resolve_duckdb_path(url, Path(".")) is not None:
+        return "duckdb"
+    scheme = url.split("://", 1)[0].split("+", 1)[0].lower()
+    return _URL_DIALECTS.get(scheme, scheme)
 
 
 def open_source(name: str, cfg: SourceConfig, root: Path) -> Source:

@@ -18,7 +18,9 @@ from sqlglot import exp
 from tether.config import MetricConfig, ProductConfig, Project, TetherConfig
 from tether.context.calendar import PERIOD_PATTERN, quarter_of
 from tether.context.profile import ColumnProfile, ProductProfile
+from tether.errors import ConfigError
 from tether.policy import restricted_columns
+from tether.sources import dialect_of
 from tether.toolgen.describe import (
     enum_note,
     grain_noun,
@@ -42,6 +44,8 @@ from tether.toolgen.model import (
 from tether.toolgen.plan import from_clause, parse, qualified
 
 PROBE = "explain_data_product"
+METRIC_MAX_ROWS = 1000
+"""A metric cut by a dimension that is not an enum returns at most this many rows."""
 UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
              "openWorldHint": False}
@@ -57,6 +61,11 @@ class Ctx:
     def config(self) -> TetherConfig:
         return self.project.config
 
+    def dialect(self, product: str) -> str:
+        """The sqlglot dialect of the product's source, from its URL (no connection)."""
+        url = self.config.sources[self.project.source_name(product)].url
+        return dialect_of(url)
+
 
 def generate_grounded(project: Project, profiles: dict[str, ProductProfile]) -> list[GeneratedTool]:
     """Every grounded tool of the project, sorted by name."""
@@ -65,10 +74,21 @@ def generate_grounded(project: Project, profiles: dict[str, ProductProfile]) -> 
         ctx.tool_names[name] = product_tool_name(name, p)
     for name, m in project.config.metrics.items():
         ctx.tool_names[f"metric:{name}"] = (m.tool.name if m.tool and m.tool.name else name)
+    _no_duplicate_names(project, ctx.tool_names)
     tools = [listing_tool(ctx, n) for n in project.config.products if n in profiles]
     tools += [metric_tool(ctx, n) for n in project.config.metrics]
     tools.append(probe_tool(ctx))
     return sorted(tools, key=lambda t: t.name)
+
+
+def _no_duplicate_names(project: Project, names: dict[str, str]) -> None:
+    seen: dict[str, str] = {}
+    for owner, tool in names.items():
+        if tool in seen:
+            raise ConfigError(
+                f"two tools would be named {tool!r}: {seen[tool]} and {owner}.",
+                where=project.path.name, hint="Give one of them another tool: {name: ...}.")
+        seen[tool] = owner
 
 
 def product_tool_name(name: str, p: ProductConfig) -> str:
@@ -76,9 +96,11 @@ def product_tool_name(name: str, p: ProductConfig) -> str:
         return p.tool.name
     if p.tool and p.tool.question:
         words = re.findall(r"[a-z0-9]+", p.tool.question.lower())
-        return "_".join(w for w in words if w not in {"which", "what", "the", "a", "an", "are",
-                                                      "is", "do", "does"})[:60]
-    return f"{name}_by_attributes"
+        named = "_".join(w for w in words if w not in {"which", "what", "the", "a", "an", "are",
+                                                       "is", "do", "does"})[:60].strip("_")
+        if re.fullmatch(r"[a-z][a-z0-9_]*", named):
+            return named
+    return f"{re.sub(r'[^A-Za-z0-9_]', '_', name)}_by_attributes"
 
 
 # --- listing tools -------------------------------------------------------------------------------
@@ -89,10 +111,12 @@ def _visible_columns(ctx: Ctx, name: str) -> list[ColumnProfile]:
     prof = ctx.profiles[name]
     leaves = [c.column.name for c in prof.columns]
     hidden = restricted_columns(ctx.config, name, leaves)
+    # a STRUCT with a restricted field is withheld whole: its parent is selected as one value
+    hidden_heads = {h.split(".")[0] for h in hidden}
     fresh = ctx.config.products[name].freshness
     if fresh and fresh.column:
-        hidden.add(fresh.column)
-    return [c for c in prof.columns if c.column.name not in hidden]
+        hidden_heads.add(fresh.column)
+    return [c for c in prof.columns if c.column.name.split(".")[0] not in hidden_heads]
 
 
 def _field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
@@ -112,7 +136,7 @@ def _field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
                      else f"unit: {c.unit_hint or _count_unit(leaf)}")
     if notes:
         schema["description"] = sentence("; ".join(notes))
-    if c.null_fraction:  # observed NULLs; drift checks catch a column that starts having them
+    if c.column.nullable:  # the schema's promise, not this week's data
         schema["type"] = [schema.get("type", "string"), "null"]
     return schema
 
@@ -153,7 +177,12 @@ MAX_FILTER_ENUM = 12
 def _filter_columns(p: ProductConfig, cols: list[ColumnProfile]) -> list[ColumnProfile]:
     by_name = {c.column.name: c for c in cols}
     if p.tool and p.tool.filters is not None:
-        return [by_name[n] for n in p.tool.filters if n in by_name]
+        unknown = [n for n in p.tool.filters if n not in by_name]
+        if unknown:
+            raise ConfigError(f"tool.filters names {', '.join(unknown)}, which the product does "
+                              "not expose (unknown, restricted or the load-time column).",
+                              hint="Filters: " + ", ".join(sorted(by_name)) + ".")
+        return [by_name[n] for n in p.tool.filters]
     return [c for c in cols if c.column.name in p.identifiers
             or (c.enum is not None and 2 <= len(c.enum) <= MAX_FILTER_ENUM)]
 
@@ -196,12 +225,13 @@ def _param_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
     return schema
 
 
-def _crosswalk_tool(ctx: Ctx) -> str | None:
-    for name, scheme in ctx.config.identifier_schemes.items():
-        if scheme.crosswalk:
-            product = scheme.crosswalk.split(".")[0]
-            return ctx.tool_names.get(product, name)
-    return None
+def _crosswalk_tool(ctx: Ctx, scheme: str) -> str | None:
+    """The tool of the product that maps ``scheme`` to the canonical id, if one is declared."""
+    crosswalk = ctx.config.identifier_schemes[scheme].crosswalk
+    if not crosswalk:
+        return None
+    product = crosswalk.split(".")[0]
+    return ctx.tool_names.get(product)
 
 
 def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
@@ -223,7 +253,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
             props[f"{t}_{suffix}"] = {"type": "string", "format": "date-time",
                                       "description": f"{t} {word} this, {tz} if no offset."}
             filters.append(Filter(param=f"{t}_{suffix}", column=f"{name}.{t}", op=op))
-    props["limit"] = {"type": "integer", "maximum": max_rows, "default": 50}
+    props["limit"] = {"type": "integer", "maximum": max_rows, "default": min(50, max_rows)}
     props["cursor"] = {"type": "string", "description": "From next_cursor."}
     fresh = p.freshness.column if p.freshness and p.freshness.column else None
     out = _envelope(_output_rows(ctx, name, cols),
@@ -232,9 +262,11 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     description, sources = join_sentences(sentences)
     select = exp.select(*[exp.column(c.column.name.split(".")[0], table=name, quoted=True)
                           for c in _top_level(cols)]).from_(_alias_table(ctx, name))
+    dialect = ctx.dialect(name)
     plan = QueryPlan(kind="list", product=name, source=ctx.project.source_name(name),
-                     select=select.sql(dialect="duckdb"), filters=filters,
-                     order_by=[f"{name}.{k}" for k in p.primary_key], max_rows=max_rows,
+                     dialect=dialect, select=select.sql(dialect=dialect), filters=filters,
+                     order_by=[f"{name}.{k}" for k in (p.primary_key or _sortable(cols))],
+                     max_rows=max_rows, default_rows=min(50, max_rows),
                      masks_apply_to=name)
     meta = _meta(ctx, "list", sentences, sources, [name],
                  source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
@@ -251,6 +283,12 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     )
 
 
+def _sortable(cols: list[ColumnProfile]) -> list[str]:
+    """Without a primary key, pages are keyed on every plain top-level column."""
+    return [c.column.name for c in cols if "." not in c.column.name
+            and c.column.kind not in ("struct", "list", "map", "json", "binary")]
+
+
 def _top_level(cols: list[ColumnProfile]) -> list[ColumnProfile]:
     seen: set[str] = set()
     out = []
@@ -263,7 +301,7 @@ def _top_level(cols: list[ColumnProfile]) -> list[ColumnProfile]:
 
 
 def _alias_table(ctx: Ctx, product: str) -> exp.Expr:
-    table: exp.Expr = from_clause(ctx.config, [product]).args["from_"].this
+    table: exp.Expr = from_clause(ctx.config, [product], ctx.dialect(product)).args["from_"].this
     return table
 
 
@@ -295,12 +333,11 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
         out.append(Sentence(text=sentence(
             f"Line-level detail is in {ctx.tool_names[child]}; joining it repeats each {noun} "
             "once per line, so never sum this product's amounts after that join"), source="schema"))
-    cross = _crosswalk_tool(ctx)
     for column, scheme in p.identifiers.items():
-        sch = ctx.config.identifier_schemes[scheme]
-        if not sch.canonical and cross and cross != ctx.tool_names[name]:
+        cross = _crosswalk_tool(ctx, scheme)
+        if cross and cross != ctx.tool_names[name]:
             held = "" if column == scheme else f"{column} holds {scheme} values; "
-            out.append(Sentence(text=sentence(f"{held}for other customer ids use {cross}"),
+            out.append(Sentence(text=sentence(f"{held}map it to the other id schemes with {cross}"),
                                 source="lineage"))
     policy = _policy_sentence(ctx, name)
     if policy:
@@ -354,12 +391,19 @@ def _policy_sentence(ctx: Ctx, product: str) -> Sentence | None:
 # --- metric tools --------------------------------------------------------------------------------
 
 
-def _metric_products(m: MetricConfig) -> list[str]:
-    text = " ".join([m.measure, m.predicate or "", m.time or "", m.time_end or "", *m.dimensions,
-                     *[o.sql for o in m.outputs.values()]])
+def _metric_products(m: MetricConfig, dialect: str = "duckdb") -> list[str]:
+    """Products a metric reads, in order of first mention: table qualifiers of the columns in
+    its SQL (parsed, so string literals do not count) and its product.column references."""
     seen: list[str] = []
-    for table in re.findall(r"\b([A-Za-z_]\w*)\.[A-Za-z_]\w*", text):
-        if table not in seen:
+    for sql in [m.measure, m.predicate or "", *[o.sql for o in m.outputs.values()]]:
+        if not sql:
+            continue
+        for col in parse(sql, dialect).find_all(exp.Column):
+            if col.table and col.table not in seen:
+                seen.append(col.table)
+    for ref in [m.time or "", m.time_end or "", *m.dimensions]:
+        table = ref.partition(".")[0]
+        if table and table not in seen:
             seen.append(table)
     return seen
 
@@ -370,8 +414,19 @@ def _window_kind(m: MetricConfig) -> Literal["period", "trailing", "current"]:
 
 def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     m: MetricConfig = ctx.config.metrics[name]
-    products = _metric_products(m)
+    # a metric reads one source (joins do not cross engines): its first source's dialect
+    products = _metric_products(m, dialect_of(next(iter(ctx.config.sources.values())).url))
+    if not products:
+        raise ConfigError(f"metric {name!r} names no product.column anywhere.",
+                          where=ctx.project.where("metrics", name),
+                          hint="Qualify its columns, e.g. count(distinct orders.order_id).")
     dims = [d.split(".") for d in m.dimensions]
+    for table, column in dims:
+        if restricted_columns(ctx.config, table, [column]):
+            raise ConfigError(f"metric {name!r} is cut by {table}.{column}, which is "
+                              "restricted: no tool may expose it.",
+                              where=ctx.project.where("metrics", name, "dimensions"),
+                              hint="Remove the dimension or the restriction.")
     props: dict[str, Any] = {}
     filters: list[Filter] = []
     dim_profiles: list[ColumnProfile] = []
@@ -417,22 +472,25 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         rows[mname]["description"] = sentence(f"{desc.rstrip('.')}; unit: {unit or 'number'}")
     max_rows = 1
     for prof in dim_profiles:
-        max_rows *= max(len(prof.enum or []), 1)
+        max_rows *= len(prof.enum) if prof.enum else METRIC_MAX_ROWS
+    max_rows = min(max_rows, METRIC_MAX_ROWS)
     fresh = _freshness_columns(ctx, products)
     out = _envelope(rows, f"Oldest of the newest {join_words(fresh)}." if fresh else "Load time.",
                     paged=False)
     sentences = _metric_sentences(ctx, name, m, kind, dims, max_rows, props)
     description, sources = join_sentences(sentences)
-    select = from_clause(ctx.config, products)
+    dialect = ctx.dialect(products[0])
+    select = from_clause(ctx.config, products, dialect)
     select = select.select(*[qualified(f"{t}.{c}").as_(c) for t, c in dims], append=False)
     for mname, (sql, _, _) in measures.items():
-        select = select.select(parse(sql).as_(mname))
+        select = select.select(parse(sql, dialect).as_(mname))
     if m.predicate:
-        select = select.where(parse(m.predicate))
+        select = select.where(parse(m.predicate, dialect))
     if dims:
         select = select.group_by(*[qualified(f"{t}.{c}") for t, c in dims])
     plan = QueryPlan(kind="metric", product=products[0], source=ctx.project.source_name(products[0]),
-                     select=select.sql(dialect="duckdb"), filters=filters, max_rows=max_rows,
+                     dialect=dialect, select=select.sql(dialect=dialect), filters=filters,
+                     max_rows=max_rows,
                      window=window, group_by=[c for _, c in dims], output_fields=list(rows))
     terms = [m.term] if m.term else []
     meta = _meta(ctx, "metric", sentences, sources, products, definitions=terms,

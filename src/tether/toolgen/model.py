@@ -44,7 +44,8 @@ class QueryPlan(_M):
     kind: Literal["list", "metric", "probe", "catalog", "describe", "sql"]
     product: str | None = None
     source: str | None = None
-    select: str | None = Field(default=None, description="The SELECT, duckdb dialect.")
+    dialect: str = Field(default="duckdb", description="sqlglot dialect of the source.")
+    select: str | None = Field(default=None, description="The SELECT, in that dialect.")
     filters: list[Filter] = Field(default_factory=list)
     order_by: list[str] = Field(default_factory=list, description="Key for keyset pagination.")
     max_rows: int = 200

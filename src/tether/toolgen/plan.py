@@ -1,6 +1,6 @@
 """Query plans: how a tool runs. ASTs with placeholders; values are always bound parameters.
 
-A plan holds a base SELECT (duckdb dialect text of a sqlglot AST) plus the filters, window and
+A plan holds a base SELECT (text of a sqlglot AST in its source's dialect) plus the filters, window and
 pagination key a call may add. :func:`compile_plan` turns a plan and a call's arguments into an AST
 for the source's engine and a dict of bound parameters; nothing a caller sends is ever spliced
 into SQL text.
@@ -20,15 +20,14 @@ from tether.context.calendar import quarter, quarter_of
 from tether.errors import ProductError
 from tether.toolgen.model import QueryPlan
 
-READ = "duckdb"
-
 
 class ArgumentError(ValueError):
     """A tool argument is invalid; the message says what is allowed (the model can act on it)."""
 
 
-def parse(sql: str) -> exp.Expr:
-    return sqlglot.parse_one(sql, read=READ)
+def parse(sql: str, dialect: str = "duckdb") -> exp.Expr:
+    """SQL a person wrote in tether.yaml, in the dialect of the source it runs on."""
+    return sqlglot.parse_one(sql, read=dialect)
 
 
 def placeholder(name: str) -> exp.Placeholder:
@@ -98,24 +97,25 @@ def _bfs(ids: dict[str, dict[str, str]], start: set[str], target: str
     return None
 
 
-def from_clause(config: TetherConfig, products: list[str]) -> exp.Select:
+def from_clause(config: TetherConfig, products: list[str], dialect: str = "duckdb"
+                ) -> exp.Select:
     """SELECT * FROM the products joined along identifier schemes, each aliased by its name."""
     steps = join_path(config, products)
     root = steps[0][0]
-    select = exp.select().from_(_table(config, root))
+    select = exp.select().from_(_table(config, root, dialect))
     for product, on in steps[1:]:
-        select = select.join(_table(config, product), on=on)
+        select = select.join(_table(config, product, dialect), on=on)
     return select
 
 
-def _table(config: TetherConfig, product: str) -> exp.Expr:
+def _table(config: TetherConfig, product: str, dialect: str) -> exp.Expr:
     p = config.products[product]
     alias = exp.TableAlias(this=exp.to_identifier(product, quoted=True))
     if p.table:
-        t = exp.to_table(p.table, dialect=READ)
+        t = exp.to_table(p.table, dialect=dialect)
         t.set("alias", alias)
         return t
-    return exp.Subquery(this=parse(p.sql or ""), alias=alias)
+    return exp.Subquery(this=parse(p.sql or "", dialect), alias=alias)
 
 
 # --- compiling a call ----------------------------------------------------------------------------
@@ -127,7 +127,7 @@ def compile_plan(
     """(AST, bound parameters) for one call. Raises ArgumentError for a bad window argument."""
     if plan.select is None:
         raise ArgumentError(f"plan of kind {plan.kind!r} has no SQL")
-    query = parse(plan.select)
+    query = parse(plan.select, plan.dialect)
     assert isinstance(query, exp.Select)
     params: dict[str, Any] = {}
     for f in plan.filters:
@@ -150,6 +150,7 @@ def compile_plan(
         params["limit"] = limit + 1  # one more than asked tells whether the result is truncated
     elif plan.group_by:
         query = query.order_by(*[exp.column(c, quoted=True) for c in plan.group_by])
+        query = query.limit(exp.Literal.number(plan.max_rows))
     return query, params
 
 
