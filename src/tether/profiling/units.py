@@ -36,9 +36,9 @@ def unit_hints(project: Project, product: str, profiles: list[ColumnProfile]) ->
 def _single_currency(profiles: list[ColumnProfile]) -> tuple[str, str] | None:
     """(code, column) when a currency-code column holds exactly one value."""
     for prof in profiles:
-        values = prof.enum or prof.top_values
-        if "currency_code" in prof.formats and prof.distinct_count == 1 and values:
-            return str(values[0].value), prof.column.name
+        if ("currency_code" in prof.formats and prof.min is not None
+                and prof.min == prof.max):  # one code in every row
+            return str(prof.min), prof.column.name
     return None
 
 

@@ -1,0 +1,145 @@
+"""Edge cases found in review: each one crashed, leaked or misled before it was fixed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import run_cli
+
+from tether.config import load_project, parse_project
+from tether.errors import ConfigError
+from tether.profiling import profile_product, profile_project
+from tether.serve.executor import Call, Executor, ToolError
+from tether.serve.pagination import load_key
+from tether.toolgen import generate
+
+BASE = """\
+sources:
+  main: {{url: "duckdb:///{db}"}}
+products:
+  people:
+    table: people
+    primary_key: [id]
+    tool: {{name: people_by_team{extra_tool}}}
+{more}
+policies:
+  roles:
+    staff: {{tools: ["*"], masks: {{people.team: redact}}}}
+  users:
+    sam: {{role: staff}}
+  restricted: ["*.ssn*"]
+"""
+
+
+def make(tmp_path: Path, more: str = "", extra_tool: str = "") -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    db = tmp_path / "w.duckdb"
+    with duckdb.connect(str(db)) as c:
+        c.execute("CREATE TABLE people (id INTEGER PRIMARY KEY, team VARCHAR NOT NULL, "
+                  "info STRUCT(city VARCHAR, ssn VARCHAR), note VARCHAR)")
+        c.execute("INSERT INTO people SELECT i, ['red', 'blue'][1 + i % 2], "
+                  "{'city': 'x', 'ssn': '123-45-' || i}, '[/] [bold]x' FROM range(40) r(i)")
+    (tmp_path / "tether.yaml").write_text(BASE.format(db=db, more=more, extra_tool=extra_tool))
+    return tmp_path
+
+
+def test_a_struct_with_a_restricted_field_is_withheld_whole(tmp_path: Path) -> None:
+    project = load_project(make(tmp_path))
+    profiles = {p.product: p for p in profile_project(project)}
+    for mode in ("grounded", "bare"):
+        for t in generate(project, profiles, mode):  # type: ignore[arg-type]
+            text = json.dumps(t.wire()) + (t.plan.select or "")
+            assert "ssn" not in text and '"info"' not in (t.plan.select or ""), (mode, t.name)
+    run_sql = next(t for t in generate(project, profiles, "generic") if t.name == "run_sql")
+    ex = Executor(project, load_key(tmp_path / "k"))
+    try:
+        for sql in ("SELECT info FROM people", "SELECT info.ssn FROM people",
+                    "SELECT * FROM people"):
+            try:
+                rows = ex.run(Call("sam", "run_sql", "1", run_sql.wire(), run_sql.plan,
+                                   {"sql": sql}))["rows"]
+            except ToolError:
+                continue
+            assert "ssn" not in json.dumps(rows) and "123-45" not in json.dumps(rows), sql
+    finally:
+        ex.close()
+
+
+def test_masked_column_cannot_be_a_filter(tmp_path: Path) -> None:
+    project = load_project(make(tmp_path))
+    tool = next(t for t in generate(project, {p.product: p for p in profile_project(project)})
+                if t.name == "people_by_team")
+    ex = Executor(project, load_key(tmp_path / "k"))
+    try:
+        with pytest.raises(ToolError, match="masked"):
+            ex.run(Call("sam", tool.name, "1", tool.wire(), tool.plan, {"team": "red"}))
+        rows = ex.run(Call("sam", tool.name, "1", tool.wire(), tool.plan, {}))["rows"]
+        assert {r["team"] for r in rows} == {"[redacted]"}
+    finally:
+        ex.close()
+
+
+def test_default_limit_follows_a_small_max_rows(tmp_path: Path) -> None:
+    project = load_project(make(tmp_path, extra_tool=", max_rows: 10"))
+    tool = next(t for t in generate(project, {p.product: p for p in profile_project(project)})
+                if t.name == "people_by_team")
+    assert tool.input_schema["properties"]["limit"]["default"] == 10
+    ex = Executor(project, load_key(tmp_path / "k"))
+    try:
+        out = ex.run(Call("sam", tool.name, "1", tool.wire(), tool.plan, {}))
+    finally:
+        ex.close()
+    assert out["row_count"] == 10 and out["truncated"]
+
+
+@pytest.mark.parametrize(("more", "says"), [
+    ("metrics:\n  n: {measure: 'count(*)', dimensions: [team]}", "must be product.column"),
+    ("metrics:\n  n: {measure: 'count(people.id)', window: period, time: people.id}",
+     "needs `calendar:`"),
+    ("metrics:\n  n: {measure: 'count(people.id)', window: trailing}", "needs `time:`"),
+])
+def test_metric_mistakes_are_config_errors(tmp_path: Path, more: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says.replace("`", ".").replace("(", ".")):
+        load_project(make(tmp_path, more))
+
+
+def test_restricted_metric_dimension_and_duplicate_names(tmp_path: Path) -> None:
+    project = load_project(make(tmp_path / "a", "metrics:\n  n: {measure: 'count(people.id)', "
+                                                "window: current, dimensions: [people.ssn_hash]}"))
+    with pytest.raises(ConfigError, match="restricted"):
+        generate(project, {p.product: p for p in profile_project(project)})
+    project = load_project(make(tmp_path / "b", "metrics:\n  n: {measure: 'count(people.id)', "
+                                                "window: current, tool: {name: people_by_team}}"))
+    with pytest.raises(ConfigError, match="two tools would be named 'people_by_team'"):
+        generate(project, {p.product: p for p in profile_project(project)})
+
+
+def test_tool_names_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="tool name"):
+        parse_project(BASE.format(db="w.duckdb", more="", extra_tool="").replace(
+            "people_by_team", "../../pwned"), tmp_path / "tether.yaml")
+
+
+def test_markup_in_data_does_not_crash_the_table(tmp_path: Path) -> None:
+    make(tmp_path)
+    res = run_cli("profile", "--project", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    assert "[/] [bold]x" in res.stdout
+
+
+def test_one_row_currency_table(tmp_path: Path) -> None:
+    db = tmp_path / "c.duckdb"
+    with duckdb.connect(str(db)) as c:
+        c.execute("CREATE TABLE t AS SELECT 'USD' AS currency, 100 AS amount_cents")
+    (tmp_path / "tether.yaml").write_text(
+        f'sources:\n  main: {{url: "duckdb:///{db}"}}\nproducts:\n  t: {{table: t}}\n')
+    p = profile_product(load_project(tmp_path), "t")
+    assert p.column("amount_cents").unit_hint == "USD_cents"
+
+
+def test_lint_missing_file_is_clean(tmp_path: Path) -> None:
+    res = run_cli("lint", str(tmp_path / "nope.json"))
+    assert res.returncode == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
