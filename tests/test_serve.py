@@ -331,3 +331,43 @@ def test_runner_token_acts_as_a_user_and_plain_tokens_cannot(
     _, r = http_call(url, tokens["mgr.amer"], "customers_by_region_and_segment", {"limit": 5},
                      headers={"X-Tether-As-User": "fin.ana"})
     assert r.is_error and "runner" in r.content[0].text
+
+
+def test_list_changed_reaches_both_protocol_versions(demo_dir: Path, tmp_path: Path) -> None:
+    import mcp_types as types
+
+    d = copy_project(demo_dir, tmp_path / "lc")
+    build(load_project(d))
+    server = TetherServer(load_project(d), stdio_user="fin.ana")
+    got: dict[str, bool] = {"modern": False, "legacy": False}
+
+    async def legacy_handler(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            got["legacy"] = True
+
+    async def go() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.watch, 0.1)
+            async with Client(server.server) as modern, Client(
+                    server.server, mode="legacy", message_handler=legacy_handler) as legacy:
+                await legacy.list_tools()
+                async with modern.listen(tools_list_changed=True) as sub:
+                    # another process publishes: a rebuild after tether.yaml changed
+                    await anyio.to_thread.run_sync(_republish_with_new_description, d)
+                    with anyio.fail_after(10):
+                        async for _event in sub:
+                            got["modern"] = True
+                            break
+                with anyio.fail_after(10):
+                    while not got["legacy"]:
+                        await anyio.sleep(0.05)
+                tools = await modern.list_tools(cache_mode="refresh")
+                backlog = next(t for t in tools.tools if t.name == "order_backlog_by_status")
+                assert backlog.meta["tether/context"]["version"] == "1.0.1"
+            tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(go)
+    finally:
+        server.close()
+    assert got == {"modern": True, "legacy": True}
