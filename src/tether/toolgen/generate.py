@@ -373,11 +373,11 @@ def _child_product(ctx: Ctx, name: str) -> str | None:
     return None
 
 
-def _policy_sentence(ctx: Ctx, product: str) -> Sentence | None:
+def _policy_sentence(ctx: Ctx, product: str, with_masks: bool = True) -> Sentence | None:
     roles = ctx.config.policies.roles
     filtered = sorted(r for r, role in roles.items() if product in role.row_filters)
     masked = sorted({m.split(".", 1)[1] for role in roles.values() for m in role.masks
-                     if m.split(".", 1)[0] == product})
+                     if m.split(".", 1)[0] == product}) if with_masks else []
     parts = []
     if filtered:
         parts.append("rows are filtered to your entitlement")
@@ -519,7 +519,7 @@ def _metric_sentences(ctx: Ctx, name: str, m: MetricConfig, kind: str,
     term = ctx.config.glossary.get(m.term or "")
     by = f", by {join_words([c for _, c in dims])}" if dims else ""
     s1 = (m.description or humanize(name)).rstrip(".")
-    if by and by.strip(", ") not in s1:
+    if by and by.strip(", ").replace("_", " ") not in s1.replace("_", " "):
         s1 += by
     lookalikes = _lookalike_columns(ctx, m)
     if lookalikes:
@@ -539,7 +539,7 @@ def _metric_sentences(ctx: Ctx, name: str, m: MetricConfig, kind: str,
             f"Time is {m.time}" + (f" to {m.time_end} (a row counts if it overlaps)"
                                    if m.time_end else "")), source="glossary"))
     for table in sorted({t for t, _ in dims}):
-        policy = _policy_sentence(ctx, table)
+        policy = _policy_sentence(ctx, table, with_masks=False)  # aggregates show no masked value
         if policy:
             out.append(policy)
             break
