@@ -7,8 +7,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import run_cli
 
+from conftest import run_cli
 from tether.config import load_project, parse_project
 from tether.errors import ConfigError
 from tether.profiling import profile_product, profile_project

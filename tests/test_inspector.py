@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import copy_project
 
+from conftest import copy_project
 from tether.config import load_project
 from tether.drift.publish import build
 

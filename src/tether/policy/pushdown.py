@@ -26,6 +26,10 @@ def user_params(config: TetherConfig, user: str) -> dict[str, Any]:
     return {f"u_{k}": v for k, v in u.attributes().items()}
 
 
+def row_filter_applies(config: TetherConfig, user: str, product: str) -> bool:
+    return product in role_of(config, user)[1].row_filters
+
+
 def row_filter(config: TetherConfig, user: str, product: str, alias: str,
                dialect: str = "duckdb") -> exp.Expr | None:
     """The role's row filter on ``product`` as an AST over ``alias``, or None when unfiltered."""

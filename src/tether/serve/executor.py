@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import re
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,13 +27,20 @@ from tether.policy.pushdown import (
     mask_of,
     masked,
     row_filter,
+    row_filter_applies,
     user_params,
     visible_columns,
 )
 from tether.serve import pagination, sqlguard
 from tether.sources import Source, open_source
 from tether.toolgen.model import META_KEY, QueryPlan
-from tether.toolgen.plan import ArgumentError, compile_plan, qualified, window_bounds
+from tether.toolgen.plan import (
+    ArgumentError,
+    call_params,
+    compile_plan,
+    qualified,
+    window_bounds,
+)
 
 
 class ToolError(Exception):
@@ -56,6 +65,9 @@ class Executor:
     cursor_key: bytes
     sources: dict[str, Source] = field(default_factory=dict)
     profiles: dict[str, ProductProfile] = field(default_factory=dict)
+    _sql_text: dict[tuple[Any, ...], str] = field(default_factory=dict)
+    _fresh: dict[str, tuple[float, dt.datetime | None]] = field(default_factory=dict)
+    freshness_ttl: float = 2.0
 
     @property
     def timeout(self) -> float:
@@ -112,28 +124,38 @@ class Executor:
 
     # --- listing ---
 
+    def _shape_key(self, call: Call) -> tuple[Any, ...]:
+        """What the SQL text of a call depends on: tool, version, user, filters present."""
+        present = tuple(sorted(k for k, v in call.args.items() if v is not None))
+        return (call.tool, call.version, call.user, present)
+
     def _list(self, call: Call) -> dict[str, Any]:
         config, plan = self.project.config, call.plan
         product = plan.product or ""
         src = self.source(plan.source)
         args = _coerce_times(call.args, call.definition)
-        query, params = compile_plan(plan, args, config, self.project.now())
-        assert isinstance(query, exp.Select)
-        query = _mask_projection(query, config, call.user, product)
-        pred = row_filter(config, call.user, product, product, src.dialect)
-        if pred is not None:
-            query = query.where(pred)
+        params = call_params(plan, args, config, self.project.now())
+        key = self._shape_key(call)
+        if key not in self._sql_text:
+            query, _ = compile_plan(plan, args, config, self.project.now())
+            assert isinstance(query, exp.Select)
+            query = _mask_projection(query, config, call.user, product)
+            pred = row_filter(config, call.user, product, product, src.dialect)
+            if pred is not None:
+                query = query.where(pred)
+            if call.args.get("cursor"):
+                keys = [qualified(k) for k in plan.order_by]
+                marks = [exp.Placeholder(this=f"k{i}") for i in range(len(keys))]
+                query = query.where(exp.GT(this=exp.Tuple(expressions=keys),
+                                           expression=exp.Tuple(expressions=marks)))
+            self._sql_text[key] = src.render(query)
+        if row_filter_applies(config, call.user, product):
             params.update(user_params(config, call.user))
         if call.args.get("cursor"):
             last = pagination.decode(self.cursor_key, str(call.args["cursor"]), call.user,
                                      call.tool, call.version, call.args)
-            keys = [qualified(k) for k in plan.order_by]
-            marks = [exp.Placeholder(this=f"k{i}") for i in range(len(keys))]
-            query = query.where(exp.GT(this=exp.Tuple(expressions=keys),
-                                       expression=exp.Tuple(expressions=marks)))
             params.update({f"k{i}": v for i, v in enumerate(last)})
-        names = [p.alias_or_name for p in query.expressions]
-        raw = src.query(query, params, self.timeout)
+        names, raw = src.run_named(self._sql_text[key], params, self.timeout)
         rows = [dict(zip(names, map(jsonable, r), strict=True)) for r in raw]
         limit = int(params["limit"]) - 1
         truncated = len(rows) > limit
@@ -281,17 +303,31 @@ class Executor:
         stalest input)."""
         oldest: dt.datetime | None = None
         for product in products:
-            p = self.project.config.products[product]
-            if not (p.freshness and p.freshness.column):
-                continue
+            value = self._freshness(product)
+            if value is not None:
+                oldest = value if oldest is None or value < oldest else oldest
+        return oldest.isoformat() if oldest else None
+
+
+    def _freshness(self, product: str) -> dt.datetime | None:
+        """Newest value of the product's freshness column, cached for freshness_ttl seconds."""
+        cached = self._fresh.get(product)
+        if cached and time.monotonic() < cached[0]:
+            return cached[1]
+        p = self.project.config.products[product]
+        value = None
+        if p.freshness and p.freshness.column:
             src = self.source(p.source)
             q = exp.select(exp.func("MAX", exp.column(p.freshness.column, quoted=True))).from_(
                 src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", product))
-            value = src.query(q)[0][0]
-            if isinstance(value, dt.datetime):
-                value = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-                oldest = value if oldest is None or value < oldest else oldest
-        return oldest.isoformat() if oldest else None
+            raw = src.query(q)[0][0]
+            if isinstance(raw, dt.datetime):
+                value = raw if raw.tzinfo else raw.replace(tzinfo=dt.UTC)
+        self._fresh[product] = (time.monotonic() + self.freshness_ttl, value)
+        return value
+
+
+_VALIDATORS: dict[str, Any] = {}
 
 
 def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
@@ -302,8 +338,10 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
     if unknown:
         raise ToolError(f"unknown argument(s) {', '.join(unknown)}; allowed: "
                         f"{', '.join(sorted(allowed)) or 'none'}")
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(args),
-                    key=lambda e: list(e.path))
+    key = json.dumps(schema, sort_keys=True)
+    if key not in _VALIDATORS:
+        _VALIDATORS[key] = jsonschema.Draft202012Validator(schema)
+    errors = sorted(_VALIDATORS[key].iter_errors(args), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
         where = ".".join(str(p) for p in e.path) or "arguments"

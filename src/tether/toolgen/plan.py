@@ -121,33 +121,42 @@ def _table(config: TetherConfig, product: str, dialect: str) -> exp.Expr:
 # --- compiling a call ----------------------------------------------------------------------------
 
 
-def compile_plan(
+def call_params(
     plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime
-) -> tuple[exp.Expr, dict[str, Any]]:
-    """(AST, bound parameters) for one call. Raises ArgumentError for a bad window argument."""
-    if plan.select is None:
-        raise ArgumentError(f"plan of kind {plan.kind!r} has no SQL")
-    query = parse(plan.select, plan.dialect)
-    assert isinstance(query, exp.Select)
-    params: dict[str, Any] = {}
-    for f in plan.filters:
-        if args.get(f.param) is None:
-            continue
-        col = qualified(f.column)
-        ph = placeholder(f.param)
-        cond = {"eq": exp.EQ, "gte": exp.GTE, "lt": exp.LT}[f.op](this=col, expression=ph)
-        query = query.where(cond)
-        params[f.param] = args[f.param]
+) -> dict[str, Any]:
+    """The bound parameters of one call (no SQL work: cheap enough for every call)."""
+    params: dict[str, Any] = {f.param: args[f.param] for f in plan.filters
+                              if args.get(f.param) is not None}
     if plan.window is not None and plan.window.kind != "current":
-        start, end = window_bounds(plan, args, config, now)
-        query = query.where(_window_condition(plan))
-        params["window_start"], params["window_end"] = start, end
+        params["window_start"], params["window_end"] = window_bounds(plan, args, config, now)
     if plan.kind == "list":
         limit = int(args.get("limit") or plan.default_rows)
         if not 1 <= limit <= plan.max_rows:
             raise ArgumentError(f"limit must be between 1 and {plan.max_rows} (got {limit})")
-        query = query.order_by(*[qualified(c) for c in plan.order_by]).limit(placeholder("limit"))
         params["limit"] = limit + 1  # one more than asked tells whether the result is truncated
+    return params
+
+
+def compile_plan(
+    plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime
+) -> tuple[exp.Expr, dict[str, Any]]:
+    """(AST, bound parameters) for one call. Raises ArgumentError for a bad window argument.
+    The AST depends only on which filters are present, so callers may cache its SQL text."""
+    if plan.select is None:
+        raise ArgumentError(f"plan of kind {plan.kind!r} has no SQL")
+    params = call_params(plan, args, config, now)
+    query = parse(plan.select, plan.dialect)
+    assert isinstance(query, exp.Select)
+    for f in plan.filters:
+        if f.param not in params:
+            continue
+        cond = {"eq": exp.EQ, "gte": exp.GTE, "lt": exp.LT}[f.op](
+            this=qualified(f.column), expression=placeholder(f.param))
+        query = query.where(cond)
+    if "window_start" in params:
+        query = query.where(_window_condition(plan))
+    if plan.kind == "list":
+        query = query.order_by(*[qualified(c) for c in plan.order_by]).limit(placeholder("limit"))
     elif plan.group_by:
         query = query.order_by(*[exp.column(c, quoted=True) for c in plan.group_by])
         query = query.limit(exp.Literal.number(plan.max_rows))
