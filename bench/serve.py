@@ -38,7 +38,7 @@ TOOL = "items_in_an_order"
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
 async def timed(call: Callable[[int], Awaitable[Any]], n: int) -> list[float]:
