@@ -29,6 +29,8 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	$(BIN)/tether lint --project $(DEMO) --mode generic
 	$(BIN)/tether lint --project $(DEMO) --mode bare --json | $(BIN)/python -c 'import json,sys; d=json.load(sys.stdin); print("bare: %d tools, average %s/10, %d tokens" % (d["tool_count"], d["average_score"], d["total_tokens"]))'
 	$(BIN)/tether lint --project $(DEMO) --min-score 10
+	@echo "== 6. serving them over MCP: the same calls as three users (tether serve, official SDK client)"
+	$(BIN)/python -m tether.demo.tour $(DEMO)
 
 test: $(STAMP) ## the whole test suite (PostgreSQL tests run when TETHER_TEST_PG_URL is set)
 	$(BIN)/python -m pytest -q
