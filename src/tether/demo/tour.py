@@ -36,12 +36,15 @@ def _show(user: str, tool: str, result: Any, pick: Any) -> None:
 
 
 def tour(project: str) -> None:
-    active = ("active_customers_by_region_and_fiscal_quarter", {"fiscal_quarter": "FY2027-Q1"})
-    customers = ("customers_by_region_and_segment", {"limit": 3})
-    snapshot = ("open_pipeline_by_stage_last_night", {"limit": 1})
-    bad = ("deals_by_stage_and_pipeline", {"stage": "WON"})
+    Step = tuple[str, dict[str, Any]]
+    active: Step = ("active_customers_by_region_and_fiscal_quarter",
+                    {"fiscal_quarter": "FY2027-Q1"})
+    customers: Step = ("customers_by_region_and_segment", {"limit": 3})
+    snapshot: Step = ("open_pipeline_by_stage_last_night", {"limit": 1})
+    bad: Step = ("deals_by_stage_and_pipeline", {"stage": "WON"})
+    steps: list[Step] = [active, customers, snapshot, bad]
     for user in ("fin.ana", "mgr.emea", "sup.sam"):
-        results = anyio.run(_session, project, user, [active, customers, snapshot, bad])
+        results = anyio.run(_session, project, user, steps)
         _show(user, active[0], results[0], lambda d: json.dumps(
             {r["sales_region"]: r["active_customers"] for r in d["rows"]}))
         _show(user, customers[0], results[1], lambda d: json.dumps(
