@@ -202,3 +202,18 @@ def test_third_party_server_over_http(demo_dir: Path, tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_lint_tethers_own_server_over_stdio(demo_dir: Path, tmp_path: Path) -> None:
+    import sys
+
+    from conftest import copy_project
+
+    d = copy_project(demo_dir, tmp_path / "own")
+    assert run_cli("build", "--project", str(d)).returncode == 0
+    tether = Path(sys.executable).parent / "tether"
+    res = run_cli("lint", f"stdio:{tether} serve --project {d} --as-user fin.ana",
+                  "--min-score", "10", "--json")
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    data = json.loads(res.stdout)
+    assert data["tool_count"] == 12 and data["average_score"] == 10
