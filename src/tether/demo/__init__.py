@@ -16,6 +16,7 @@ import duckdb
 from tether.config import PROJECT_FILE, parse_project
 from tether.demo.warehouse import TABLES, Step, build_warehouse
 from tether.errors import ProjectExistsError, SourceError
+from tether.sources.sqlalchemy import redact
 
 WAREHOUSE_FILE = "warehouse.duckdb"
 DEFAULT_PG_SCHEMA = "tether_demo"
@@ -124,7 +125,7 @@ def copy_to_postgres(db: Path, url: str, schema: str, replace: bool = False) -> 
                 _copy_table(src, pg, schema, table)
     except psycopg.OperationalError as e:
         raise SourceError(
-            f"cannot connect to {re.sub(r':[^@/]*@', ':***@', url)}: {str(e).strip()}",
+            f"cannot connect to {redact(url)}: {str(e).strip()}",
             hint="Check that PostgreSQL is running and the URL is right.",
         ) from None
     finally:

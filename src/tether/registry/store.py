@@ -18,6 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tether.errors import SourceError
+from tether.sources.sqlalchemy import driver_url
 
 SCHEMA_VERSION = 1
 _MIGRATIONS = [
@@ -77,8 +78,7 @@ def registry_url(url: str, root: Path) -> str:
         path = root / url[len("sqlite:///"):]
         path.parent.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{path}"
-    return url.replace("postgresql://", "postgresql+psycopg://", 1) if url.startswith(
-        "postgresql://") else url
+    return driver_url(url)
 
 
 class Registry:
