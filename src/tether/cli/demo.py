@@ -47,3 +47,15 @@ def init(
         f"demo built in {time.perf_counter() - started:.1f}s: {root / 'tether.yaml'} "
         f"-> {result.source_url}. Next: tether profile --project {root}"
     )
+
+
+@app.command("drift")
+def drift(
+    step: str = typer.Argument(..., help="on-hold | rename | redefine-active | unmask-tax-id | "
+                               "new-restricted-column"),
+    project: Path = typer.Option(Path("."), "--project", "-p", help="The demo project."),
+) -> None:
+    """Apply one step of the demo's drift story to the demo warehouse or its tether.yaml."""
+    from tether.demo.drift import apply
+
+    out.print(f"{step}: {apply(project.resolve(), step)} Next: tether check --project {project}")

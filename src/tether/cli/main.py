@@ -9,6 +9,7 @@ import typer
 from tether import __version__
 from tether.cli import build as build_cmd
 from tether.cli import demo as demo_cmd
+from tether.cli import drift as drift_cmd
 from tether.cli import init as init_cmd
 from tether.cli import lint as lint_cmd
 from tether.cli import profile as profile_cmd
@@ -31,6 +32,8 @@ app.command("lint")(lint_cmd.lint)
 app.command("serve")(serve_cmd.serve)
 app.command("versions")(serve_cmd.versions)
 app.add_typer(serve_cmd.token_app, name="token")
+app.command("check")(drift_cmd.check)
+app.add_typer(drift_cmd.review_app, name="review")
 app.add_typer(demo_cmd.app, name="demo")
 
 

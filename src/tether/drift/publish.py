@@ -55,6 +55,10 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
     registry = open_registry(project)
     try:
         result = _publish(project, registry, tools)
+        if not registry.state():  # the baseline the first `tether check` compares against
+            from tether.drift.detectors import snapshot
+
+            registry.save_state(snapshot(project, profiles), project.now())
         note("exporting tools/")
         current = registry.current()
         export(project.root / TOOLS_DIR,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,6 +37,15 @@ _MIGRATIONS = [
          tool VARCHAR(200) NOT NULL, version VARCHAR(40), arguments TEXT NOT NULL,
          latency_ms DOUBLE PRECISION NOT NULL, row_count INTEGER, error TEXT,
          as_of VARCHAR(40), deprecated INTEGER NOT NULL DEFAULT 0)""",
+    """CREATE TABLE IF NOT EXISTS check_state (
+         key VARCHAR(200) PRIMARY KEY, value TEXT NOT NULL, updated_at VARCHAR(40) NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS drift_events (
+         id INTEGER PRIMARY KEY, kind VARCHAR(40) NOT NULL, subject VARCHAR(400) NOT NULL,
+         details TEXT NOT NULL, first_observed_at VARCHAR(40), detected_at VARCHAR(40) NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS reviews (
+         id INTEGER PRIMARY KEY, status VARCHAR(20) NOT NULL, route VARCHAR(20) NOT NULL,
+         rule VARCHAR(200), decided_by VARCHAR(200), created_at VARCHAR(40) NOT NULL,
+         decided_at VARCHAR(40), body TEXT NOT NULL)""",
 ]
 
 VOLATILE_KEYS = ("version", "supersedes", "generated_at", "change_level", "change_kind",
@@ -62,12 +72,21 @@ class NewVersion:
     plan: dict[str, Any]
 
 
+CHANGE_SENTENCE = re.compile(r"\s*Changed in \d+\.\d+\.\d+: .*$", re.S)
+
+
 def content_hash(wire: dict[str, Any]) -> str:
-    """sha256 of a wire definition without its publication fields."""
+    """sha256 of a wire definition without its publication fields (version, review, the change
+    note sentence in the description): what generation alone decides."""
     d = json.loads(json.dumps(wire))
     ctx = d.get("_meta", {}).get("tether/context", {})
     for k in VOLATILE_KEYS:
         ctx.pop(k, None)
+    if isinstance(d.get("description"), str):
+        d["description"] = CHANGE_SENTENCE.sub("", d["description"])
+    for sentence in list(ctx.get("sources", {})):
+        if sentence.startswith("Changed in "):
+            del ctx["sources"][sentence]
     blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
@@ -125,19 +144,23 @@ class Registry:
             return None
         stamp = at.astimezone(dt.UTC).isoformat()
         with self._tx() as c:
-            pid = int(c.execute(sa.text("SELECT COALESCE(MAX(id), 0) + 1 FROM publications")
-                                ).scalar_one())
-            c.execute(sa.text("INSERT INTO publications (id, published_at, rule, tools) "
-                              "VALUES (:id, :at, :rule, :tools)"),
-                      {"id": pid, "at": stamp, "rule": rule,
-                       "tools": json.dumps(sorted(v.name for v in versions))})
-            for v in versions:
-                c.execute(sa.text(
-                    "INSERT INTO tool_versions (name, version, publication, content_hash, "
-                    "definition, plan, published_at) VALUES (:n, :v, :p, :h, :d, :pl, :at)"),
-                    {"n": v.name, "v": v.version, "p": pid, "h": content_hash(v.definition),
-                     "d": json.dumps(v.definition, sort_keys=True), "pl": json.dumps(v.plan),
-                     "at": stamp})
+            return self._publish(c, versions, rule, stamp)
+
+    def _publish(self, c: sa.Connection, versions: list[NewVersion], rule: str, stamp: str
+                 ) -> int:
+        pid = int(c.execute(sa.text("SELECT COALESCE(MAX(id), 0) + 1 FROM publications")
+                            ).scalar_one())
+        c.execute(sa.text("INSERT INTO publications (id, published_at, rule, tools) "
+                          "VALUES (:id, :at, :rule, :tools)"),
+                  {"id": pid, "at": stamp, "rule": rule,
+                   "tools": json.dumps(sorted(v.name for v in versions))})
+        for v in versions:
+            c.execute(sa.text(
+                "INSERT INTO tool_versions (name, version, publication, content_hash, "
+                "definition, plan, published_at) VALUES (:n, :v, :p, :h, :d, :pl, :at)"),
+                {"n": v.name, "v": v.version, "p": pid, "h": content_hash(v.definition),
+                 "d": json.dumps(v.definition, sort_keys=True), "pl": json.dumps(v.plan),
+                 "at": stamp})
         return pid
 
     def latest_publication(self) -> int:
@@ -161,6 +184,76 @@ class Registry:
                 "SELECT at, username, role, tool, version, arguments, latency_ms, row_count, "
                 "error, as_of, deprecated FROM call_log ORDER BY at, tool")).mappings().all()
         return [dict(r) for r in rows]
+
+    # --- drift: last-check state, events, reviews ---
+
+    def state(self) -> dict[str, Any]:
+        with self._tx() as c:
+            rows = c.execute(sa.text("SELECT key, value FROM check_state")).fetchall()
+        return {k: json.loads(v) for k, v in rows}
+
+    def save_state(self, state: dict[str, Any], at: dt.datetime) -> None:
+        stamp = at.astimezone(dt.UTC).isoformat()
+        with self._tx() as c:
+            c.execute(sa.text("DELETE FROM check_state"))
+            for k, v in state.items():
+                c.execute(sa.text("INSERT INTO check_state (key, value, updated_at) "
+                                  "VALUES (:k, :v, :at)"),
+                          {"k": k, "v": json.dumps(v, sort_keys=True, default=str), "at": stamp})
+
+    def add_events(self, events: list[dict[str, Any]]) -> list[int]:
+        ids = []
+        with self._tx() as c:
+            start = int(c.execute(sa.text("SELECT COALESCE(MAX(id), 0) FROM drift_events")
+                                  ).scalar_one())
+            for i, e in enumerate(events, start + 1):
+                c.execute(sa.text(
+                    "INSERT INTO drift_events (id, kind, subject, details, first_observed_at, "
+                    "detected_at) VALUES (:id, :kind, :subject, :details, :first, :detected)"),
+                    {"id": i, "kind": e["kind"], "subject": e["subject"],
+                     "details": json.dumps(e["details"], sort_keys=True, default=str),
+                     "first": e.get("first_observed_at"), "detected": e["detected_at"]})
+                ids.append(i)
+        return ids
+
+    def events(self) -> list[dict[str, Any]]:
+        with self._tx() as c:
+            rows = c.execute(sa.text("SELECT id, kind, subject, details, first_observed_at, "
+                                     "detected_at FROM drift_events ORDER BY id")).fetchall()
+        return [{"id": r[0], "kind": r[1], "subject": r[2], "details": json.loads(r[3]),
+                 "first_observed_at": r[4], "detected_at": r[5]} for r in rows]
+
+    def add_review(self, route: str, status: str, body: dict[str, Any], at: dt.datetime,
+                   rule: str | None = None) -> int:
+        with self._tx() as c:
+            rid = int(c.execute(sa.text("SELECT COALESCE(MAX(id), 0) + 1 FROM reviews")
+                                ).scalar_one())
+            c.execute(sa.text("INSERT INTO reviews (id, status, route, rule, created_at, body) "
+                              "VALUES (:id, :status, :route, :rule, :at, :body)"),
+                      {"id": rid, "status": status, "route": route, "rule": rule,
+                       "at": at.astimezone(dt.UTC).isoformat(),
+                       "body": json.dumps(body, sort_keys=True, default=str)})
+        return rid
+
+    def reviews(self, status: str | None = None) -> list[dict[str, Any]]:
+        sql = ("SELECT id, status, route, rule, decided_by, created_at, decided_at, body "
+               "FROM reviews" + (" WHERE status = :s" if status else "") + " ORDER BY id")
+        with self._tx() as c:
+            rows = c.execute(sa.text(sql), {"s": status} if status else {}).fetchall()
+        return [{"id": r[0], "status": r[1], "route": r[2], "rule": r[3], "decided_by": r[4],
+                 "created_at": r[5], "decided_at": r[6], "body": json.loads(r[7])} for r in rows]
+
+    def decide_review(self, rid: int, status: str, by: str, at: dt.datetime,
+                      publish: list[NewVersion] | None = None) -> int | None:
+        """Close a review; approving publishes its versions in the same transaction."""
+        stamp = at.astimezone(dt.UTC).isoformat()
+        with self._tx() as c:
+            c.execute(sa.text("UPDATE reviews SET status = :s, decided_by = :by, "
+                              "decided_at = :at WHERE id = :id"),
+                      {"s": status, "by": by, "at": stamp, "id": rid})
+            if publish:
+                return self._publish(c, publish, f"review {rid} by {by}", stamp)
+        return None
 
     def close(self) -> None:
         self.engine.dispose()

@@ -1,0 +1,118 @@
+"""`tether check` and `tether review`: drift, the gate, and the humans it waits for."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from tether.cli.options import JsonOpt, ProjectOpt
+from tether.cli.output import out, print_json, progress
+from tether.config import load_project
+from tether.drift.check import check as run_check
+from tether.drift.check import decide
+from tether.drift.publish import open_registry
+from tether.errors import ConfigError
+
+
+def check(project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
+    """One pass: detect drift, regenerate, classify, gate, publish. Exit 0 no drift, 10
+    published, 11 waiting for review, 12 blocked, 2 error."""
+    proj = load_project(project)
+    with progress(len(proj.config.products) + 2, "checking for drift") as step:
+        result = run_check(proj, progress=step)
+    if as_json:
+        print_json(result.to_json())
+    else:
+        for e in result.events:
+            out.print(f"event {escape(e['kind'])}: {escape(e['subject'])} "
+                      f"{escape(json.dumps(e['details'], default=str))[:160]}")
+        t = Table(show_edge=False, header_style="bold")
+        for h in ("tool", "outcome", "version", "change", "note"):
+            t.add_column(h, overflow="fold")
+        for o in result.outcomes:
+            if o.outcome == "unchanged":
+                continue
+            t.add_row(o.tool, o.outcome + (f" (review {o.review})" if o.review else ""),
+                      o.version or "", f"{o.change_level or ''} {o.change_kind or ''}",
+                      escape(o.change_note or ""))
+        out.print(t)
+        out.print(f"{len(result.events)} events; exit {result.exit_code}")
+    sys.exit(result.exit_code)
+
+
+review_app = typer.Typer(help="Changes that wait for a named human.", no_args_is_help=True)
+
+
+@review_app.command("list")
+def review_list(project: Path = ProjectOpt, as_json: bool = JsonOpt,
+                status: str = typer.Option(None, "--status", help="pending | blocked | ...")
+                ) -> None:
+    """Reviews, newest last."""
+    proj = load_project(project)
+    registry = open_registry(proj)
+    try:
+        rows = registry.reviews(status)
+    finally:
+        registry.close()
+    summary = [{"id": r["id"], "status": r["status"], "route": r["route"],
+                "tools": [f"{t['name']}@{t['version']} ({t['change_kind']})"
+                          for t in r["body"]["tools"]],
+                "created_at": r["created_at"], "decided_by": r["decided_by"]} for r in rows]
+    if as_json:
+        print_json(summary)
+        return
+    t = Table(show_edge=False, header_style="bold")
+    for h in ("id", "status", "tools", "created", "by"):
+        t.add_column(h, overflow="fold")
+    for r in summary:
+        t.add_row(str(r["id"]), r["status"], ", ".join(r["tools"]), r["created_at"],
+                  r["decided_by"] or "")
+    out.print(t)
+
+
+@review_app.command("show")
+def review_show(review_id: int = typer.Argument(...), project: Path = ProjectOpt) -> None:
+    """The three diffs (schema, description, policy projection) and the change notes."""
+    proj = load_project(project)
+    registry = open_registry(proj)
+    try:
+        found = [r for r in registry.reviews() if r["id"] == review_id]
+    finally:
+        registry.close()
+    if not found:
+        raise ConfigError(f"there is no review {review_id}.", hint="See `tether review list`.")
+    r = found[0]
+    print_json({"id": r["id"], "status": r["status"], "route": r["route"],
+                "notes": {t["name"]: t["change_note"] for t in r["body"]["tools"]},
+                "diffs": r["body"]["diffs"]})
+
+
+def _decide(review_id: int, approve: bool, by: str, project: Path) -> None:
+    if not by.strip():
+        raise ConfigError("--as NAME is required: a named human decides.")
+    proj = load_project(project)
+    pid = decide(proj, review_id, approve, by)
+    verb = "approved and published" if approve else "rejected"
+    out.print(f"review {review_id} {verb} by {by}"
+              + (f" (publication {pid})" if pid else ""))
+
+
+@review_app.command("approve")
+def review_approve(review_id: int = typer.Argument(...),
+                   by: str = typer.Option(..., "--as", help="Who approves."),
+                   project: Path = ProjectOpt) -> None:
+    """Approve a pending review: its versions are published in one transaction."""
+    _decide(review_id, True, by, project)
+
+
+@review_app.command("reject")
+def review_reject(review_id: int = typer.Argument(...),
+                  by: str = typer.Option(..., "--as", help="Who rejects."),
+                  project: Path = ProjectOpt) -> None:
+    """Reject a pending review: nothing is published."""
+    _decide(review_id, False, by, project)

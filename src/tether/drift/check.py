@@ -1,0 +1,368 @@
+"""`tether check`: detect, regenerate, classify, note, diff, gate, publish, in one pass.
+
+Routes (CONTRACTS.md): wording and additive changes publish at once by a named rule; breaking,
+semantic and policy changes wait in a review for a named human; a change that would expose a
+restricted column (by the current policy or by the one the last check saw) is blocked, paged and
+never published. Exit codes: 2 error, 12 blocked, 11 waiting for review, 10 published, 0 none.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import difflib
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from tether.config import Project
+from tether.drift.classify import classify
+from tether.drift.detectors import DetectContext, Event, run_detectors, snapshot
+from tether.drift.publish import TOOLS_DIR, export, open_registry
+from tether.profiling import profile_project
+from tether.registry import FIRST, NewVersion, Registry, bump, content_hash
+from tether.registry.semver import Level
+from tether.sources import open_product_source
+from tether.toolgen import GeneratedTool, generate
+from tether.toolgen.model import META_KEY
+
+EXIT = {"error": 2, "blocked": 12, "review": 11, "published": 10, "none": 0}
+
+
+@dataclass
+class Outcome:
+    tool: str
+    outcome: str  # unchanged | published | pending | blocked
+    version: str | None = None
+    change_level: str | None = None
+    change_kind: str | None = None
+    change_note: str | None = None
+    review: int | None = None
+
+
+@dataclass
+class CheckResult:
+    events: list[Event] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    publication: int | None = None
+    reviews: list[int] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        kinds = {o.outcome for o in self.outcomes}
+        if "blocked" in kinds:
+            return EXIT["blocked"]
+        if "pending" in kinds:
+            return EXIT["review"]
+        return EXIT["published"] if "published" in kinds else EXIT["none"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"exit_code": self.exit_code, "publication": self.publication,
+                "reviews": self.reviews, "events": self.events,
+                "tools": [o.__dict__ for o in self.outcomes]}
+
+
+def check(project: Project, progress: Callable[[str], None] | None = None) -> CheckResult:
+    note = progress or (lambda _m: None)
+    registry = open_registry(project)
+    try:
+        return _check(project, registry, note)
+    finally:
+        registry.close()
+
+
+def _check(project: Project, registry: Registry, note: Callable[[str], None]) -> CheckResult:
+    now = project.now()
+    stamp = now.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+    old = registry.state()
+    profiles = {p.product: p for p in profile_project(project, progress=note)}
+    new = snapshot(project, profiles)
+    note("running detectors")
+    events = run_detectors(old, new, DetectContext(_first_seen(project), stamp))
+    registry.add_events(events)
+    tools = generate(project, profiles, "grounded")
+    current = registry.current()
+    waiting = {(t["name"], t["hash"]): r["id"] for r in registry.reviews()
+               if r["status"] in ("pending", "blocked") for t in r["body"]["tools"]}
+    result = CheckResult(events=events)
+    routes: dict[str, list[tuple[GeneratedTool, dict[str, Any], Outcome]]] = {
+        "auto": [], "human": [], "blocked": []}
+    for t in tools:
+        wire = t.wire()
+        prev = current.get(t.name)
+        if prev is not None and prev.content_hash == content_hash(wire):
+            result.outcomes.append(Outcome(t.name, "unchanged", prev.version))
+            continue
+        route, level, kind = _route(project, t, wire, prev.definition if prev else None,
+                                    events, old, new)
+        version = bump(prev.version, level) if prev else FIRST
+        change_note = _note(project, t, events, kind, new) if prev else "New tool."
+        _stamp(wire, version, prev.version if prev else None, level, kind, change_note, stamp,
+               now + dt.timedelta(days=project.config.drift.deprecation_days), route)
+        outcome = Outcome(t.name, "published" if route == "auto" else
+                          ("blocked" if route == "blocked" else "pending"),
+                          version, level, kind, change_note)
+        review = waiting.get((t.name, content_hash(wire)))
+        if review is not None:  # the same candidate already waits: do not ask twice
+            outcome.review = review
+            result.outcomes.append(outcome)
+            continue
+        routes[route].append((t, wire, outcome))
+        result.outcomes.append(outcome)
+    if routes["auto"]:
+        kinds = sorted({o.change_kind or "" for _, _, o in routes["auto"]})
+        result.publication = registry.publish(
+            [NewVersion(t.name, o.version or FIRST, w, t.plan.model_dump(mode="json"))
+             for t, w, o in routes["auto"]], f"auto: {'+'.join(kinds)}", now)
+    for route in ("human", "blocked"):
+        if routes[route]:
+            body = _review_body(routes[route], current, old, new, events)
+            rid = registry.add_review(route, "pending" if route == "human" else "blocked",
+                                      body, now)
+            result.reviews.append(rid)
+            for _, _, o in routes[route]:
+                o.review = rid
+            if route == "blocked":
+                _page(project, rid, [t.name for t, _, _ in routes[route]])
+    export(project.root / TOOLS_DIR, [v.definition for v in registry.current().values()])
+    registry.save_state(new, now)
+    return result
+
+
+def _first_seen(project: Project) -> Callable[[str, str, str], str | None]:
+    """The earliest timestamp a value appears at, from the data (None without a timestamp)."""
+    def first(product: str, column: str, value: str) -> str | None:
+        p = project.config.products[product]
+        ts = p.timestamp_column()
+        if not ts or not p.table:
+            return None
+        with open_product_source(project, product) as src:
+            q = exp.select(exp.func("MIN", exp.column(ts, quoted=True))).from_(
+                src.table_expr(p.table)).where(
+                exp.column(column, quoted=True).eq(exp.Placeholder(this="v")))
+            found = src.query(q, {"v": value})[0][0]
+        return found.isoformat() if hasattr(found, "isoformat") else None
+
+    return first
+
+
+def _related(t: GeneratedTool, events: list[Event]) -> list[Event]:
+    ctx = t.meta.get(META_KEY, {})
+    products = set(ctx.get("products", []))
+    terms = set(ctx.get("definitions", []))
+    out = []
+    for e in events:
+        subject = e["subject"]
+        if e["kind"] == "definition_changed":
+            kind, _, name = subject.partition(":")
+            if (kind == "term" and name in terms) or (kind == "metric" and t.plan.kind == "metric"
+                                                      and name in _metric_of(t)):
+                out.append(e)
+        elif e["kind"] == "policy_changed":
+            if subject.split(":", 1)[1] in products:
+                out.append(e)
+        elif subject.split(".")[0] in products:
+            out.append(e)
+    return out
+
+
+def _metric_of(t: GeneratedTool) -> set[str]:
+    truth = t.meta.get(META_KEY, {}).get("source_of_truth", {})
+    return {str(v).split(":", 1)[1] for v in truth.values() if str(v).startswith("metric:")}
+
+
+def _route(project: Project, t: GeneratedTool, wire: dict[str, Any],
+           prev: dict[str, Any] | None, events: list[Event], old: dict[str, Any],
+           new: dict[str, Any]) -> tuple[str, Level, str]:
+    """(route, level, kind) for a changed tool."""
+    level: Level
+    level, kind = ("minor", "additive") if prev is None else classify(prev, wire)
+    related = _related(t, events)
+    if any(e["kind"] == "definition_changed" for e in related):
+        level, kind = "major", "semantic"
+    elif any(e["kind"] == "policy_changed" for e in related):
+        level, kind = ("major" if level == "major" else "minor"), "policy"
+    if _exposes(wire, old, new):
+        return "blocked", level, kind
+    if kind in ("breaking", "semantic", "policy"):
+        return "human", level, kind
+    return "auto", level, kind
+
+
+def _exposes(wire: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Fields of the definition that read a column restricted now or at the last check:
+    the gate's own check, independent of generation (defence in depth)."""
+    truth = wire.get("_meta", {}).get(META_KEY, {}).get("source_of_truth", {})
+    exposed = []
+    for ref in truth.values():
+        product, _, column = str(ref).partition(".")
+        restricted = set(old.get(f"product:{product}", {}).get("restricted", [])) | set(
+            new.get(f"product:{product}", {}).get("restricted", []))
+        if column in restricted or column.split(".")[0] in restricted:
+            exposed.append(ref)
+    return exposed
+
+
+def _note(project: Project, t: GeneratedTool, events: list[Event], kind: str,
+          new: dict[str, Any]) -> str:
+    """Plain words: what changed, when it first appeared, how many rows, what it means.
+    Restricted columns are never named."""
+    parts = []
+    for e in _related(t, events):
+        d = e["details"]
+        if e["kind"] == "enum_value_added":
+            when = f" first seen {d['first_seen'][:16]}Z" if d.get("first_seen") else ""
+            meaning = _glossary_meaning(project, d["value"])
+            parts.append(f"new value {d['value']} in {e['subject']} ({d['rows']} rows{when})"
+                         + (f"; {meaning}" if meaning else ""))
+        elif e["kind"] == "enum_value_vanished":
+            parts.append(f"{d['value']} no longer appears in {e['subject']}")
+        elif e["kind"] == "schema":
+            hidden = set(new.get(f"product:{e['subject']}", {}).get("restricted", []))
+            bits = [f"{k} {', '.join(c for c in v if c not in hidden)}" for k, v in d.items()
+                    if k != "fingerprint" and [c for c in v if c not in hidden]]
+            if not bits:
+                continue
+            parts.append(f"{e['subject']} schema changed: {'; '.join(bits)}")
+        elif e["kind"] == "definition_changed":
+            after = str(d.get("after") or "edited").rstrip(".")
+            parts.append(f"the governed definition of {e['subject'].split(':', 1)[1]} changed: "
+                         f"now {after}")
+        elif e["kind"] == "policy_changed":
+            parts.append(f"policy for {e['subject'].replace(':', ' on ')} changed")
+    return ("; ".join(parts) or f"{kind} change").rstrip(".") + "."
+
+
+def _glossary_meaning(project: Project, value: str) -> str | None:
+    for term, g in project.config.glossary.items():
+        if value.lower() in (g.definition + " " + " ".join(g.synonyms)).lower():
+            return f"the glossary's '{term}' says: {g.definition.rstrip('.')}"
+    return None
+
+
+def _stamp(wire: dict[str, Any], version: str, supersedes: str | None, level: str, kind: str,
+           note: str, stamp: str, served_until: dt.datetime, route: str) -> None:
+    """Version fields into _meta, and the change note into the description the model reads."""
+    ctx = wire["_meta"][META_KEY]
+    head: dict[str, Any] = {"version": version}
+    if supersedes:
+        head.update({"supersedes": supersedes, "change_level": level, "change_kind": kind,
+                     "change_note": note,
+                     "deprecation": {supersedes: {
+                         "served_until": served_until.date().isoformat(),
+                         "reason": f"superseded by {version}"}}})
+        sentence = f"Changed in {version}: {note}"
+        wire["description"] = f"{wire['description']} {sentence}"
+        ctx["sources"][sentence] = "samples" if "new value" in note else (
+            "glossary" if kind == "semantic" else "policy" if kind == "policy" else "schema")
+    head["review"] = {"mode": "auto" if route == "auto" else "human", "at": stamp}
+    if route == "auto":
+        head["review"]["rule"] = f"auto-{kind}"
+    head["generated_at"] = stamp
+    wire["_meta"][META_KEY] = head | {k: v for k, v in ctx.items() if k not in head}
+
+
+def _review_body(items: list[tuple[GeneratedTool, dict[str, Any], Outcome]],
+                 current: dict[str, Any], old: dict[str, Any], new: dict[str, Any],
+                 events: list[Event]) -> dict[str, Any]:
+    """One review object: the candidate versions and the three diffs (schema, description,
+    policy projection)."""
+    tools, schema, description, policy = [], {}, {}, {}
+    for t, wire, o in items:
+        prev = current[t.name].definition if t.name in current else {}
+        tools.append({"name": t.name, "version": o.version, "hash": content_hash(wire),
+                      "definition": wire, "plan": t.plan.model_dump(mode="json"),
+                      "change_level": o.change_level, "change_kind": o.change_kind,
+                      "change_note": o.change_note})
+        schema[t.name] = _schema_diff(prev, wire)
+        description[t.name] = "\n".join(difflib.unified_diff(
+            _sentences(prev.get("description", "")), _sentences(wire["description"]),
+            "published", "candidate", lineterm=""))
+        products = wire["_meta"][META_KEY].get("products", [])
+        policy[t.name] = {k: {"before": old.get(k), "after": new.get(k)}
+                          for k in sorted(new) if k.startswith("policy:")
+                          and k.rsplit(":", 1)[1] in products and old.get(k) != new.get(k)}
+    return {"tools": tools, "diffs": {"schema": schema, "description": description,
+                                      "policy": policy},
+            "events": events}
+
+
+def _sentences(text: str) -> list[str]:
+    from tether.toolgen.describe import split_sentences
+
+    return split_sentences(text)
+
+
+def _schema_diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("inputSchema", "outputSchema"):
+        fa, fb = _flatten(a.get(key) or {}), _flatten(b.get(key) or {})
+        for path in sorted(set(fa) | set(fb)):
+            if fa.get(path) != fb.get(path):
+                out[f"{key}{path}"] = {"before": fa.get(path), "after": fb.get(path)}
+    return out
+
+
+def _flatten(node: Any, path: str = "") -> dict[str, Any]:
+    if isinstance(node, dict):
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            out.update(_flatten(v, f"{path}/{k}"))
+        return out
+    return {path: node}
+
+
+def _page(project: Project, review: int, tools: list[str]) -> None:
+    """A blocked change pages a human: the configured command and/or webhook, and the log."""
+    message = (f"tether: blocked review {review}: {', '.join(tools)} would expose a restricted "
+               "column; nothing was published.")
+    print(message, file=sys.stderr, flush=True)
+    page = project.config.drift.page
+    if page is None:
+        return
+    if page.command:
+        env = {**os.environ, "TETHER_REVIEW_ID": str(review), "TETHER_MESSAGE": message}
+        subprocess.run(page.command, shell=True, env=env, timeout=30, check=False)
+    if page.webhook:
+        data = json.dumps({"review": review, "tools": tools, "message": message}).encode()
+        req = urllib.request.Request(page.webhook, data=data,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(req, timeout=10).close()
+        except OSError as e:
+            print(f"tether: the page webhook failed: {e}", file=sys.stderr, flush=True)
+
+
+def decide(project: Project, review_id: int, approve: bool, by: str) -> int | None:
+    """Approve (publish its versions atomically) or reject a pending review."""
+    from tether.errors import ConfigError
+
+    registry = open_registry(project)
+    try:
+        found = [r for r in registry.reviews() if r["id"] == review_id]
+        if not found:
+            raise ConfigError(f"there is no review {review_id}.", hint="See `tether review list`.")
+        review = found[0]
+        if review["status"] != "pending":
+            raise ConfigError(f"review {review_id} is {review['status']}, not pending.",
+                              hint="Blocked reviews are never published; fix the policy.")
+        versions = [NewVersion(t["name"], t["version"], _reviewed(t["definition"], by),
+                               t["plan"]) for t in review["body"]["tools"]] if approve else None
+        pid = registry.decide_review(review_id, "approved" if approve else "rejected", by,
+                                     project.now(), versions)
+        export(project.root / TOOLS_DIR, [v.definition for v in registry.current().values()])
+        return pid
+    finally:
+        registry.close()
+
+
+def _reviewed(definition: dict[str, Any], by: str) -> dict[str, Any]:
+    d: dict[str, Any] = json.loads(json.dumps(definition))
+    d["_meta"][META_KEY]["review"]["by"] = by
+    return d

@@ -1,0 +1,147 @@
+"""Drift detectors: each a small function over the previous and current check state.
+
+A state is what one check saw: per product its fingerprint, columns and enum values; per glossary
+term and metric a hash of its meaning; per role and product the policy projection. Detectors are
+a tuple of functions (DEFAULT_DETECTORS) a caller may extend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from fnmatch import fnmatchcase
+from typing import Any
+
+from tether.config import Project
+from tether.context.profile import ProductProfile
+from tether.policy.model import restricted_columns
+
+Event = dict[str, Any]
+State = dict[str, Any]
+
+
+def _hash(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
+    """The state a check compares against next time."""
+    c = project.config
+    state: State = {}
+    for name, prof in profiles.items():
+        cols = [x.column.name for x in prof.columns]
+        state[f"product:{name}"] = {
+            "fingerprint": prof.fingerprint,
+            "columns": {x.column.name: [x.column.type, x.column.nullable] for x in prof.columns},
+            "enums": {x.column.name: {str(e.value): e.count for e in x.enum}
+                      for x in prof.columns if x.enum is not None},
+            "restricted": sorted(restricted_columns(c, name, cols)),
+        }
+    for term, g in c.glossary.items():
+        state[f"term:{term}"] = {"hash": _hash(g.model_dump()), "definition": g.definition}
+    for metric, m in c.metrics.items():
+        state[f"metric:{metric}"] = {"hash": _hash(m.model_dump())}
+    for role, r in c.policies.roles.items():
+        for product, p in c.products.items():
+            # the rules as written, not the columns they match today: a new column caught by an
+            # existing rule is a schema event, not a policy edit
+            state[f"policy:{role}:{product}"] = {
+                "row_filter": r.row_filters.get(product),
+                "masks": {k: v for k, v in sorted(r.masks.items())
+                          if k.split(".")[0] == product},
+                "restricted_rules": sorted(
+                    [g for g in c.policies.restricted if fnmatchcase(product, g.split(".")[0])]
+                    + [f"{product}.{col}" for col, f in p.columns.items()
+                       if f.classification == "restricted"]),
+            }
+    return state
+
+
+Detector = Callable[[State, State, "DetectContext"], list[Event]]
+
+
+class DetectContext:
+    """What detectors may ask of the data: the earliest time a value appears."""
+
+    def __init__(self, first_seen: Callable[[str, str, str], str | None], now: str):
+        self.first_seen = first_seen
+        self.now = now
+
+
+def detect_schema(old: State, new: State, ctx: DetectContext) -> list[Event]:
+    out = []
+    for key, cur in new.items():
+        if not key.startswith("product:") or key not in old:
+            continue
+        prev = old[key]
+        if prev["fingerprint"] == cur["fingerprint"]:
+            continue
+        a, b = prev["columns"], cur["columns"]
+        details = {
+            "added": sorted(set(b) - set(a)), "removed": sorted(set(a) - set(b)),
+            "retyped": sorted(c for c in set(a) & set(b) if a[c][0] != b[c][0]),
+            "nullability": sorted(c for c in set(a) & set(b) if a[c][1] != b[c][1]),
+            "fingerprint": [prev["fingerprint"], cur["fingerprint"]],
+        }
+        out.append({"kind": "schema", "subject": key.split(":", 1)[1], "details": details,
+                    "first_observed_at": None, "detected_at": ctx.now})
+    return out
+
+
+def detect_enums(old: State, new: State, ctx: DetectContext) -> list[Event]:
+    out = []
+    for key, cur in new.items():
+        if not key.startswith("product:") or key not in old:
+            continue
+        product = key.split(":", 1)[1]
+        for column, values in cur["enums"].items():
+            before = old[key]["enums"].get(column)
+            if before is None:
+                continue
+            for value in sorted(set(values) - set(before)):
+                first = ctx.first_seen(product, column, value)
+                out.append({"kind": "enum_value_added", "subject": f"{product}.{column}",
+                            "details": {"value": value, "rows": values[value],
+                                        "first_seen": first},
+                            "first_observed_at": first, "detected_at": ctx.now})
+            for value in sorted(set(before) - set(values)):
+                out.append({"kind": "enum_value_vanished", "subject": f"{product}.{column}",
+                            "details": {"value": value}, "first_observed_at": None,
+                            "detected_at": ctx.now})
+    return out
+
+
+def detect_meaning(old: State, new: State, ctx: DetectContext) -> list[Event]:
+    out = []
+    for key, cur in new.items():
+        if not key.startswith(("term:", "metric:")) or key not in old:
+            continue
+        if old[key]["hash"] != cur["hash"]:
+            kind, subject = key.split(":", 1)
+            details = {"before": old[key].get("definition"), "after": cur.get("definition")}
+            out.append({"kind": "definition_changed", "subject": f"{kind}:{subject}",
+                        "details": details, "first_observed_at": None, "detected_at": ctx.now})
+    return out
+
+
+def detect_policy(old: State, new: State, ctx: DetectContext) -> list[Event]:
+    out = []
+    for key, cur in new.items():
+        if key.startswith("policy:") and key in old and old[key] != cur:
+            _, role, product = key.split(":", 2)
+            out.append({"kind": "policy_changed", "subject": f"{role}:{product}",
+                        "details": {"before": old[key], "after": cur},
+                        "first_observed_at": None, "detected_at": ctx.now})
+    return out
+
+
+DEFAULT_DETECTORS: tuple[Detector, ...] = (detect_schema, detect_enums, detect_meaning,
+                                           detect_policy)
+
+
+def run_detectors(old: State, new: State, ctx: DetectContext,
+                  detectors: tuple[Detector, ...] = DEFAULT_DETECTORS) -> list[Event]:
+    if not old:
+        return []  # the first check is the baseline
+    return [e for d in detectors for e in d(old, new, ctx)]

@@ -1,0 +1,159 @@
+"""Drift scenarios on the demo warehouse: each step of the demo's story, checked end to end."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+
+from conftest import run_cli
+from tether.config import load_project
+from tether.demo import init_demo
+from tether.demo.drift import apply
+from tether.demo.warehouse import CLOCK
+from tether.drift.check import check, decide
+from tether.drift.publish import build, open_registry
+from tether.errors import ConfigError
+from tether.serve.server import TetherServer
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    d = tmp_path / "drift"
+    init_demo(d, scale=0.05)
+    build(load_project(d))
+    return d
+
+
+def outcomes(result: object) -> dict[str, tuple[str, str | None, str | None]]:
+    return {o.tool: (o.outcome, o.version, o.change_kind)  # type: ignore[attr-defined]
+            for o in result.outcomes if o.outcome != "unchanged"}  # type: ignore[attr-defined]
+
+
+def test_no_drift_means_exit_zero(demo: Path) -> None:
+    assert check(load_project(demo)).exit_code == 0
+
+
+def test_on_hold_is_additive_auto_published_with_a_note(demo: Path) -> None:
+    apply(demo, "on-hold")
+    result = check(load_project(demo))
+    assert result.exit_code == 10
+    event = next(e for e in result.events if e["kind"] == "enum_value_added")
+    assert event["subject"] == "orders.status" and event["details"]["value"] == "ON_HOLD"
+    assert event["details"]["rows"] == 12 and event["first_observed_at"].startswith("2026-")
+    got = outcomes(result)
+    assert got["orders_by_status_and_customer"] == ("published", "1.1.0", "additive")
+    assert got["order_backlog_by_status"] == ("published", "1.1.0", "additive")
+    tool = json.loads((demo / "tools" / "orders_by_status_and_customer.json").read_text())
+    ctx = tool["_meta"]["tether/context"]
+    assert "ON_HOLD" in tool["inputSchema"]["properties"]["status"]["enum"]
+    assert ctx["supersedes"] == "1.0.0" and ctx["change_level"] == "minor"
+    assert "ON_HOLD" in ctx["change_note"] and "12 rows" in ctx["change_note"]
+    assert "counts as stuck" in ctx["change_note"]  # what the glossary says it means
+    assert "Changed in 1.1.0: new value ON_HOLD" in tool["description"]
+    assert ctx["deprecation"]["1.0.0"]["served_until"] == (CLOCK + dt.timedelta(days=30)
+                                                           ).date().isoformat()
+    assert ctx["review"]["rule"] == "auto-additive"
+    # detected by the first check after the rows landed, and only once
+    again = check(load_project(demo))
+    assert again.exit_code == 0 and not again.events
+
+
+def test_pinned_old_version_served_in_window_then_refused(demo: Path) -> None:
+    apply(demo, "on-hold")
+    check(load_project(demo))
+
+    def call(days: int) -> object:
+        server = TetherServer(load_project(demo), stdio_user="fin.ana",
+                              clock=lambda: CLOCK + dt.timedelta(days=days))
+
+        async def go() -> object:
+            async with Client(server.server) as c:
+                return await c.call_tool("order_backlog_by_status", {},
+                                         meta={"tether/pin": "1.0.0"})
+        try:
+            return anyio.run(go)
+        finally:
+            server.close()
+
+    inside, after = call(10), call(31)
+    assert not inside.is_error  # type: ignore[attr-defined]
+    assert after.is_error and "1.1.0" in after.content[0].text  # type: ignore[attr-defined]
+
+
+def test_rename_is_breaking_and_waits_for_a_named_human(demo: Path) -> None:
+    apply(demo, "rename")
+    result = check(load_project(demo))
+    assert result.exit_code == 11
+    assert outcomes(result)["orders_by_status_and_customer"] == ("pending", "2.0.0", "breaking")
+    schema_event = next(e for e in result.events if e["kind"] == "schema")
+    assert schema_event["details"]["removed"] == ["currency"]
+    assert schema_event["details"]["added"] == ["currency_code"]
+    registry = open_registry(load_project(demo))
+    review = registry.reviews("pending")[0]
+    assert registry.current()["orders_by_status_and_customer"].version == "1.0.0"
+    registry.close()
+    diffs = review["body"]["diffs"]
+    assert set(diffs) == {"schema", "description", "policy"}
+    schema = diffs["schema"]["orders_by_status_and_customer"]
+    assert any("currency_code" in path for path in schema)
+    assert "Changed in 2.0.0" in diffs["description"]["orders_by_status_and_customer"]
+    res = run_cli("review", "approve", str(review["id"]), "--as", "dana.data",
+                  "--project", str(demo))
+    assert res.returncode == 0, res.stderr
+    registry = open_registry(load_project(demo))
+    current = registry.current()["orders_by_status_and_customer"]
+    decided = registry.reviews()[0]
+    registry.close()
+    assert current.version == "2.0.0"
+    assert current.definition["_meta"]["tether/context"]["review"]["by"] == "dana.data"
+    assert decided["status"] == "approved" and decided["decided_by"] == "dana.data"
+    assert check(load_project(demo)).exit_code in (0, 10)
+
+
+def test_redefining_active_is_semantic(demo: Path) -> None:
+    apply(demo, "redefine-active")
+    result = check(load_project(demo))
+    assert result.exit_code == 11
+    assert outcomes(result)["active_customers_by_region_and_fiscal_quarter"] == (
+        "pending", "2.0.0", "semantic")
+    assert {e["kind"] for e in result.events} == {"definition_changed"}
+    registry = open_registry(load_project(demo))
+    review = registry.reviews("pending")[0]
+    registry.close()
+    text = review["body"]["diffs"]["description"]["active_customers_by_region_and_fiscal_quarter"]
+    assert "paused subscriptions no longer count" in text
+    res = run_cli("review", "reject", str(review["id"]), "--as", "fin.lead", "--project",
+                  str(demo))
+    assert res.returncode == 0
+
+
+def test_unmasking_the_tax_id_is_blocked_and_paged(demo: Path, tmp_path: Path) -> None:
+    paged = tmp_path / "paged.txt"
+    p = demo / "tether.yaml"
+    p.write_text(p.read_text() + f"drift: {{page: {{command: 'echo $TETHER_REVIEW_ID > {paged}'}}}}\n")
+    apply(demo, "unmask-tax-id")
+    res = run_cli("check", "--project", str(demo), "--json")
+    assert res.returncode == 12, res.stderr
+    data = json.loads(res.stdout)
+    blocked = [t for t in data["tools"] if t["outcome"] == "blocked"]
+    assert [t["tool"] for t in blocked] == ["customers_by_region_and_segment"]
+    assert paged.read_text().strip() == str(blocked[0]["review"])
+    tool = json.loads((demo / "tools" / "customers_by_region_and_segment.json").read_text())
+    assert "tax_id" not in json.dumps(tool)  # never published
+    with pytest.raises(ConfigError, match="blocked"):
+        decide(load_project(demo), blocked[0]["review"], True, "someone")
+
+
+def test_new_restricted_column_is_excluded(demo: Path) -> None:
+    apply(demo, "new-restricted-column")
+    result = check(load_project(demo))
+    assert result.exit_code in (0, 10)
+    assert [e["kind"] for e in result.events] == ["schema"]
+    assert all(o.change_kind in (None, "wording", "additive") for o in result.outcomes)
+    exported = "".join(f.read_text() for f in (demo / "tools").glob("*.json"))
+    assert "ssn_last4" not in exported
