@@ -31,6 +31,8 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	$(BIN)/tether lint --project $(DEMO) --min-score 10
 	@echo "== 6. serving them over MCP: the same calls as three users (tether serve, official SDK client)"
 	$(BIN)/python -m tether.demo.tour $(DEMO)
+	@echo "== 7. drift: a new order status arrives; tether check detects it and publishes v-next (tether check)"
+	$(BIN)/python -m tether.demo.drift_tour $(DEMO)
 
 test: $(STAMP) ## the whole test suite (PostgreSQL tests run when TETHER_TEST_PG_URL is set)
 	$(BIN)/python -m pytest -q
