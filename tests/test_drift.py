@@ -157,3 +157,15 @@ def test_new_restricted_column_is_excluded(demo: Path) -> None:
     assert all(o.change_kind in (None, "wording", "additive") for o in result.outcomes)
     exported = "".join(f.read_text() for f in (demo / "tools").glob("*.json"))
     assert "ssn_last4" not in exported
+
+
+def test_a_vanished_value_is_an_event_after_n_checks(demo: Path) -> None:
+    import duckdb
+
+    with duckdb.connect(str(demo / "warehouse.duckdb")) as con:
+        con.execute("UPDATE support_tickets SET channel = 'EMAIL' WHERE channel = 'PHONE'")
+    kinds = []
+    for _ in range(4):
+        result = check(load_project(demo))
+        kinds.append([e["kind"] for e in result.events if e["subject"].endswith("channel")])
+    assert kinds == [[], [], ["enum_value_vanished"], []]  # vanish_after_checks: 3

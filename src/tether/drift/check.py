@@ -84,7 +84,8 @@ def _check(project: Project, registry: Registry, note: Callable[[str], None]) ->
     profiles = {p.product: p for p in profile_project(project, progress=note)}
     new = snapshot(project, profiles)
     note("running detectors")
-    events = run_detectors(old, new, DetectContext(_first_seen(project), stamp))
+    events = run_detectors(old, new, DetectContext(_first_seen(project), stamp,
+                                                   project.config.drift.vanish_after_checks))
     registry.add_events(events)
     tools = generate(project, profiles, "grounded")
     current = registry.current()

@@ -64,9 +64,11 @@ Detector = Callable[[State, State, "DetectContext"], list[Event]]
 class DetectContext:
     """What detectors may ask of the data: the earliest time a value appears."""
 
-    def __init__(self, first_seen: Callable[[str, str, str], str | None], now: str):
+    def __init__(self, first_seen: Callable[[str, str, str], str | None], now: str,
+                 vanish_after: int = 3):
         self.first_seen = first_seen
         self.now = now
+        self.vanish_after = vanish_after
 
 
 def detect_schema(old: State, new: State, ctx: DetectContext) -> list[Event]:
@@ -105,10 +107,16 @@ def detect_enums(old: State, new: State, ctx: DetectContext) -> list[Event]:
                             "details": {"value": value, "rows": values[value],
                                         "first_seen": first},
                             "first_observed_at": first, "detected_at": ctx.now})
-            for value in sorted(set(before) - set(values)):
-                out.append({"kind": "enum_value_vanished", "subject": f"{product}.{column}",
-                            "details": {"value": value}, "first_observed_at": None,
-                            "detected_at": ctx.now})
+            # absent values are counted across checks; N in a row is a probable deprecation
+            absent_before = old[key].get("absent", {}).get(column, {})
+            absent = {v: absent_before.get(v, 0) + 1
+                      for v in (set(before) | set(absent_before)) - set(values)}
+            cur.setdefault("absent", {})[column] = absent
+            for value, n in sorted(absent.items()):
+                if n == ctx.vanish_after:
+                    out.append({"kind": "enum_value_vanished", "subject": f"{product}.{column}",
+                                "details": {"value": value, "checks_absent": n},
+                                "first_observed_at": None, "detected_at": ctx.now})
     return out
 
 
