@@ -169,3 +169,43 @@ def test_a_vanished_value_is_an_event_after_n_checks(demo: Path) -> None:
         result = check(load_project(demo))
         kinds.append([e["kind"] for e in result.events if e["subject"].endswith("channel")])
     assert kinds == [[], [], ["enum_value_vanished"], []]  # vanish_after_checks: 3
+
+
+@pytest.fixture
+def pg_demo(pg_url: str, tmp_path: Path) -> object:
+    """A fresh demo in its own PostgreSQL schema, with the registry in PostgreSQL too."""
+    import uuid
+
+    import psycopg
+
+    schema = f"tether_drift_{uuid.uuid4().hex[:8]}"
+    d = tmp_path / "pgdrift"
+    init_demo(d, scale=0.05, source_url=pg_url, schema=schema)
+    p = d / "tether.yaml"
+    p.write_text(p.read_text() + f'registry: {{url: "{pg_url}?options=-csearch_path%3D{schema}"}}\n')
+    build(load_project(d))
+    yield d
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA "{schema}" CASCADE')  # type: ignore[arg-type]
+
+
+def test_postgres_source_and_registry_on_hold_then_rename(pg_demo: Path) -> None:
+    project = load_project(pg_demo)
+    registry = open_registry(project)
+    assert registry.url.startswith("postgresql+psycopg://")
+    registry.close()
+    apply(pg_demo, "on-hold")
+    result = check(load_project(pg_demo))
+    assert result.exit_code == 10
+    assert outcomes(result)["orders_by_status_and_customer"] == ("published", "1.1.0", "additive")
+    apply(pg_demo, "rename")
+    result = check(load_project(pg_demo))
+    assert result.exit_code == 11
+    assert outcomes(result)["orders_by_status_and_customer"] == ("pending", "2.0.0", "breaking")
+    registry = open_registry(load_project(pg_demo))
+    try:
+        assert [v.version for v in registry.versions("orders_by_status_and_customer")] == [
+            "1.0.0", "1.1.0"]
+        assert registry.reviews("pending")[0]["body"]["diffs"]["schema"]
+    finally:
+        registry.close()

@@ -16,7 +16,7 @@ import duckdb
 from tether.config import PROJECT_FILE, parse_project
 from tether.demo.warehouse import TABLES, Step, build_warehouse
 from tether.errors import ProjectExistsError, SourceError
-from tether.sources.sqlalchemy import redact
+from tether.sources.sqlalchemy import libpq_url, redact
 
 WAREHOUSE_FILE = "warehouse.duckdb"
 DEFAULT_PG_SCHEMA = "tether_demo"
@@ -107,7 +107,7 @@ def copy_to_postgres(db: Path, url: str, schema: str, replace: bool = False) -> 
     import psycopg
     from psycopg import sql
 
-    libpq = re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
+    libpq = libpq_url(url)
     src = duckdb.connect(str(db), read_only=True)
     try:
         with psycopg.connect(libpq) as pg:

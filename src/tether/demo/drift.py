@@ -21,9 +21,24 @@ from tether.errors import ConfigError
 
 
 def _sql(project_dir: Path, sql: str) -> None:
+    """Run a change on the demo's warehouse: the DuckDB file, or the PostgreSQL schema the demo
+    was loaded into (the SQL is written to run on both)."""
+    project = load_project(project_dir)
+    source = next(iter(project.config.sources.values()))
+    if source.url.startswith("postgres"):
+        import psycopg
+
+        from tether.sources.sqlalchemy import libpq_url
+
+        with psycopg.connect(libpq_url(source.url), autocommit=True) as con:
+            if source.schema_:
+                con.execute(psycopg.sql.SQL("SET search_path TO {}").format(
+                    psycopg.sql.Identifier(source.schema_)))
+            con.execute(sql)
+        return
     db = project_dir / WAREHOUSE_FILE
     if not db.exists():
-        raise ConfigError(f"{db} does not exist: drift steps change the DuckDB demo warehouse.",
+        raise ConfigError(f"{db} does not exist: drift steps change the demo warehouse.",
                           hint="Run `tether demo init` first.")
     with duckdb.connect(str(db)) as con:
         con.execute("SET TimeZone = 'UTC'")
@@ -45,7 +60,7 @@ def on_hold(d: Path) -> None:
     clock = CLOCK.strftime("%Y-%m-%d %H:%M:%S+00")
     _sql(d, f"""
         UPDATE orders SET status = 'ON_HOLD',
-          loaded_at = TIMESTAMPTZ '{clock}' - INTERVAL 2 MINUTE
+          loaded_at = TIMESTAMP WITH TIME ZONE '{clock}' - INTERVAL '2 minutes'
         WHERE order_id IN (SELECT order_id FROM orders WHERE status IN ('NEW', 'PAID')
                            ORDER BY placed_at DESC LIMIT 12)""")
 

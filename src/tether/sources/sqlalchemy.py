@@ -22,6 +22,11 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
 
 
+def libpq_url(url: str) -> str:
+    """A SQLAlchemy PostgreSQL URL as libpq takes it (no +driver)."""
+    return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql://", url)
+
+
 def driver_url(url: str) -> str:
     """postgres:// and postgresql:// use psycopg 3, the driver tether installs."""
     return re.sub(r"^postgres(ql)?://", "postgresql+psycopg://", url)
