@@ -209,3 +209,19 @@ def test_postgres_source_and_registry_on_hold_then_rename(pg_demo: Path) -> None
         assert registry.reviews("pending")[0]["body"]["diffs"]["schema"]
     finally:
         registry.close()
+
+
+def test_watch_diff_and_drift_report(demo: Path) -> None:
+    apply(demo, "on-hold")
+    res = run_cli("watch", "--project", str(demo), "--count", "2", "--interval", "0")
+    assert res.returncode == 0 and "check 1: exit 10" in res.stdout and "check 2: exit 0" in res.stdout
+    res = run_cli("diff", "orders_by_status_and_customer", "1.0.0", "1.1.0", "--project",
+                  str(demo), "--json")
+    diff = json.loads(res.stdout)
+    assert diff["schema"]["inputSchema/properties/status/enum"]["after"][2] == "ON_HOLD"
+    assert any(line.startswith("+Changed in 1.1.0") for line in diff["description"])
+    report = json.loads(run_cli("drift", "report", "--project", str(demo), "--json").stdout)
+    assert report["events_by_kind"] == {"enum_value_added": 1}
+    # the rows landed 2 minutes before the check: time to detect is one check, minutes
+    assert report["time_to_detect"]["max_hours"] < 0.1
+    assert report["auto_approve_rate"] == 1.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -116,3 +117,82 @@ def review_reject(review_id: int = typer.Argument(...),
                   project: Path = ProjectOpt) -> None:
     """Reject a pending review: nothing is published."""
     _decide(review_id, False, by, project)
+
+
+drift_app = typer.Typer(help="Drift reporting.", no_args_is_help=True)
+
+
+@drift_app.command("report")
+def drift_report(project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
+    """Time to detect, time to publish, auto-approve rate, open reviews and their age, calls to
+    deprecated versions and who is still pinned."""
+    from tether.drift.metrics import drift_report as compute
+
+    proj = load_project(project)
+    registry = open_registry(proj)
+    try:
+        report = compute(registry, proj.now(), proj.config.drift.deprecation_days)
+    finally:
+        registry.close()
+    if as_json:
+        print_json(report)
+        return
+    t = Table(show_edge=False, header_style="bold", show_header=False)
+    t.add_column("metric")
+    t.add_column("value", overflow="fold")
+    for k, v in report.items():
+        t.add_row(k.replace("_", " "), escape(json.dumps(v, default=str)))
+    out.print(t)
+
+
+def watch(project: Path = ProjectOpt,
+          interval: float = typer.Option(300.0, "--interval", help="Seconds between checks."),
+          count: int = typer.Option(0, "--count", help="Stop after N checks (0: forever).")
+          ) -> None:
+    """Run `tether check` every --interval seconds; one line per check."""
+    import time
+
+    n = 0
+    while True:
+        proj = load_project(project)
+        result = run_check(proj)
+        n += 1
+        changed = [f"{o.tool}:{o.outcome}" for o in result.outcomes if o.outcome != "unchanged"]
+        out.print(f"check {n}: exit {result.exit_code}, {len(result.events)} events"
+                  + (f", {', '.join(changed)}" if changed else ""))
+        if count and n >= count:
+            return
+        time.sleep(interval)
+
+
+def diff(tool: str = typer.Argument(...), a: str = typer.Argument(..., help="Version A."),
+         b: str = typer.Argument(..., help="Version B."), project: Path = ProjectOpt,
+         as_json: bool = JsonOpt) -> None:
+    """The schema and description differences between two published versions of TOOL."""
+    import difflib
+
+    from tether.drift.check import _schema_diff, _sentences
+
+    proj = load_project(project)
+    registry = open_registry(proj)
+    try:
+        versions = {v.version: v for v in registry.versions(tool)}
+    finally:
+        registry.close()
+    missing = [v for v in (a, b) if v not in versions]
+    if missing:
+        raise ConfigError(f"{tool} has no version {', '.join(missing)}.",
+                          hint="Versions: " + (", ".join(versions) or "none") + ".")
+    da, db = versions[a].definition, versions[b].definition
+    result: dict[str, Any] = {"tool": tool, "from": a, "to": b, "schema": _schema_diff(da, db),
+              "description": list(difflib.unified_diff(
+                  _sentences(da["description"]), _sentences(db["description"]), a, b,
+                  lineterm=""))}
+    if as_json:
+        print_json(result)
+        return
+    for path, change in result["schema"].items():
+        out.print(f"{escape(path)}: {escape(json.dumps(change['before']))} -> "
+                  f"{escape(json.dumps(change['after']))}")
+    for line in result["description"]:
+        out.print(escape(line))

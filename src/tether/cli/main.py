@@ -34,6 +34,9 @@ app.command("versions")(serve_cmd.versions)
 app.add_typer(serve_cmd.token_app, name="token")
 app.command("check")(drift_cmd.check)
 app.add_typer(drift_cmd.review_app, name="review")
+app.add_typer(drift_cmd.drift_app, name="drift")
+app.command("watch")(drift_cmd.watch)
+app.command("diff")(drift_cmd.diff)
 app.add_typer(demo_cmd.app, name="demo")
 
 

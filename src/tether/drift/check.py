@@ -137,10 +137,12 @@ def _check(project: Project, registry: Registry, note: Callable[[str], None]) ->
 
 
 def _first_seen(project: Project) -> Callable[[str, str, str], str | None]:
-    """The earliest timestamp a value appears at, from the data (None without a timestamp)."""
+    """When a value first landed, from the data: the earliest load time (freshness column) of
+    the rows holding it, else their earliest metric time; None when the data cannot say."""
     def first(product: str, column: str, value: str) -> str | None:
         p = project.config.products[product]
-        ts = p.timestamp_column()
+        ts = (p.freshness.column if p.freshness and p.freshness.column else None) or (
+            p.timestamp_column())
         if not ts or not p.table:
             return None
         with open_product_source(project, product) as src:
