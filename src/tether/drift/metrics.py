@@ -4,6 +4,7 @@ old versions."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import statistics
 from typing import Any
 
@@ -47,7 +48,7 @@ def drift_report(registry: Registry, now: dt.datetime, deprecation_days: int) ->
     for v in versions:
         by_name.setdefault(v.name, []).append(v)
     for vs in by_name.values():
-        for old, new in zip(vs, vs[1:], strict=False):
+        for old, new in itertools.pairwise(vs):
             successors[(old.name, old.version)] = (_t(new.published_at) or now) + dt.timedelta(
                 days=deprecation_days)
     calls = registry.calls()
