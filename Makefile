@@ -44,6 +44,8 @@ lint: $(STAMP)
 bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/profile.py
 	$(BIN)/python bench/tokens.py
+	$(BIN)/python bench/serve.py
+	$(BIN)/python bench/drift.py
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .mypy_cache .ruff_cache

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,8 +45,14 @@ class FormatCheck:
     plausible: Callable[[Any], bool]
 
     def condition(self, column: exp.Expr, dialect: str) -> exp.Expr:
-        tmpl = sqlglot.parse_one(self.predicate(dialect), read=_read(dialect))
+        tmpl = _template(self.predicate(dialect), _read(dialect)).copy()
         return exp.replace_placeholders(tmpl, c=column)
+
+
+@functools.lru_cache(maxsize=256)
+def _template(sql: str, read: str) -> exp.Expr:
+    """Parsed once per predicate and dialect; callers copy before filling in the column."""
+    return sqlglot.parse_one(sql, read=read)
 
 
 def _read(dialect: str) -> str:

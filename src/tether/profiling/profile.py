@@ -113,7 +113,18 @@ def profile_project(
 ) -> list[ProductProfile]:
     """Profile the named products (default: all, in tether.yaml order)."""
     names = list(products or project.config.products)
-    return [profile_product(project, n, progress=progress) for n in names]
+    sources: dict[str, Source] = {}  # one connection per source, not per product
+    try:
+        out = []
+        for n in names:
+            key = project.source_name(n)
+            if key not in sources:
+                sources[key] = open_product_source(project, n)
+            out.append(profile_product(project, n, source=sources[key], progress=progress))
+        return out
+    finally:
+        for s in sources.values():
+            s.close()
 
 
 # --- relation and declared columns ---------------------------------------------------------------
@@ -182,8 +193,9 @@ def _scalar_stats(i: int, c: Column, dialect: str) -> list[_Stat]:
 def _run_stats(src: Source, relation: exp.Expr, stats: list[_Stat]) -> tuple[Any, ...]:
     select = exp.select(
         exp.func("COUNT", exp.Star()).as_("n"),
-        *[s.expr.as_(f"s{k}") for k, s in enumerate(stats)],
-    ).from_(_aliased(relation))
+        *[s.expr.as_(f"s{k}", copy=False) for k, s in enumerate(stats)],
+        copy=False,
+    ).from_(_aliased(relation), copy=False)
     return src.query(select)[0]
 
 
@@ -249,8 +261,9 @@ def _group_pass(
             exp.func("COUNT", exp.Star()).as_("n"),
             last_seen.as_("last_seen"),
         )
-        .from_(_aliased(relation))
-        .group_by(exp.GroupingSets(expressions=[exp.Paren(this=r.copy()) for r in refs]))
+        .from_(_aliased(relation), copy=False)
+        .group_by(exp.GroupingSets(expressions=[exp.Paren(this=r.copy()) for r in refs]),
+                  copy=False)
     )
     text = exp.DataType.build("TEXT")
     branches = [
@@ -259,12 +272,12 @@ def _group_pass(
             exp.cast(exp.column(f"v{k}"), text).as_("value"),
             exp.column("n"),
             exp.column("last_seen"),
-        ).from_("g").where(exp.column(f"g{k}").eq(0))
+        ).from_("g", copy=False).where(exp.column(f"g{k}").eq(0), copy=False)
         for k in range(len(refs))
     ]
     union: exp.Query = branches[0]
     for b in branches[1:]:
-        union = exp.union(union, b, distinct=False)
+        union = exp.union(union, b, distinct=False, copy=False)
     ranked = exp.select(
         "col", "value", "n", "last_seen",
         exp.Window(this=exp.func("COUNT", exp.column("value")),
@@ -278,15 +291,15 @@ def _group_pass(
                 exp.Ordered(this=exp.column("value")),
             ]),
         ).as_("rk"),
-    ).from_("u")
+    ).from_("u", copy=False)
     query = (
         exp.select("col", "value", "n", "last_seen", "nd")
-        .from_("r")
-        .where(exp.column("rk") <= keep)
-        .with_("g", as_=grouped)
-        .with_("u", as_=union)
-        .with_("r", as_=ranked)
-        .order_by("col", "rk")
+        .from_("r", copy=False)
+        .where(exp.column("rk") <= keep, copy=False)
+        .with_("g", as_=grouped, copy=False)
+        .with_("u", as_=union, copy=False)
+        .with_("r", as_=ranked, copy=False)
+        .order_by("col", "rk", copy=False)
     )
     result: dict[int, tuple[int, list[tuple[str | None, int, Any]]]] = {}
     for col, value, n, seen, nd in src.query(query):
