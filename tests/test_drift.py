@@ -225,3 +225,17 @@ def test_watch_diff_and_drift_report(demo: Path) -> None:
     # the rows landed 2 minutes before the check: time to detect is one check, minutes
     assert report["time_to_detect"]["max_hours"] < 0.1
     assert report["auto_approve_rate"] == 1.0
+
+
+def test_lineage_change_upstream_is_an_event_for_the_product_below(demo: Path) -> None:
+    p = demo / "tether.yaml"
+    p.write_text(p.read_text().replace('via: "transform:nightly_pipeline_snapshot"',
+                                       'via: "transform:nightly_pipeline_snapshot_v2"'))
+    result = check(load_project(demo))
+    lineage = [e for e in result.events if e["kind"] == "lineage_changed"]
+    assert [e["subject"] for e in lineage] == ["pipeline_snapshot"]
+    assert lineage[0]["details"]["edges_added"] == [
+        ["deals", "pipeline_snapshot", "transform:nightly_pipeline_snapshot_v2"]]
+    # an upstream product's schema change reaches the product below it too
+    apply(demo, "rename")  # orders: not upstream of pipeline_snapshot, so no lineage event
+    assert not [e for e in check(load_project(demo)).events if e["kind"] == "lineage_changed"]

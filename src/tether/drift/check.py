@@ -239,6 +239,9 @@ def _note(project: Project, t: GeneratedTool, events: list[Event], kind: str,
                          f"now {after}")
         elif e["kind"] == "policy_changed":
             parts.append(f"policy for {e['subject'].replace(':', ' on ')} changed")
+        elif e["kind"] == "lineage_changed":
+            what = d["upstream_changed"] or [x[2] or x[0] for x in d["edges_added"]]
+            parts.append(f"upstream of {e['subject']} changed: {', '.join(what) or 'lineage'}")
     return ("; ".join(parts) or f"{kind} change").rstrip(".") + "."
 
 

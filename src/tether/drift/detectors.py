@@ -38,6 +38,14 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
                       for x in prof.columns if x.enum is not None},
             "restricted": sorted(restricted_columns(c, name, cols)),
         }
+    for name in profiles:
+        edges = _upstream(project, name)
+        state[f"lineage:{name}"] = {
+            "edges": edges,
+            "upstream_fingerprints": {n: state[f"product:{n}"]["fingerprint"]
+                                      for n in sorted({e[0] for e in edges})
+                                      if f"product:{n}" in state},
+        }
     for term, g in c.glossary.items():
         state[f"term:{term}"] = {"hash": _hash(g.model_dump()), "definition": g.definition}
     for metric, m in c.metrics.items():
@@ -56,6 +64,21 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
                        if f.classification == "restricted"]),
             }
     return state
+
+
+def _upstream(project: Project, product: str) -> list[list[str]]:
+    """Every lineage edge above a product (transitively), as [from, to, via], sorted."""
+    edges = project.config.lineage
+    seen: set[tuple[str, str, str]] = set()
+    frontier = [product]
+    while frontier:
+        node = frontier.pop()
+        for e in edges:
+            key = (e.from_, e.to, e.via or "")
+            if e.to == node and key not in seen:
+                seen.add(key)
+                frontier.append(e.from_)
+    return [list(k) for k in sorted(seen)]
 
 
 Detector = Callable[[State, State, "DetectContext"], list[Event]]
@@ -144,8 +167,27 @@ def detect_policy(old: State, new: State, ctx: DetectContext) -> list[Event]:
     return out
 
 
+def detect_lineage(old: State, new: State, ctx: DetectContext) -> list[Event]:
+    """A changed upstream edge or transform (`via`), or an upstream product's schema, invalidates
+    every tool below the product."""
+    out = []
+    for key, cur in new.items():
+        if key.startswith("lineage:") and key in old and old[key] != cur:
+            before, after = old[key], cur
+            changed = sorted(n for n in set(before["upstream_fingerprints"])
+                             | set(after["upstream_fingerprints"])
+                             if before["upstream_fingerprints"].get(n)
+                             != after["upstream_fingerprints"].get(n))
+            details = {"edges_added": [e for e in after["edges"] if e not in before["edges"]],
+                       "edges_removed": [e for e in before["edges"] if e not in after["edges"]],
+                       "upstream_changed": changed}
+            out.append({"kind": "lineage_changed", "subject": key.split(":", 1)[1],
+                        "details": details, "first_observed_at": None, "detected_at": ctx.now})
+    return out
+
+
 DEFAULT_DETECTORS: tuple[Detector, ...] = (detect_schema, detect_enums, detect_meaning,
-                                           detect_policy)
+                                           detect_policy, detect_lineage)
 
 
 def run_detectors(old: State, new: State, ctx: DetectContext,
