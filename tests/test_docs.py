@@ -27,8 +27,10 @@ def test_every_config_key_is_documented() -> None:
 
 def test_every_command_is_documented() -> None:
     doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
-    commands = ("init", "profile", "demo init", "build", "tools", "lint", "serve", "versions",
-                "token add", "token list", "token revoke")
+    commands = ("init", "profile", "demo init", "demo drift", "build", "tools", "lint", "serve",
+                "versions", "token add", "token list", "token revoke", "check", "review approve",
+                "review list", "review show", "review reject", "watch", "diff", "drift report",
+                "ci")
     for cmd in commands:
         assert f"## `tether {cmd}" in doc, cmd
     res = run_cli("--help")

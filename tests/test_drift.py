@@ -239,3 +239,25 @@ def test_lineage_change_upstream_is_an_event_for_the_product_below(demo: Path) -
     # an upstream product's schema change reaches the product below it too
     apply(demo, "rename")  # orders: not upstream of pipeline_snapshot, so no lineage event
     assert not [e for e in check(load_project(demo)).events if e["kind"] == "lineage_changed"]
+
+
+def test_ci_checklist_against_the_project(demo: Path) -> None:
+    apply(demo, "on-hold")
+    check(load_project(demo))
+    res = run_cli("ci", "--project", str(demo), "--json")
+    items = json.loads(res.stdout)
+    assert res.returncode == 0 and len(items) == 12
+    assert [i["status"] for i in items][:11] == ["holds"] * 11
+    assert items[11]["status"] == "not configured"
+    # a hand edit of an exported tool and an unchecked glossary edit are caught
+    f = demo / "tools" / "items_in_an_order.json"
+    f.write_text(f.read_text().replace("Line items", "Line items (edited by hand)", 1)
+                 .replace('"description": "', '"description": "Edited. ', 1))
+    p = demo / "tether.yaml"
+    p.write_text(p.read_text().replace("Deals closed won divided by deals closed",
+                                       "Won deals divided by all closed deals"))
+    res = run_cli("ci", "--project", str(demo), "--json")
+    items = json.loads(res.stdout)
+    assert res.returncode == 1
+    assert items[5]["status"] == "fails" and "items_in_an_order.json" in items[5]["why"]
+    assert items[4]["status"] == "fails" and "win rate" in items[4]["why"]

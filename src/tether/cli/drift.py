@@ -196,3 +196,27 @@ def diff(tool: str = typer.Argument(...), a: str = typer.Argument(..., help="Ver
                   f"{escape(json.dumps(change['after']))}")
     for line in result["description"]:
         out.print(escape(line))
+
+
+def ci(project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
+    """The twelve context-CI items, evaluated against this project: which hold and why. Exit 1
+    if any fails."""
+    from tether.drift.checklist import FAILS, evaluate
+
+    proj = load_project(project)
+    registry = open_registry(proj)
+    try:
+        items = evaluate(proj, registry)
+    finally:
+        registry.close()
+    if as_json:
+        print_json(items)
+    else:
+        t = Table(show_edge=False, header_style="bold")
+        for h in ("#", "item", "status", "why"):
+            t.add_column(h, overflow="fold")
+        for i in items:
+            t.add_row(str(i["item"]), i["title"], i["status"], escape(i["why"]))
+        out.print(t)
+    if any(i["status"] == FAILS for i in items):
+        raise typer.Exit(1)

@@ -37,6 +37,7 @@ app.add_typer(drift_cmd.review_app, name="review")
 app.add_typer(drift_cmd.drift_app, name="drift")
 app.command("watch")(drift_cmd.watch)
 app.command("diff")(drift_cmd.diff)
+app.command("ci")(drift_cmd.ci)
 app.add_typer(demo_cmd.app, name="demo")
 
 

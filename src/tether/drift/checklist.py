@@ -1,0 +1,183 @@
+"""`tether ci`: the twelve context-CI items, evaluated against this project's registry and files.
+
+Each item is a small function returning (status, why): status is "holds", "fails" or
+"not configured". Items 1-5 say whether drift can be detected, 6-9 whether it propagates, 10-12
+whether anyone would know it worked.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tether.config import Project
+from tether.drift.detectors import snapshot
+from tether.drift.publish import TOOLS_DIR
+from tether.registry import Registry, ToolVersion
+from tether.toolgen.model import META_KEY
+
+HOLDS, FAILS, NOT_CONFIGURED = "holds", "fails", "not configured"
+
+
+@dataclass
+class Facts:
+    project: Project
+    current: dict[str, ToolVersion]
+    versions: list[ToolVersion]
+    state: dict[str, Any]
+    reviews: list[dict[str, Any]]
+    calls: list[dict[str, Any]]
+
+
+Item = Callable[[Facts], tuple[str, str]]
+
+
+def _ctx(v: ToolVersion) -> dict[str, Any]:
+    ctx: dict[str, Any] = v.definition.get("_meta", {}).get(META_KEY, {})
+    return ctx
+
+
+def fingerprints(f: Facts) -> tuple[str, str]:
+    bad = [n for n, v in f.current.items() if not (_ctx(v).get("schema_fingerprint")
+                                                   and _ctx(v).get("generated_at"))]
+    return (FAILS, f"no fingerprint or generated_at: {', '.join(bad)}") if bad else (
+        HOLDS, f"all {len(f.current)} published tools carry both")
+
+
+def recomputed(f: Facts) -> tuple[str, str]:
+    if not f.state:
+        return FAILS, "no check has run: run `tether check` (or `tether watch`) on a schedule"
+    return HOLDS, "`tether check` recomputes every product's fingerprint and raises schema events"
+
+
+def enums_from_data(f: Facts) -> tuple[str, str]:
+    mismatched = []
+    for name, v in f.current.items():
+        for product in _ctx(v).get("products", []):
+            enums = f.state.get(f"product:{product}", {}).get("enums", {})
+            for pname, schema in v.definition.get("inputSchema", {}).get("properties", {}).items():
+                if "enum" in schema and pname in enums and set(map(str, schema["enum"])) != set(
+                        enums[pname]):
+                    mismatched.append(f"{name}.{pname}")
+    if mismatched:
+        return FAILS, f"enums differ from the last check's data: {', '.join(mismatched)}"
+    return HOLDS, "every enum was discovered from the data at the last check"
+
+
+def lineage(f: Facts) -> tuple[str, str]:
+    targets = {e.to for e in f.project.config.lineage}
+    missing = sorted(p for p in f.project.config.products if p not in targets)
+    if missing:
+        return FAILS, f"no upstream lineage declared for: {', '.join(missing)}"
+    return HOLDS, "every product has upstream lineage; tools sit below their products"
+
+
+def glossary(f: Facts) -> tuple[str, str]:
+    now = snapshot(f.project, {})
+    stale = [k.split(":", 1)[1] for k, v in now.items() if k.startswith(("term:", "metric:"))
+             and f.state.get(k, {}).get("hash") != v["hash"]]
+    if stale:
+        return FAILS, f"edited since the last check (run tether check): {', '.join(stale)}"
+    return HOLDS, "every term and metric is hashed; an edit raises definition_changed"
+
+
+def generated(f: Facts) -> tuple[str, str]:
+    edited = []
+    for name, v in f.current.items():
+        path = f.project.root / TOOLS_DIR / f"{name}.json"
+        if path.exists() and json.loads(path.read_text()) != v.definition:
+            edited.append(path.name)
+    if edited:
+        return FAILS, f"tools/ differs from the registry (hand-edited?): {', '.join(edited)}"
+    return HOLDS, "tools/ equals the registry; regeneration is `tether check`"
+
+
+def versioned(f: Facts) -> tuple[str, str]:
+    bad = [f"{v.name}@{v.version}" for v in f.versions if v.version != "1.0.0"
+           and not (_ctx(v).get("supersedes") and _ctx(v).get("deprecation"))]
+    return (FAILS, f"missing supersedes or deprecation: {', '.join(bad)}") if bad else (
+        HOLDS, "every version has semver; later ones a supersedes pointer and a window")
+
+
+def diffs(f: Facts) -> tuple[str, str]:
+    bad = [str(r["id"]) for r in f.reviews
+           if set(r["body"].get("diffs", {})) != {"schema", "description", "policy"}]
+    return (FAILS, f"reviews without the three diffs: {', '.join(bad)}") if bad else (
+        HOLDS, f"{len(f.reviews)} reviews, each with schema, description and policy diffs")
+
+
+def routing(f: Facts) -> tuple[str, str]:
+    bad = []
+    for v in f.versions:
+        review = _ctx(v).get("review", {})
+        kind = _ctx(v).get("change_kind")
+        if kind in ("breaking", "semantic", "policy") and not review.get("by"):
+            bad.append(f"{v.name}@{v.version}")
+    blocked = {t["name"] + "@" + str(t["version"]) for r in f.reviews
+               if r["status"] == "blocked" for t in r["body"]["tools"]}
+    leaked = sorted(blocked & {f"{v.name}@{v.version}" for v in f.versions})
+    if bad or leaked:
+        return FAILS, f"published without a human: {bad}; blocked yet published: {leaked}"
+    return HOLDS, "additive auto by rule, semantic/policy by a named human, restricted blocked"
+
+
+def change_notes(f: Facts) -> tuple[str, str]:
+    bad = [f"{v.name}@{v.version}" for v in f.versions if _ctx(v).get("supersedes")
+           and not ("Changed in" in v.definition.get("description", "")
+                    and _ctx(v).get("change_note"))]
+    return (FAILS, f"no change note the model reads: {', '.join(bad)}") if bad else (
+        HOLDS, "servers send tools/list_changed; every new version's description has its note")
+
+
+def pinned(f: Facts) -> tuple[str, str]:
+    now = f.project.now()
+    closing = []
+    for c in f.calls:
+        if not c["deprecated"]:
+            continue
+        for v in f.versions:
+            until = _ctx(v).get("deprecation", {}).get(c["version"], {}).get("served_until")
+            if v.name == c["tool"] and until and dt.date.fromisoformat(until) <= (
+                    now + dt.timedelta(days=7)).date():
+                closing.append(f"{c['username']} on {c['tool']}@{c['version']} (until {until})")
+    if closing:
+        return FAILS, f"still pinned to a closing window: {'; '.join(sorted(set(closing)))}"
+    deprecated = sum(c["deprecated"] for c in f.calls)
+    return HOLDS, f"{deprecated} calls to deprecated versions counted; none pinned near a close"
+
+
+def regression(f: Facts) -> tuple[str, str]:
+    suite = f.project.config.eval.regression_suite
+    if not suite:
+        return NOT_CONFIGURED, "no eval.regression_suite named in tether.yaml"
+    return HOLDS, f"regression suite {suite} is named"
+
+
+ITEMS: tuple[tuple[str, Item], ...] = (
+    ("Every tool carries its schema fingerprint and generation time", fingerprints),
+    ("Fingerprints are recomputed and a mismatch raises a drift event", recomputed),
+    ("Every enum is discovered from data and re-sampled", enums_from_data),
+    ("Tools are downstream assets in the lineage graph", lineage),
+    ("Glossary and KPI edits raise drift events for the tools that use them", glossary),
+    ("Tools are generated, never hand-edited; regeneration is one command", generated),
+    ("Every tool has a version, a supersedes pointer and a deprecation window", versioned),
+    ("Every regeneration produces schema, description and policy diffs", diffs),
+    ("Additive auto-approves by rule; semantic and policy need a named human; restricted "
+     "exposure blocks", routing),
+    ("Agents get list_changed and the definition carries a change note", change_notes),
+    ("Calls to deprecated versions are counted and nobody is pinned at the close", pinned),
+    ("The agent's regression suite reruns on every context change", regression),
+)
+
+
+def evaluate(project: Project, registry: Registry) -> list[dict[str, Any]]:
+    facts = Facts(project, registry.current(), registry.versions(), registry.state(),
+                  registry.reviews(), registry.calls())
+    out = []
+    for n, (title, item) in enumerate(ITEMS, 1):
+        status, why = item(facts)
+        out.append({"item": n, "title": title, "status": status, "why": why})
+    return out
