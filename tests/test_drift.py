@@ -261,3 +261,25 @@ def test_ci_checklist_against_the_project(demo: Path) -> None:
     assert res.returncode == 1
     assert items[5]["status"] == "fails" and "items_in_an_order.json" in items[5]["why"]
     assert items[4]["status"] == "fails" and "win rate" in items[4]["why"]
+
+
+def test_every_publication_is_committed_to_the_audit_repo(tmp_path: Path) -> None:
+    import subprocess
+
+    audit_repo = tmp_path / "audit"
+    d2 = tmp_path / "fresh"
+    init_demo(d2, scale=0.05)
+    (d2 / "tether.yaml").write_text((d2 / "tether.yaml").read_text()
+                                    + f"drift: {{audit_repo: {audit_repo}}}\n")
+    build(load_project(d2))  # the initial publication: commit 1
+    apply(d2, "on-hold")
+    check(load_project(d2))  # the ON_HOLD publication: commit 2
+    log = subprocess.run(["git", "-C", str(audit_repo), "log", "--format=%B%x00"],
+                         capture_output=True, text=True, check=True).stdout.split("\0")
+    messages = [m.strip() for m in log if m.strip()]
+    assert len(messages) == 2
+    assert messages[0].startswith("publish 2 tool version(s) (auto: additive)")
+    assert "new value ON_HOLD" in messages[0]
+    assert messages[1].startswith("publish 12 tool version(s) (initial)")
+    files = sorted(x.name for x in (audit_repo / "tools").glob("*.json"))
+    assert len(files) == 12

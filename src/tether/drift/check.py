@@ -22,6 +22,7 @@ from typing import Any
 from sqlglot import exp
 
 from tether.config import Project
+from tether.drift import audit
 from tether.drift.classify import classify
 from tether.drift.detectors import DetectContext, Event, run_detectors, snapshot
 from tether.drift.publish import TOOLS_DIR, export, open_registry
@@ -118,9 +119,12 @@ def _check(project: Project, registry: Registry, note: Callable[[str], None]) ->
         result.outcomes.append(outcome)
     if routes["auto"]:
         kinds = sorted({o.change_kind or "" for _, _, o in routes["auto"]})
+        rule = f"auto: {'+'.join(kinds)}"
         result.publication = registry.publish(
             [NewVersion(t.name, o.version or FIRST, w, t.plan.model_dump(mode="json"))
-             for t, w, o in routes["auto"]], f"auto: {'+'.join(kinds)}", now)
+             for t, w, o in routes["auto"]], rule, now)
+        audit.record(project, [v.definition for v in registry.current().values()],
+                     audit.message(rule, {t.name: o.change_note for t, _, o in routes["auto"]}))
     for route in ("human", "blocked"):
         if routes[route]:
             body = _review_body(routes[route], current, old, new, events)
@@ -362,6 +366,11 @@ def decide(project: Project, review_id: int, approve: bool, by: str) -> int | No
                                t["plan"]) for t in review["body"]["tools"]] if approve else None
         pid = registry.decide_review(review_id, "approved" if approve else "rejected", by,
                                      project.now(), versions)
+        if approve:
+            audit.record(project, [v.definition for v in registry.current().values()],
+                         audit.message(f"review {review_id} approved by {by}",
+                                       {t["name"]: t["change_note"]
+                                        for t in review["body"]["tools"]}))
         export(project.root / TOOLS_DIR, [v.definition for v in registry.current().values()])
         return pid
     finally:

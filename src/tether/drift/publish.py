@@ -97,6 +97,11 @@ def _publish(project: Project, registry: Registry, tools: list[GeneratedTool]) -
         outcomes.append(Outcome(t.name, version, "published", level, kind))
     rule = "initial" if not current else "build"
     pid = registry.publish(new, rule, now)
+    if pid is not None:
+        from tether.drift import audit
+
+        audit.record(project, [v.definition for v in registry.current().values()],
+                     audit.message(rule, {v.name: None for v in new}))
     return BuildResult("grounded", pid, outcomes)
 
 
