@@ -82,6 +82,17 @@ def test_pinned_old_version_served_in_window_then_refused(demo: Path) -> None:
 
     inside, after = call(10), call(31)
     assert not inside.is_error  # type: ignore[attr-defined]
+    versions = json.loads(run_cli("versions", "order_backlog_by_status", "--project", str(demo),
+                                  "--json").stdout)
+    assert [(v["version"], v["status"]) for v in versions] == [("1.0.0", "deprecated"),
+                                                               ("1.1.0", "current")]
+    assert versions[0]["served_until"] == "2026-09-19"
+    server = TetherServer(load_project(demo), stdio_user="fin.ana")
+    try:
+        old = server.history[("order_backlog_by_status", "1.0.0")].definition
+        assert old["description"].endswith("Deprecated: served until 2026-09-19; use version 1.1.0.")
+    finally:
+        server.close()
     assert after.is_error and "1.1.0" in after.content[0].text  # type: ignore[attr-defined]
 
 

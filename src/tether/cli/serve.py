@@ -115,15 +115,24 @@ def versions(tool: str = typer.Argument(..., help="Tool name."), project: Path =
         registry.close()
     if not found:
         raise ConfigError(f"no published versions of {tool!r}.", hint="See `tether tools`.")
-    rows = [{"version": v.version, "published_at": v.published_at,
-             "change_level": v.definition.get("_meta", {}).get("tether/context", {}).get(
-                 "change_level")} for v in found]
+    import datetime as dt
+
+    days = proj.config.drift.deprecation_days
+    rows = []
+    for v, nxt in zip(found, [*found[1:], None], strict=True):
+        until = (dt.datetime.fromisoformat(nxt.published_at) + dt.timedelta(days=days)
+                 ).date().isoformat() if nxt else None
+        rows.append({"version": v.version, "published_at": v.published_at,
+                     "change_level": v.definition.get("_meta", {}).get("tether/context", {})
+                     .get("change_level"), "served_until": until,
+                     "status": "current" if nxt is None else "deprecated"})
     if as_json:
         print_json(rows)
         return
     t = Table(show_edge=False, header_style="bold")
-    for h in ("version", "published_at", "change"):
+    for h in ("version", "status", "published_at", "change", "served until"):
         t.add_column(h)
     for r in rows:
-        t.add_row(r["version"], r["published_at"], r["change_level"] or "")
+        t.add_row(r["version"], r["status"], r["published_at"], r["change_level"] or "",
+                  r["served_until"] or "")
     out.print(t)

@@ -107,6 +107,10 @@ class TetherServer:
                 prev.successor = v.version
                 prev.served_until = dt.datetime.fromisoformat(v.published_at) + dt.timedelta(
                     days=days)
+                # the superseded definition states its window where a pinned model reads it
+                prev.definition = {**prev.definition, "description": (
+                    f"{prev.definition.get('description', '')} Deprecated: served until "
+                    f"{prev.served_until:%Y-%m-%d}; use version {v.version}.")}
         self.current = {n: vs[-1] for n, vs in by_name.items()}
         self.history = {(v.name, v.version): v for vs in by_name.values() for v in vs}
         self.publication = latest
