@@ -294,3 +294,19 @@ def test_every_publication_is_committed_to_the_audit_repo(tmp_path: Path) -> Non
     assert messages[1].startswith("publish 12 tool version(s) (initial)")
     files = sorted(x.name for x in (audit_repo / "tools").glob("*.json"))
     assert len(files) == 12
+
+
+def test_postgres_semantic_blocked_and_excluded(pg_demo: Path) -> None:
+    apply(pg_demo, "redefine-active")
+    result = check(load_project(pg_demo))
+    assert result.exit_code == 11
+    assert outcomes(result)["active_customers_by_region_and_fiscal_quarter"][2] == "semantic"
+    apply(pg_demo, "new-restricted-column")
+    result = check(load_project(pg_demo))
+    assert [e["kind"] for e in result.events] == ["schema"]
+    assert "ssn_last4" not in "".join(f.read_text() for f in (pg_demo / "tools").glob("*.json"))
+    apply(pg_demo, "unmask-tax-id")
+    result = check(load_project(pg_demo))
+    assert result.exit_code == 12
+    assert outcomes(result)["customers_by_region_and_segment"][0] == "blocked"
+    assert "tax_id" not in (pg_demo / "tools" / "customers_by_region_and_segment.json").read_text()
