@@ -310,3 +310,12 @@ def test_postgres_semantic_blocked_and_excluded(pg_demo: Path) -> None:
     assert result.exit_code == 12
     assert outcomes(result)["customers_by_region_and_segment"][0] == "blocked"
     assert "tax_id" not in (pg_demo / "tools" / "customers_by_region_and_segment.json").read_text()
+
+
+def test_server_fails_closed_on_an_unreviewed_policy_change(demo: Path) -> None:
+    apply(demo, "unmask-tax-id")
+    assert check(load_project(demo)).exit_code == 12
+    with pytest.raises(ConfigError, match="not approved"):
+        TetherServer(load_project(demo), stdio_user="fin.ana")
+    res = run_cli("serve", "--project", str(demo), "--as-user", "fin.ana")
+    assert res.returncode == 2 and "not approved" in res.stderr and "Traceback" not in res.stderr

@@ -60,6 +60,7 @@ class TetherServer:
         if stdio_user is not None:
             role_of(project.config, stdio_user)  # an unknown user fails at start, clearly
         self.registry: Registry = open_registry(project)
+        self._refuse_unreviewed_policy()
         self.executor = Executor(project, load_key(project.root / project.config.serve.cursor_key_file))
         self.bus = InMemorySubscriptionBus()
         self.legacy_sessions: dict[Any, str] = {}
@@ -76,6 +77,21 @@ class TetherServer:
             on_subscriptions_listen=ListenHandler(self.bus),
         )
         self.server.middleware.append(self._track_legacy_sessions)
+
+    def _refuse_unreviewed_policy(self) -> None:
+        """The server enforces tether.yaml's policy as it stands; while a policy change waits
+        for review (or was blocked), that policy is not approved, so the server fails closed."""
+        open_reviews = [r for r in self.registry.reviews() if r["status"] in ("pending", "blocked")
+                        and (r["status"] == "blocked" or any(
+                            t.get("change_kind") == "policy" for t in r["body"]["tools"]))]
+        if open_reviews:
+            ids = ", ".join(str(r["id"]) for r in open_reviews)
+            self.registry.close()
+            raise ConfigError(
+                f"tether.yaml holds a policy change that is not approved (review {ids}); "
+                "serving it would enforce an unreviewed policy.",
+                hint="Approve or reject it (tether review approve|reject ID --as NAME), or "
+                "revert the policy edit and run tether check.")
 
     # --- the tool set ---
 
