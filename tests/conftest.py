@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,3 +83,26 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
         [str(exe), *args], capture_output=True, text=True, cwd=cwd,
         env={**os.environ, **(env or {})}, timeout=300,
     )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def http_process(argv: list[str], port: int, timeout: float = 60) -> Iterator[None]:
+    """Run a server process until it accepts connections on ``port``; stop it afterwards."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        yield
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -169,39 +169,18 @@ def test_review_sorted_by_name_without_calls() -> None:
     assert [t.name for t in r.tools] == ["order_backlog_by_status", "zeta_by_status"]
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_third_party_server_over_http(demo_dir: Path, tmp_path: Path) -> None:
-    import socket
-    import subprocess
-    import time
+    from conftest import free_port, http_process
 
     db = duckdb15_copy(demo_dir / "warehouse.duckdb", tmp_path / "demo15.duckdb")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [str(server_command("motherduck")), "--transport", "http", "--host", "127.0.0.1",
-         "--port", str(port), "--db-path", str(db)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
+    port = free_port()
+    argv = [str(server_command("motherduck")), "--transport", "http", "--host", "127.0.0.1",
+            "--port", str(port), "--db-path", str(db)]
+    with http_process(argv, port):
         res = run_cli("lint", f"http://127.0.0.1:{port}/mcp", "--json")
         assert res.returncode == 0, res.stderr[-2000:]
         data = json.loads(res.stdout)
         assert "execute_query" in {t["name"] for t in data["tools"]}
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def test_lint_tethers_own_server_over_stdio(demo_dir: Path, tmp_path: Path) -> None:

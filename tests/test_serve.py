@@ -6,10 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +16,7 @@ import httpx2 as httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import copy_project, run_cli
+from conftest import copy_project, free_port, http_process, run_cli
 from tether.config import load_project
 from tether.demo.warehouse import CLOCK, GOVERNED_ACTIVE_SQL
 from tether.drift.publish import build, open_registry
@@ -250,43 +247,19 @@ def test_stdio_transport_with_the_sdk_client(project_dir: Path) -> None:
     assert json.loads(r.content[0].text) == r.structured_content
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def http_server(project_dir: Path) -> Iterator[tuple[str, dict[str, str]]]:
     tokens = {}
-    for user, extra in (("mgr.emea", []), ("fin.ana", []), ("runner", ["--runner"])):
-        name = "fin.ana" if user == "runner" else user
-        if user == "runner":
-            # a runner token belongs to a user too; it may additionally act as others
-            res = run_cli("token", "add", "fin.ana", "--runner", "--project", str(project_dir))
-        else:
-            res = run_cli("token", "add", name, *extra, "--project", str(project_dir))
+    for key, args in (("mgr.emea", ["mgr.emea"]), ("mgr.amer", ["mgr.amer"]),
+                      ("runner", ["fin.ana", "--runner"])):  # a runner token is fin.ana's
+        res = run_cli("token", "add", *args, "--project", str(project_dir))
         assert res.returncode == 0, res.stderr
-        tokens[user] = res.stdout.strip()
-    tokens["fin.ana"] = tokens["runner"]  # the runner token replaced fin.ana's plain one
-    res = run_cli("token", "add", "mgr.amer", "--project", str(project_dir))
-    tokens["mgr.amer"] = res.stdout.strip()
-    port = _free_port()
-    proc = subprocess.Popen([TETHER, "serve", "--project", str(project_dir), "--transport", "http",
-                             "--port", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.1)
-    try:
-        yield url, tokens
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        tokens[key] = res.stdout.strip()
+    port = free_port()
+    argv = [TETHER, "serve", "--project", str(project_dir), "--transport", "http",
+            "--port", str(port)]
+    with http_process(argv, port, timeout=30):
+        yield f"http://127.0.0.1:{port}/mcp", tokens
 
 
 def http_call(url: str, token: str | None, tool: str, args: dict[str, Any],

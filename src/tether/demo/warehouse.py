@@ -18,7 +18,6 @@ import duckdb
 CLOCK = dt.datetime(2026, 8, 20, 9, 0, tzinfo=dt.UTC)
 """The demo's fixed 'now'. The pipeline snapshot's newest load is 14 hours before it."""
 HISTORY_START = "2023-02-01"  # first day of fiscal year 2024 (fiscal years start in February)
-FISCAL_START_MONTH = 2
 COINCIDENCE = ("EMEA", dt.date(2026, 2, 1), dt.date(2026, 5, 1))
 """(region, quarter start, quarter end exclusive): FY2027 Q1 in EMEA, where the legacy
 ``is_active`` count equals the governed active-customer count by coincidence."""

@@ -21,8 +21,9 @@ from sqlglot import exp
 
 from tether.config import Project
 from tether.context.profile import ProductProfile
+from tether.context.schema import Column
 from tether.errors import TetherError
-from tether.policy.model import exposable, role_of, tool_visible
+from tether.policy.model import exposable, tool_visible
 from tether.policy.pushdown import (
     mask_of,
     masked,
@@ -67,6 +68,7 @@ class Executor:
     profiles: dict[str, ProductProfile] = field(default_factory=dict)
     _sql_text: dict[tuple[Any, ...], str] = field(default_factory=dict)
     _fresh: dict[str, tuple[float, dt.datetime | None]] = field(default_factory=dict)
+    _exposable: dict[str, list[Column]] = field(default_factory=dict)
     freshness_ttl: float = 2.0
 
     @property
@@ -93,19 +95,11 @@ class Executor:
         validate(call.definition, call.args)
         self._refuse_masked_filters(call)
         kind = call.plan.kind
+        handlers = {"list": self._list, "metric": self._metric, "probe": self._probe,
+                    "catalog": self._catalog, "describe": self._describe, "sql": self._sql}
         try:
-            if kind == "list":
-                return self._list(call)
-            if kind == "metric":
-                return self._metric(call)
-            if kind == "probe":
-                return self._probe(call)
-            if kind == "catalog":
-                return self._catalog(call)
-            if kind == "describe":
-                return self._describe(call)
-            if kind == "sql":
-                return self._sql(call)
+            if kind in handlers:
+                return handlers[kind](call)
         except (ArgumentError, pagination.CursorError, sqlguard.GuardError) as e:
             raise ToolError(str(e)) from None
         except TetherError as e:  # policy refusals, a timeout, a source that is down
@@ -252,25 +246,27 @@ class Executor:
         name = str(call.args.get("table", "")).lower()
         if name not in tables:
             raise ToolError(f"unknown table {name!r}; tables: {', '.join(sorted(tables))}")
-        product = tables[name]
-        p = self.project.config.products[product]
-        src = self.source(p.source)
-        cols = src.describe(src.table_expr(p.table or product), label=product)
-        shown = set(exposable(self.project.config, product, cols))
         rows = [{"column": c.name, "type": c.type, "nullable": c.nullable}
-                for c in cols if c.name in shown]
+                for c in self._exposable_columns(tables[name])]
         return {"rows": rows, "row_count": len(rows)}
+
+    def _exposable_columns(self, product: str) -> list[Column]:
+        """A product's top-level columns that may be selected (described once per server)."""
+        if product not in self._exposable:
+            p = self.project.config.products[product]
+            src = self.source(p.source)
+            cols = src.describe(src.table_expr(p.table or product), label=product)
+            shown = set(exposable(self.project.config, product, cols))
+            self._exposable[product] = [c for c in cols if c.name in shown]
+        return self._exposable[product]
 
     def _sql(self, call: Call) -> dict[str, Any]:
         config = self.project.config
         src = self.source(call.plan.source)
         tables = self._tables()
         query = sqlguard.check(str(call.args.get("sql", "")), src.dialect, tables)
-        columns = {}
-        for product in set(tables.values()):
-            p = config.products[product]
-            described = src.describe(src.table_expr(p.table or product), label=product)
-            columns[product] = exposable(config, product, described)
+        columns = {product: [c.name for c in self._exposable_columns(product)]
+                   for product in set(tables.values())}
         secured = sqlguard.apply_policy(query, config, call.user, tables, columns, src.dialect,
                                         call.plan.max_rows)
         params = user_params(config, call.user)
@@ -413,6 +409,3 @@ def jsonable(v: Any) -> Any:
         return [jsonable(x) for x in v]
     return v
 
-
-def user_role(project: Project, user: str) -> str:
-    return role_of(project.config, user)[0]
