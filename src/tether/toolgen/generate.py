@@ -275,7 +275,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                  deprecated={_param_name(p, c.column.name): [str(e.value) for e in c.enum or []
                                                                if e.deprecated]
                              for c in cols if any(e.deprecated for e in c.enum or [])},
-                 limits={"max_rows": max_rows, "pagination": "cursor"})
+                 limits={"max_rows": max_rows, "pagination": "cursor"},
+                 fields={"arguments": {f.param: f.column for f in filters}, "governed": []})
     return GeneratedTool(
         name=ctx.tool_names[name], title=(p.tool.question if p.tool else None),
         description=description, input_schema={"type": "object", "properties": props},
@@ -496,12 +497,31 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     meta = _meta(ctx, "metric", sentences, sources, products, definitions=terms,
                  source_of_truth={k: f"metric:{name}" for k in measures},
                  canonical_ids={}, deprecated={},
-                 limits={"max_rows": max_rows, "pagination": "none"})
+                 limits={"max_rows": max_rows, "pagination": "none"},
+                 fields=_metric_fields(m, filters, measures, dialect, list(props)))
     return GeneratedTool(
         name=ctx.tool_names["metric:" + name], title=m.description, description=description,
         input_schema={"type": "object", "properties": props}, output_schema=out,
         annotations=dict(READ_ONLY), meta=meta, plan=plan,
     )
+
+
+def _metric_fields(m: MetricConfig, filters: list[Filter],
+                   measures: dict[str, tuple[str, str | None, str]], dialect: str,
+                   params: list[str]) -> dict[str, Any]:
+    """Which source fields each argument reads and which the tool applies by itself (measure,
+    governed predicate, metric time): what an evaluation counts as the fields a call used."""
+    window = [c for c in (m.time, m.time_end) if c]
+    args: dict[str, str | list[str]] = {f.param: f.column for f in filters}
+    for param in ("fiscal_quarter", "days", "as_of"):
+        if param in params:
+            args[param] = window
+    governed: set[str] = set(window)
+    for sql in [m.predicate or "", *[s for s, _, _ in measures.values()]]:
+        if sql:
+            governed |= {f"{c.table}.{c.name}" for c in parse(sql, dialect).find_all(exp.Column)
+                         if c.table}
+    return {"arguments": args, "governed": sorted(governed)}
 
 
 def _freshness_columns(ctx: Ctx, products: list[str]) -> list[str]:
@@ -622,7 +642,8 @@ def probe_tool(ctx: Ctx) -> GeneratedTool:
 def _meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str, str],
           products: list[str], *, source_of_truth: dict[str, str], canonical_ids: dict[str, str],
           deprecated: dict[str, list[str]], limits: dict[str, Any],
-          definitions: list[str] | None = None) -> dict[str, Any]:
+          definitions: list[str] | None = None,
+          fields: dict[str, Any] | None = None) -> dict[str, Any]:
     used: set[Source] = {s.source for s in sentences}
     used.add("schema")
     if any(ctx.profiles[p].columns for p in products if p in ctx.profiles):
@@ -639,6 +660,7 @@ def _meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str, str
         "source_of_truth": source_of_truth,
         "canonical_ids": canonical_ids,
         "definitions": terms,
+        "fields": fields or {"arguments": {}, "governed": []},
         "limits": limits,
         "sources": sources,
     }

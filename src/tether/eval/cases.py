@@ -1,0 +1,135 @@
+"""`cases.jsonl`: one evaluation case per line, with exactly the fields of the evaluation article.
+
+Extensions (CONTRACTS.md): ``gold.definition_sql`` holds the governed predicate for machine
+comparison. ``label`` and ``cost`` may be null (cases with gold only). A bad line is reported
+with its line number and field, and the valid lines still load.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+FailureClass = Literal["entity", "semantic", "structural", "temporal", "policy"]
+FAILURE_CLASSES: tuple[str, ...] = ("entity", "semantic", "structural", "temporal", "policy")
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Window(_M):
+    start: dt.date = Field(description="First day of the window, inclusive.")
+    end: dt.date = Field(description="Last day of the window, inclusive.")
+    calendar: Literal["fiscal", "calendar"] = Field(
+        default="calendar", description="Which calendar the question's period is in.")
+
+
+class Gold(_M):
+    answer: Any = Field(description="number | string | array (a list of values or of rows).")
+    tolerance: float = Field(default=0, ge=0, description="Absolute tolerance for numbers.")
+    required_fields: list[str] = Field(
+        default_factory=list, description="table.column or tool.argument the answer needs.")
+    forbidden_fields: list[str] = Field(
+        default_factory=list, description="Fields whose use marks the call ungrounded.")
+    definition: str | None = Field(
+        default=None, description="The governed predicate for each business term, in prose.")
+    definition_sql: str | None = Field(
+        default=None, description="Extension: the governed predicate as SQL, for machine "
+        "comparison. When absent the labeller resolves a glossary term named in `definition`.")
+    window: Window | None = Field(default=None, description="The period the question means.")
+    freshness_bound_hours: float | None = Field(
+        default=None, description="Every result's as_of must be within this many hours of the "
+        "run; null when not applicable.")
+    policy_scope: str | None = Field(
+        default=None, description="The entitlement the oracle checks against.")
+
+
+class Label(_M):
+    correct: bool | None = None
+    grounded: bool | None = None
+    failure_class: FailureClass | None = None
+    note: str | None = None
+
+
+class Cost(_M):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+    turns: int = 0
+    usd: float = 0.0
+
+
+class Case(_M):
+    case_id: str = Field(min_length=1, description="Unique.")
+    source_trace: str | None = Field(default=None, description="The trace this came from.")
+    user_role: str = Field(description="The role the case is asked in.")
+    as_user: str = Field(min_length=1, description="The identity the runner impersonates.")
+    question: str = Field(min_length=1, description="The user's words, unedited.")
+    gold: Gold
+    label: Label | None = None
+    cost: Cost | None = None
+
+
+@dataclass
+class CaseError:
+    path: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}"
+        return f"{where}: {self.field}: {self.message}" if self.field else f"{where}: {self.message}"
+
+
+@dataclass
+class CaseSet:
+    cases: list[Case] = field(default_factory=list)
+    errors: list[CaseError] = field(default_factory=list)
+    lines: dict[str, int] = field(default_factory=dict)  # case_id -> line number
+
+
+def load_cases(path: Path) -> CaseSet:
+    """Every valid case in the file; each bad line becomes a CaseError naming line and field."""
+    out = CaseSet()
+    text = path.read_text(encoding="utf-8")
+    for n, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip() or raw.lstrip().startswith("//"):
+            continue
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as e:
+            out.errors.append(CaseError(str(path), n, "", f"not JSON ({e.msg} at column {e.colno})"))
+            continue
+        try:
+            case = Case.model_validate(data)
+        except ValidationError as e:
+            for err in e.errors():
+                loc = ".".join(str(p) for p in err["loc"])
+                msg = "unknown field (see schemas/cases.schema.json)" \
+                    if err["type"] == "extra_forbidden" else err["msg"]
+                cid = data.get("case_id") if isinstance(data, dict) else None
+                out.errors.append(CaseError(str(path), n, loc,
+                                            f"{msg}" + (f" (case {cid!r})" if cid else "")))
+            continue
+        if case.case_id in out.lines:
+            out.errors.append(CaseError(str(path), n, "case_id",
+                                        f"duplicate case_id {case.case_id!r} (first on line "
+                                        f"{out.lines[case.case_id]}); this line is skipped"))
+            continue
+        out.lines[case.case_id] = n
+        out.cases.append(case)
+    return out
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Case.model_json_schema()
+    schema["$id"] = "https://tether.dev/schemas/cases.schema.json"
+    schema["title"] = "tether evaluation case (one line of cases.jsonl)"
+    return schema
