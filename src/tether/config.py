@@ -393,7 +393,7 @@ def parse_project(text: str, path: Path) -> Project:
 # --- YAML with line numbers ----------------------------------------------------------------------
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """SafeLoader that refuses duplicate keys (a silent last-one-wins is a classic config bug)."""
 
 
@@ -416,8 +416,12 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 
 def _read_yaml(text: str, path: Path) -> tuple[Any, dict[Loc, int]]:
     try:
-        node = yaml.compose(text, Loader=_Loader)
-        data = yaml.load(text, Loader=_Loader)
+        loader = _Loader(text)  # one parse: the nodes give line numbers, then the values
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
     except ConfigError as e:
         e.where = (e.where or "").replace(PROJECT_FILE, path.name, 1)
         raise

@@ -20,12 +20,15 @@ from tether.drift.publish import open_registry
 from tether.errors import ConfigError
 
 
-def check(project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
+def check(project: Path = ProjectOpt, as_json: bool = JsonOpt,
+          full: bool = typer.Option(False, "--full", help="Profile every product, even those "
+                                    "whose probe (schema, rows, newest time, enum checksum) "
+                                    "moved nothing.")) -> None:
     """One pass: detect drift, regenerate, classify, gate, publish. Exit 0 no drift, 10
     published, 11 waiting for review, 12 blocked, 2 error."""
     proj = load_project(project)
     with progress(len(proj.config.products) + 2, "checking for drift") as step:
-        result = run_check(proj, progress=step)
+        result = run_check(proj, progress=step, full=full)
     if as_json:
         print_json(result.to_json())
     else:

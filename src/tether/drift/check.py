@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import hashlib
 import json
 import os
 import subprocess
@@ -26,13 +27,14 @@ from tether.drift import audit
 from tether.drift.classify import classify
 from tether.drift.detectors import DetectContext, Event, run_detectors, snapshot
 from tether.drift.publish import TOOLS_DIR, export, open_registry
-from tether.profiling import profile_project
+from tether.profiling.probe import PROFILE_KEY, profile_changed
 from tether.registry import FIRST, NewVersion, Registry, bump, content_hash
 from tether.registry.semver import Level
 from tether.sources import open_product_source
 from tether.toolgen import GeneratedTool, generate
 from tether.toolgen.model import META_KEY
 
+META_KEY_STATE = "check:last"  # what the last check generated against
 EXIT = {"error": 2, "blocked": 12, "review": 11, "published": 10, "none": 0}
 
 
@@ -69,29 +71,46 @@ class CheckResult:
                 "tools": [o.__dict__ for o in self.outcomes]}
 
 
-def check(project: Project, progress: Callable[[str], None] | None = None) -> CheckResult:
+def check(project: Project, progress: Callable[[str], None] | None = None,
+          full: bool = False) -> CheckResult:
+    """One pass. Products whose probe moved nothing keep their last profile (probe.py);
+    ``full`` profiles every product."""
     note = progress or (lambda _m: None)
     registry = open_registry(project)
     try:
-        return _check(project, registry, note)
+        return _check(project, registry, note, full)
     finally:
         registry.close()
 
 
-def _check(project: Project, registry: Registry, note: Callable[[str], None]) -> CheckResult:
+def _check(project: Project, registry: Registry, note: Callable[[str], None],
+           full: bool) -> CheckResult:
     now = project.now()
     stamp = now.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
     old = registry.state()
-    profiles = {p.product: p for p in profile_project(project, progress=note)}
+    cache = {k.split(":", 1)[1]: v for k, v in old.items() if k.startswith(PROFILE_KEY)}
+    listed, cache, redone = profile_changed(project, cache, full=full, progress=note)
+    profiles = {p.product: p for p in listed}
     new = snapshot(project, profiles)
     note("running detectors")
     events = run_detectors(old, new, DetectContext(_first_seen(project), stamp,
                                                    project.config.drift.vanish_after_checks))
     registry.add_events(events)
-    tools = generate(project, profiles, "grounded")
+    cached = {PROFILE_KEY + n: v for n, v in cache.items()}
     current = registry.current()
-    waiting = {(t["name"], t["hash"]): r["id"] for r in registry.reviews()
-               if r["status"] in ("pending", "blocked") for t in r["body"]["tools"]}
+    open_reviews = [r for r in registry.reviews() if r["status"] in ("pending", "blocked")]
+    # nothing moved since a check that found every tool current: generation would give the
+    # same tools, so skip it (the key holds the config and the day: descriptions name periods)
+    key = _generation_key(project, now)
+    last = old.get(META_KEY_STATE, {})
+    if (not full and not redone and not events and not open_reviews and last.get("clean")
+            and last.get("key") == key and last.get("publication") == registry.latest_publication()):
+        registry.save_state(new | cached | {META_KEY_STATE: last}, now)
+        return CheckResult(outcomes=[Outcome(n, "unchanged", v.version)
+                                     for n, v in sorted(current.items())])
+    tools = generate(project, profiles, "grounded")
+    waiting = {(t["name"], t["hash"]): r["id"] for r in open_reviews
+               for t in r["body"]["tools"]}
     result = CheckResult(events=events)
     routes: dict[str, list[tuple[GeneratedTool, dict[str, Any], Outcome]]] = {
         "auto": [], "human": [], "blocked": []}
@@ -136,8 +155,16 @@ def _check(project: Project, registry: Registry, note: Callable[[str], None]) ->
             if route == "blocked":
                 _page(project, rid, [t.name for t, _, _ in routes[route]])
     export(project.root / TOOLS_DIR, [v.definition for v in registry.current().values()])
-    registry.save_state(new, now)
+    clean = all(o.outcome == "unchanged" for o in result.outcomes)
+    registry.save_state(new | cached | {META_KEY_STATE: {
+        "key": key, "publication": registry.latest_publication(), "clean": clean}}, now)
     return result
+
+
+def _generation_key(project: Project, now: dt.datetime) -> str:
+    config = project.config.model_dump(mode="json", exclude={"clock"})
+    text = json.dumps([config, now.date().isoformat()], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _first_seen(project: Project) -> Callable[[str, str, str], str | None]:

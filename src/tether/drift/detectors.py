@@ -15,7 +15,9 @@ from typing import Any
 
 from tether.config import Project
 from tether.context.profile import ProductProfile
+from tether.errors import TetherError
 from tether.policy.model import restricted_columns
+from tether.sources import open_source
 
 Event = dict[str, Any]
 State = dict[str, Any]
@@ -38,13 +40,15 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
                       for x in prof.columns if x.enum is not None},
             "restricted": sorted(restricted_columns(c, name, cols)),
         }
+    tables = upstream_tables(project)
     for name in profiles:
         edges = _upstream(project, name)
+        nodes = sorted({e[0] for e in edges})
         state[f"lineage:{name}"] = {
             "edges": edges,
             "upstream_fingerprints": {n: state[f"product:{n}"]["fingerprint"]
-                                      for n in sorted({e[0] for e in edges})
-                                      if f"product:{n}" in state},
+                                      if f"product:{n}" in state else tables[n]
+                                      for n in nodes if f"product:{n}" in state or n in tables},
         }
     for term, g in c.glossary.items():
         state[f"term:{term}"] = {"hash": _hash(g.model_dump()), "definition": g.definition}
@@ -64,6 +68,29 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
                        if f.classification == "restricted"]),
             }
     return state
+
+
+def upstream_tables(project: Project) -> dict[str, str]:
+    """Fingerprints of the lineage nodes that are not products but are tables in a source
+    (raw.orders, a staging table): one catalog read per source. Nodes found nowhere (a transform
+    outside the warehouse) are compared by their edges only."""
+    c = project.config
+    nodes = sorted({e.from_ for e in c.lineage} - set(c.products))
+    found: dict[str, str] = {}
+    for name, cfg in c.sources.items() if nodes else ():
+        try:
+            src = open_source(name, cfg, project.root)
+        except TetherError:
+            continue  # a source that is down fails the product profiles, with the real error
+        try:
+            wanted = {n: src.table_expr(n) for n in nodes if n not in found}
+            signatures = src.catalog_signatures(list(wanted.values()))
+            for n, t in wanted.items():
+                if t.name in signatures:
+                    found[n] = _hash(signatures[t.name])
+        finally:
+            src.close()
+    return found
 
 
 def _upstream(project: Project, product: str) -> list[list[str]]:

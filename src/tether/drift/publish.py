@@ -12,7 +12,7 @@ from typing import Any
 
 from tether.config import Project
 from tether.drift.classify import classify
-from tether.profiling import profile_project
+from tether.profiling.probe import PROFILE_KEY, profile_changed
 from tether.registry import FIRST, NewVersion, Registry, bump, content_hash
 from tether.toolgen import GeneratedTool, Mode, generate
 from tether.toolgen.model import META_KEY
@@ -45,7 +45,8 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
           ) -> BuildResult:
     """Regenerate the tools of ``mode``; grounded tools are published and versioned."""
     note = progress or (lambda _m: None)
-    profiles = {p.product: p for p in profile_project(project, progress=note)}
+    listed, cache, _ = profile_changed(project, {}, full=True, progress=note)
+    profiles = {p.product: p for p in listed}
     note("generating tool definitions")
     tools = generate(project, profiles, mode)
     if mode != "grounded":
@@ -58,7 +59,8 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
         if not registry.state():  # the baseline the first `tether check` compares against
             from tether.drift.detectors import snapshot
 
-            registry.save_state(snapshot(project, profiles), project.now())
+            registry.save_state(snapshot(project, profiles)
+                                | {PROFILE_KEY + n: v for n, v in cache.items()}, project.now())
         note("exporting tools/")
         current = registry.current()
         export(project.root / TOOLS_DIR,

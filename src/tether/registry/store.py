@@ -103,6 +103,7 @@ def registry_url(url: str, root: Path) -> str:
 class Registry:
     def __init__(self, url: str, root: Path):
         self.url = registry_url(url, root)
+        self._saved: dict[str, str] = {}  # check_state as last read, to write only what changed
         try:
             self.engine = sa.create_engine(self.url)
             with self.engine.begin() as c:
@@ -190,16 +191,30 @@ class Registry:
     def state(self) -> dict[str, Any]:
         with self._tx() as c:
             rows = c.execute(sa.text("SELECT key, value FROM check_state")).fetchall()
+        self._saved = dict(rows)
         return {k: json.loads(v) for k, v in rows}
 
     def save_state(self, state: dict[str, Any], at: dt.datetime) -> None:
+        """Replace the state in one transaction, writing only the keys whose value changed
+        since :meth:`state` read it (a no-drift check rewrites almost nothing)."""
         stamp = at.astimezone(dt.UTC).isoformat()
+        saved = self._saved
+        texts = {k: json.dumps(v, sort_keys=True, default=str) for k, v in state.items()}
         with self._tx() as c:
-            c.execute(sa.text("DELETE FROM check_state"))
-            for k, v in state.items():
-                c.execute(sa.text("INSERT INTO check_state (key, value, updated_at) "
-                                  "VALUES (:k, :v, :at)"),
-                          {"k": k, "v": json.dumps(v, sort_keys=True, default=str), "at": stamp})
+            if not saved:
+                c.execute(sa.text("DELETE FROM check_state"))
+            for k in set(saved) - set(texts):
+                c.execute(sa.text("DELETE FROM check_state WHERE key = :k"), {"k": k})
+            for k, text in texts.items():
+                if k in saved and saved[k] == text:
+                    continue
+                if k in saved:
+                    c.execute(sa.text("UPDATE check_state SET value = :v, updated_at = :at "
+                                      "WHERE key = :k"), {"k": k, "v": text, "at": stamp})
+                else:
+                    c.execute(sa.text("INSERT INTO check_state (key, value, updated_at) "
+                                      "VALUES (:k, :v, :at)"), {"k": k, "v": text, "at": stamp})
+        self._saved = texts
 
     def add_events(self, events: list[dict[str, Any]]) -> list[int]:
         ids = []

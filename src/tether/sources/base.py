@@ -54,6 +54,17 @@ class Source(ABC):
     def render(self, expr: exp.Expr) -> str:
         return expr.sql(dialect=self.dialect)
 
+    def catalog_signatures(self, tables: list[exp.Table]) -> dict[str, str]:
+        """One catalog read for many tables: ``{table name: signature}``, where the signature
+        changes whenever a column is added, dropped, renamed, retyped or changes nullability.
+        Tables the engine cannot sign in bulk are left out (the caller describes them)."""
+        return {}
+
+    def checksum(self, columns: list[exp.Expr]) -> exp.Expr | None:
+        """An aggregate that changes when any value of ``columns`` changes (an in-place UPDATE
+        included); None when the engine has no cheap hash."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional for engines holding nothing
         """Release connections."""
 

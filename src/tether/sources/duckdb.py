@@ -102,6 +102,17 @@ class DuckDBSource(Source):
             for n, t in zip(rel.columns, rel.types, strict=True)
         ]
 
+    def catalog_signatures(self, tables: list[exp.Table]) -> dict[str, str]:
+        names = {(t.db or self.schema or "main", t.name) for t in tables}
+        rows = self.con.execute(
+            "SELECT schema_name, table_name, list(column_name || ':' || data_type || ':' || "
+            "is_nullable::VARCHAR ORDER BY column_index) FROM duckdb_columns() "
+            "WHERE database_name = current_database() GROUP BY 1, 2").fetchall()
+        return {t: "|".join(cols) for s, t, cols in rows if (s, t) in names}
+
+    def checksum(self, columns: list[exp.Expr]) -> exp.Expr | None:
+        return exp.func("SUM", exp.Anonymous(this="hash", expressions=columns))
+
     def close(self) -> None:
         self.con.close()
 

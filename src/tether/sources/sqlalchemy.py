@@ -115,6 +115,24 @@ class SQLAlchemySource(Source):
             return self._describe_table(relation, label)
         return self._describe_query(relation, label)
 
+    def catalog_signatures(self, tables: list[exp.Table]) -> dict[str, str]:
+        if self.dialect != "postgres":
+            return {}
+        schemas = sorted({t.db or self.schema or "public" for t in tables})
+        names = {(t.db or self.schema or "public", t.name) for t in tables}
+        rows = self.run(
+            "SELECT table_schema, table_name, string_agg(column_name || ':' || data_type || ':' "
+            "|| udt_name || ':' || is_nullable, '|' ORDER BY ordinal_position) "
+            "FROM information_schema.columns WHERE table_schema = ANY(:s) GROUP BY 1, 2",
+            {"s": schemas})
+        return {t: sig for s, t, sig in rows if (s, t) in names}
+
+    def checksum(self, columns: list[exp.Expr]) -> exp.Expr | None:
+        if self.dialect != "postgres":
+            return None
+        row = exp.cast(exp.Tuple(expressions=columns), exp.DataType.build("TEXT"))
+        return exp.func("SUM", exp.Anonymous(this="hashtext", expressions=[row]))
+
     def _describe_table(self, t: exp.Table, label: str) -> list[Column]:
         insp = self._inspector()
         schema = t.db or self.schema
