@@ -144,6 +144,10 @@ def test_run_sql_enforces_row_filters_and_masks(target: Path) -> None:
         emails = sql("sup.sam", "SELECT email FROM customers LIMIT 5")
         assert {r["email"] for r in emails} == {"[redacted]"}
         assert len(sql("fin.ana", "SELECT * FROM order_lines")) == 200  # the row limit
+        # a filtered role reading only unfiltered tables: its attributes are not bound at all
+        # (an unused parameter was an engine error: found by running the eval harness)
+        lines = sql("mgr.emea", "SELECT count(*) AS n FROM order_lines")
+        assert lines == sql("fin.ana", "SELECT count(*) AS n FROM order_lines")
     finally:
         ex.close()
 

@@ -144,6 +144,8 @@ def test_pagination_cursor_is_signed_and_scoped(project_dir: Path) -> None:
     ("deals_by_stage_and_pipeline", {"stage": "WON"}, "allowed values: CLOSED_LOST"),
     ("orders_by_status_and_customer", {"crm_account_id": "12345"}, "does not fit the format"),
     ("orders_by_status_and_customer", {"placed_at_from": "yesterday"}, "ISO 8601"),
+    # a CRM id where the canonical UUID is documented: refused, not an empty "no tickets"
+    ("support_tickets_for_customer", {"canonical_customer_id": "A-1000000"}, "is not a 'uuid'"),
     ("active_customers_by_region_and_fiscal_quarter", {"fiscal_quarter": "2027Q1"},
      "FYyyyy-Qn"),
     ("orders_by_status_and_customer", {"colour": "red"}, "unknown argument"),

@@ -269,7 +269,8 @@ class Executor:
                    for product in set(tables.values())}
         secured = sqlguard.apply_policy(query, config, call.user, tables, columns, src.dialect,
                                         call.plan.max_rows)
-        params = user_params(config, call.user)
+        used = {p.name for p in secured.find_all(exp.Placeholder)}  # only filters in the query
+        params = {k: v for k, v in user_params(config, call.user).items() if k in used}
         try:
             names, raw = src.run_named(src.render(secured), params, self.timeout)
         except TetherError as e:
@@ -336,7 +337,8 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
                         f"{', '.join(sorted(allowed)) or 'none'}")
     key = json.dumps(schema, sort_keys=True)
     if key not in _VALIDATORS:
-        _VALIDATORS[key] = jsonschema.Draft202012Validator(schema)
+        _VALIDATORS[key] = jsonschema.Draft202012Validator(
+            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
     errors = sorted(_VALIDATORS[key].iter_errors(args), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
