@@ -10,6 +10,7 @@ from tether import __version__
 from tether.cli import build as build_cmd
 from tether.cli import demo as demo_cmd
 from tether.cli import drift as drift_cmd
+from tether.cli import eval as eval_cmd
 from tether.cli import init as init_cmd
 from tether.cli import lint as lint_cmd
 from tether.cli import profile as profile_cmd
@@ -38,6 +39,7 @@ app.add_typer(drift_cmd.drift_app, name="drift")
 app.command("watch")(drift_cmd.watch)
 app.command("diff")(drift_cmd.diff)
 app.command("ci")(drift_cmd.ci)
+app.add_typer(eval_cmd.eval_app, name="eval")
 app.add_typer(demo_cmd.app, name="demo")
 
 

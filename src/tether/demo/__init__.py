@@ -85,6 +85,11 @@ def init_demo(
     text = demo_project_text(url, schema if source_url else None)
     parse_project(text, project_file)  # the shipped file must always load
     project_file.write_text(text, encoding="utf-8")
+    from tether.demo.cases import write_cases  # gold answers are computed on the new warehouse
+
+    if step:
+        step("computing the evaluation cases' gold answers")
+    write_cases(target)
     return DemoResult(target, url, rows)
 
 

@@ -1,0 +1,172 @@
+"""`tether eval run | label | report | diff`: the evaluation harness."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from tether.cli.options import JsonOpt
+from tether.cli.output import err, out, print_json, progress
+from tether.errors import ConfigError
+
+eval_app = typer.Typer(help="Evaluate any MCP server: run cases as named users, label, report.",
+                       no_args_is_help=True)
+
+
+def _options(pairs: list[str]) -> dict[str, str]:
+    opts = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--agent-option {p!r} is not key=value.",
+                              hint="E.g. --agent-option model=qwen2.5 --agent-option constrained=true")
+        opts[key.strip()] = value
+    return opts
+
+
+def _headers(pairs: list[str]) -> dict[str, str]:
+    h = {}
+    for p in pairs:
+        key, sep, value = p.partition(":")
+        if not sep or not key.strip():
+            raise ConfigError(f"--header {p!r} is not 'Name: value'.")
+        h[key.strip()] = value.strip()
+    return h
+
+
+def server_name(target: str) -> str:
+    """A default configuration name: tether-<mode> for `tether serve`, else the program."""
+    if target.startswith("stdio:"):
+        argv = shlex.split(target[len("stdio:"):])
+        prog = Path(argv[0]).name if argv else "stdio"
+        if prog == "tether" or (prog.startswith("python") and "tether" in argv):
+            mode = argv[argv.index("--mode") + 1] if "--mode" in argv[:-1] else "grounded"
+            return f"tether-{mode}"
+        return prog
+    return urlparse(target).netloc or target
+
+
+@eval_app.command("run")
+def run(
+    server: str = typer.Option(..., "--server", help="stdio:'CMD ARGS' or an http(s) MCP URL."),
+    cases: Path = typer.Option(..., "--cases", help="cases.jsonl", dir_okay=False),
+    agent: str = typer.Option("baseline", "--agent",
+                              help="openai | anthropic | replay | baseline, or a plug-in."),
+    as_user_via: str = typer.Option(
+        None, "--as-user-via", help="How each case's as_user reaches the server: env:VAR (stdio; "
+        "default env:TETHER_USER), header:NAME, runner-token (tether over HTTP: Bearer "
+        "$TETHER_RUNNER_TOKEN plus X-Tether-As-User), or none."),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, max=64),
+    out_dir: Path = typer.Option(Path("eval-out/run"), "--out", help="Run folder (resumable)."),
+    name: str = typer.Option(None, "--name", help="Configuration name in the report "
+                             "(default: tether-<mode> for tether serve, else the program)."),
+    agent_option: list[str] = typer.Option([], "--agent-option", help="key=value, repeatable."),
+    header: list[str] = typer.Option([], "--header", help="'Name: value' sent on every HTTP "
+                                     "request, repeatable."),
+    replay: Path = typer.Option(None, "--replay", help="Recorded run folder for --agent replay.",
+                                file_okay=False),
+    max_turns: int = typer.Option(6, "--max-turns", min=1, max=50),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds per case."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Run each case against the server as its as_user and write one trace per case plus an
+    index to --out. Exit 0 when every case finished; 1 when a case ended in error or a line of
+    the cases file was invalid (the valid cases still run)."""
+    from tether.eval.agents import make_agent
+    from tether.eval.cases import load_cases
+    from tether.eval.runner import Identity, RunOptions, run_cases
+
+    if not cases.is_file():
+        raise ConfigError(f"cases file {cases} does not exist.")
+    loaded = load_cases(cases)
+    for bad in loaded.errors:
+        err.print(f"[yellow]skipped[/] {escape(str(bad))}")
+    if agent == "replay" and replay is None:
+        raise ConfigError("--agent replay needs --replay RUN_DIR (the recorded traces).")
+    the_agent = make_agent(agent, _options(agent_option))
+    opts = RunOptions(target=server, server_name=name or server_name(server),
+                      identity=Identity.parse(as_user_via, server, _headers(header)),
+                      out=out_dir, concurrency=concurrency, max_turns=max_turns,
+                      timeout_s=timeout, cases_file=str(cases), recorded=replay)
+    with progress(len(loaded.cases), f"{opts.server_name}: running cases") as step:
+        def note(message: str) -> None:
+            step(message)
+            step.advance()  # type: ignore[attr-defined]
+
+        index = asyncio.run(run_cases(loaded.cases, the_agent, opts, note))
+    failed = [e for e in index.entries if e.status == "error"]
+    if as_json:
+        print_json({"run_dir": str(out_dir), "run_id": index.run_id, "server": index.server,
+                    "cases": len(index.entries), "errors": [e.model_dump() for e in failed],
+                    "invalid_lines": [str(e) for e in loaded.errors]})
+    else:
+        out.print(f"{index.server}: {len(index.entries)} traces in {out_dir} "
+                  f"({len(failed)} errors, {len(loaded.errors)} invalid lines)")
+        for e in failed:
+            out.print(f"  {escape(e.case_id)}: {escape(e.error or '')}")
+    sys.exit(1 if failed or loaded.errors else 0)
+
+
+@eval_app.command("report")
+def report(
+    run_dirs: list[Path] = typer.Argument(..., help="Labelled run folders, one per server."),
+    out_dir: Path = typer.Option(None, "--out", help="Where report.json and report.html go "
+                                 "(default: beside the first run folder)."),
+    price_table: Path = typer.Option(None, "--prices", help="Price table YAML.", dir_okay=False),
+    as_json: bool = JsonOpt,
+) -> None:
+    """report.json (one object per server, the article's fields) and report.html."""
+    from tether.eval.prices import load_prices
+    from tether.eval.report import write_report
+
+    target = out_dir or run_dirs[0].parent
+    json_path, html_path = write_report(run_dirs, target, load_prices(price_table))
+    data = json.loads(json_path.read_text())
+    if as_json:
+        print_json(data)
+        return
+    t = Table(show_edge=False, header_style="bold")
+    cols = ("server", "cases", "correct", "correct_and_grounded", "grounding_precision",
+            "grounding_recall", "definition_match_rate", "freshness_pass_rate",
+            "policy_violation_rate", "cost_per_correct_answer_usd")
+    for c in cols:
+        t.add_column(c.replace("_", " "), overflow="fold")
+    for row in data:
+        t.add_row(*[_fmt(row.get(c)) for c in cols])
+    out.print(t)
+    out.print(f"wrote {json_path} and {html_path}")
+
+
+def _fmt(v: object) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}" if v < 1 or v != int(v) else f"{v:.0f}"
+    return escape(str(v))
+
+
+@eval_app.command("diff")
+def diff(
+    a: Path = typer.Argument(..., help="A run folder, report folder or report.json (before)."),
+    b: Path = typer.Argument(..., help="The same for after."),
+    only_changes: bool = typer.Option(False, "--only-changes"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Metric deltas and the cases that flipped between two reports. Exit 1 when a case that
+    was correct and grounded no longer is."""
+    from tether.eval.report import diff_paths, render_diff
+
+    d = diff_paths(a, b)
+    if as_json:
+        print_json(d)
+    else:
+        out.print(escape(render_diff(d, only_changes=only_changes)))
+    sys.exit(1 if (d.get("regressed") or 0) > 0 else 0)

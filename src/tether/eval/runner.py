@@ -1,0 +1,256 @@
+"""`tether eval run`: each case against an MCP server, as the case's user, one trace per case.
+
+The runner owns the MCP session (stdio or streamable HTTP, the official SDK client), the
+identity (how ``as_user`` reaches the server: an environment variable, a header, or tether's
+runner token), the simulated user, and the trace files. Agents only see :class:`AgentContext`.
+A run folder is resumable: finished cases are skipped on the next run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import shlex
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tether.errors import ConfigError
+from tether.eval.agents.base import Agent, AgentContext
+from tether.eval.cases import Case
+from tether.eval.simulator import UserSimulator
+from tether.eval.trace import (
+    Clarification,
+    IndexEntry,
+    ModelTurn,
+    RunIndex,
+    ToolCall,
+    Trace,
+)
+
+TRACES = "traces"
+INDEX = "index.json"
+CONTEXT_KEY = "tether/context"
+
+
+@dataclass
+class Identity:
+    """How as_user reaches the server (CONTRACTS.md, Identity)."""
+
+    via: str = "none"  # none | env:VAR | header:NAME | runner-token
+    token_env: str = "TETHER_RUNNER_TOKEN"
+    headers: dict[str, str] = field(default_factory=dict)  # extra headers for every request
+
+    @classmethod
+    def parse(cls, spec: str | None, target: str, headers: dict[str, str] | None = None,
+              token_env: str = "TETHER_RUNNER_TOKEN") -> Identity:
+        if not spec:
+            spec = "env:TETHER_USER" if target.startswith("stdio:") else "none"
+        ok = spec in ("none", "runner-token") or spec.startswith(("env:", "header:"))
+        if not ok or spec in ("env:", "header:"):
+            raise ConfigError(f"--as-user-via {spec!r} is not understood.",
+                              hint="Use env:VAR (stdio), header:NAME (HTTP), runner-token "
+                              "(tether over HTTP) or none.")
+        if spec.startswith("env:") and not target.startswith("stdio:"):
+            raise ConfigError(f"--as-user-via {spec} needs a stdio server; {target} is HTTP.",
+                              hint="Use header:NAME or runner-token over HTTP.")
+        if spec == "runner-token" and not os.environ.get(token_env):
+            raise ConfigError(f"--as-user-via runner-token needs the runner token in ${token_env}.",
+                              hint="Make one with `tether token add NAME --runner` and export it.")
+        return cls(spec, token_env, dict(headers or {}))
+
+    def env(self, user: str) -> dict[str, str]:
+        return {self.via[4:]: user} if self.via.startswith("env:") else {}
+
+    def http_headers(self, user: str) -> dict[str, str]:
+        h = dict(self.headers)
+        if self.via.startswith("header:"):
+            h[self.via[7:]] = user
+        elif self.via == "runner-token":
+            h["Authorization"] = f"Bearer {os.environ[self.token_env]}"
+            h["X-Tether-As-User"] = user
+        return h
+
+
+def parse_target(target: str) -> tuple[str, list[str] | str]:
+    if target.startswith("stdio:"):
+        argv = shlex.split(target[len("stdio:"):])
+        if not argv:
+            raise ConfigError("stdio: needs a command, e.g. stdio:'tether serve --project demo'.")
+        return "stdio", argv
+    if target.startswith(("http://", "https://")):
+        return "http", target
+    raise ConfigError(f"--server {target!r} is neither stdio:'CMD' nor an http(s) URL.",
+                      hint="E.g. --server stdio:'tether serve --project demo-out' or "
+                      "--server http://127.0.0.1:8765/mcp.")
+
+
+@dataclass
+class RunOptions:
+    target: str
+    server_name: str
+    identity: Identity
+    out: Path
+    concurrency: int = 1
+    max_turns: int = 6
+    timeout_s: float = 120.0
+    cases_file: str = ""
+    recorded: Path | None = None  # a run folder whose traces the replay agent re-issues
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _load_index(out: Path, opts: RunOptions, agent: Agent) -> RunIndex:
+    f = out / INDEX
+    if f.is_file():
+        try:
+            idx = RunIndex.model_validate_json(f.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise ConfigError(f"{f} is not a tether run index: {str(e).splitlines()[0]}",
+                              hint="Give a fresh --out folder.") from None
+        if idx.server != opts.server_name or idx.agent != agent.name:
+            raise ConfigError(
+                f"{out} holds a run of server {idx.server!r} with agent {idx.agent!r}; this run "
+                f"is {opts.server_name!r} with {agent.name!r}.",
+                hint="Resume with the same --name and --agent, or give another --out folder.")
+        return idx
+    return RunIndex(run_id=f"{opts.server_name}-{uuid.uuid4().hex[:8]}", server=opts.server_name,
+                    target=opts.target, agent=agent.name, model=agent.describe(),
+                    cases_file=opts.cases_file, started_at=_now())
+
+
+async def run_cases(cases: list[Case], agent: Agent, opts: RunOptions,
+                    progress: Callable[[str], None] | None = None) -> RunIndex:
+    """Run every case not already done in ``opts.out``; returns the index (also on disk)."""
+    note = progress or (lambda _m: None)
+    (opts.out / TRACES).mkdir(parents=True, exist_ok=True)
+    index = _load_index(opts.out, opts, agent)
+    done = {e.case_id for e in index.entries if e.status == "done"
+            and (opts.out / e.file).is_file()}
+    index.entries = [e for e in index.entries if e.case_id in done]
+    lock = asyncio.Lock()
+    gate = asyncio.Semaphore(max(1, opts.concurrency))
+
+    async def one(case: Case) -> None:
+        async with gate:
+            trace = await run_case(case, agent, opts)
+        name = f"{TRACES}/{_safe(case.case_id)}.json"
+        _write_atomic(opts.out / name, trace.model_dump_json(indent=1))
+        async with lock:
+            index.entries.append(IndexEntry(case_id=case.case_id, file=name,
+                                            status="error" if trace.error else "done",
+                                            error=trace.error))
+            index.entries.sort(key=lambda e: e.case_id)
+            _write_atomic(opts.out / INDEX, index.model_dump_json(indent=1))
+        note(f"{case.case_id}: {'error: ' + trace.error if trace.error else 'done'}")
+
+    todo = [c for c in cases if c.case_id not in done]
+    for c in cases:
+        if c.case_id in done:
+            note(f"{c.case_id}: already done")
+    await asyncio.gather(*(one(c) for c in todo))
+    index.finished_at = _now()
+    _write_atomic(opts.out / INDEX, index.model_dump_json(indent=1))
+    return index
+
+
+def _safe(case_id: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in case_id)
+
+
+async def run_case(case: Case, agent: Agent, opts: RunOptions) -> Trace:
+    trace = Trace(case_id=case.case_id, server=opts.server_name, target=opts.target,
+                  agent=agent.name, model=agent.describe(), as_user=case.as_user,
+                  user_role=case.user_role, question=case.question, case=case,
+                  started_at=_now())
+    try:
+        await asyncio.wait_for(_drive(case, agent, opts, trace), opts.timeout_s)
+    except TimeoutError:
+        trace.error = f"the case ran longer than {opts.timeout_s:g}s"
+    except Exception as e:  # a server or agent failure is recorded in the trace, not fatal
+        trace.error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e) else ''}"
+    trace.finished_at = _now()
+    return trace
+
+
+async def _drive(case: Case, agent: Agent, opts: RunOptions, trace: Trace) -> None:
+    from mcp import Client, StdioServerParameters
+
+    kind, where = parse_target(opts.target)
+    async with AsyncExitStack() as stack:
+        server: Any
+        if kind == "stdio":
+            assert isinstance(where, list)
+            env = dict(os.environ) | opts.identity.env(case.as_user)
+            server = StdioServerParameters(command=where[0], args=where[1:], env=env)
+        else:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers=opts.identity.http_headers(case.as_user),
+                                   timeout=opts.timeout_s))
+            server = streamable_http_client(str(where), http_client=http)
+        client = await stack.enter_async_context(Client(server))
+        listed = await client.list_tools()
+        trace.tools = [t.model_dump(by_alias=True, exclude_none=True, mode="json")
+                       for t in listed.tools]
+        versions = {t["name"]: (t.get("_meta") or {}).get(CONTEXT_KEY, {}).get("version")
+                    for t in trace.tools}
+        simulator = UserSimulator(case)
+
+        async def call_tool(name: str, arguments: dict[str, Any], turn: int) -> ToolCall:
+            t0 = time.perf_counter()
+            record = ToolCall(index=len(trace.tool_calls), turn=turn, name=name,
+                              arguments=dict(arguments), tool_version=versions.get(name))
+            try:
+                result = await client.call_tool(name, arguments)
+                texts = [getattr(c, "text", "") for c in result.content
+                         if getattr(c, "type", "") == "text"]
+                record.text = "\n".join(texts) if texts else None
+                record.structured = result.structured_content
+                record.is_error = bool(result.is_error)
+                meta = getattr(result, "meta", None)
+                record.meta = dict(meta) if meta else None
+            except Exception as e:  # a protocol error is the call's result, as a model sees it
+                record.is_error = True
+                record.text = f"{type(e).__name__}: {e}"
+            record.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+            trace.tool_calls.append(record)
+            return record
+
+        def ask_user(question: str, turn: int) -> str:
+            reply, source = simulator.answer(question)
+            trace.clarifications.append(Clarification(turn=turn, question=question, answer=reply,
+                                                      answered_from=source))
+            return reply
+
+        def record_turn(turn: ModelTurn) -> None:
+            trace.turns.append(turn)
+
+        recorded: dict[str, Any] = {}
+        if opts.recorded is not None:
+            f = opts.recorded / TRACES / f"{_safe(case.case_id)}.json"
+            if f.is_file():
+                recorded = json.loads(f.read_text(encoding="utf-8"))
+        ctx = AgentContext(case=case, tools=trace.tools, call_tool=call_tool, ask_user=ask_user,
+                           record_turn=record_turn, max_turns=opts.max_turns, trace=recorded)
+        answer = await agent.run(ctx)
+        trace.final_answer = answer.text
+        trace.answer = answer.value
+        if answer.model:
+            trace.model = answer.model

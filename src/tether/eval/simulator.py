@@ -1,0 +1,34 @@
+"""The simulated user: answers an agent's clarifying questions from the case's gold, and counts.
+
+It knows what the person asking would know: the period they mean (window and calendar), the
+region or scope they are entitled to, and nothing else. A question it cannot answer from the
+gold gets "use your judgement", recorded with ``answered_from: none``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tether.eval.cases import Case
+
+_TIME = re.compile(r"\b(quarter|fiscal|calendar|period|window|year|month|week|date|when|time|"
+                   r"range|day)s?\b", re.I)
+_REGION = re.compile(r"\b(region|regions|territory|area|market|scope|emea|amer|apac)\b", re.I)
+
+
+class UserSimulator:
+    def __init__(self, case: Case):
+        self.case = case
+        self.asked = 0
+
+    def answer(self, question: str) -> tuple[str, str]:
+        """(the reply, which gold field it came from)."""
+        self.asked += 1
+        gold = self.case.gold
+        if _TIME.search(question) and gold.window is not None:
+            w = gold.window
+            return (f"I mean {w.start.isoformat()} to {w.end.isoformat()} inclusive, on the "
+                    f"{w.calendar} calendar.", "window")
+        if _REGION.search(question) and gold.policy_scope:
+            return f"The scope is {gold.policy_scope}.", "policy_scope"
+        return "I don't know more than the question says; use your judgement.", "none"
