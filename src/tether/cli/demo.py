@@ -59,3 +59,17 @@ def drift(
     from tether.demo.drift import apply
 
     out.print(f"{step}: {apply(project.resolve(), step)} Next: tether check --project {project}")
+
+
+@app.command("cases")
+def cases(
+    project: Path = typer.Option(Path("."), "--project", "-p", help="The demo project."),
+) -> None:
+    """(Re)write the demo's cases.jsonl: its questions with gold answers computed by the
+    governed definitions on the warehouse as it is now (after `tether demo drift`, too)."""
+    from tether.demo.cases import write_cases
+    from tether.eval.cases import load_cases
+
+    path = write_cases(project.resolve())
+    out.print(f"wrote {path}: {len(load_cases(path).cases)} cases. Next: tether eval run "
+              f"--server stdio:'tether serve --project {project}' --cases {path}")

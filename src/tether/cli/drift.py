@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -13,11 +13,14 @@ from rich.table import Table
 
 from tether.cli.options import JsonOpt, ProjectOpt
 from tether.cli.output import out, print_json, progress
-from tether.config import load_project
+from tether.config import Project, load_project
 from tether.drift.check import check as run_check
 from tether.drift.check import decide
 from tether.drift.publish import open_registry
 from tether.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tether.eval.regression import RegressionResult
 
 
 def check(project: Path = ProjectOpt, as_json: bool = JsonOpt,
@@ -27,10 +30,21 @@ def check(project: Path = ProjectOpt, as_json: bool = JsonOpt,
     """One pass: detect drift, regenerate, classify, gate, publish. Exit 0 no drift, 10
     published, 11 waiting for review, 12 blocked, 2 error."""
     proj = load_project(project)
+    if proj.config.eval.regression_suite:  # a broken suite is a config error before any work
+        from tether.eval.regression import suite_dir
+
+        suite_dir(proj)
     with progress(len(proj.config.products) + 2, "checking for drift") as step:
         result = run_check(proj, progress=step, full=full)
+    regression = None
+    if result.publication is not None and proj.config.eval.regression_suite:
+        regression = _regression(proj, result.publication, quiet=as_json)
+    code = result.exit_code
+    if regression is not None and regression.flipped and code in (0, 10):
+        code = 11  # CONTRACTS: a flipped regression case waits for a person like a review
     if as_json:
-        print_json(result.to_json())
+        print_json(result.to_json() | {"exit_code": code, "regression":
+                                       regression.to_json() if regression else None})
     else:
         for e in result.events:
             out.print(f"event {escape(e['kind'])}: {escape(e['subject'])} "
@@ -45,8 +59,8 @@ def check(project: Path = ProjectOpt, as_json: bool = JsonOpt,
                       o.version or "", f"{o.change_level or ''} {o.change_kind or ''}",
                       escape(o.change_note or ""))
         out.print(t)
-        out.print(f"{len(result.events)} events; exit {result.exit_code}")
-    sys.exit(result.exit_code)
+        out.print(f"{len(result.events)} events; exit {code}")
+    sys.exit(code)
 
 
 review_app = typer.Typer(help="Changes that wait for a named human.", no_args_is_help=True)
@@ -96,6 +110,19 @@ def review_show(review_id: int = typer.Argument(...), project: Path = ProjectOpt
                 "diffs": r["body"]["diffs"]})
 
 
+def _regression(proj: Project, publication: int, quiet: bool = False) -> RegressionResult | None:
+    """Replay the project's regression suite against the tools just published."""
+    from tether.eval.regression import rerun
+
+    regression = rerun(proj, publication)
+    if regression is not None and not quiet:
+        out.print(f"regression suite: {regression.cases} cases replayed against the new tools "
+                  f"({regression.run_dir}), {len(regression.flipped)} flipped")
+        for f in regression.flipped:
+            out.print(f"  {escape(f['case_id'])}: {escape(json.dumps(f['changed']))}")
+    return regression
+
+
 def _decide(review_id: int, approve: bool, by: str, project: Path) -> None:
     if not by.strip():
         raise ConfigError("--as NAME is required: a named human decides.")
@@ -104,6 +131,10 @@ def _decide(review_id: int, approve: bool, by: str, project: Path) -> None:
     verb = "approved and published" if approve else "rejected"
     out.print(f"review {review_id} {verb} by {by}"
               + (f" (publication {pid})" if pid else ""))
+    if pid and proj.config.eval.regression_suite:
+        regression = _regression(proj, pid)
+        if regression and regression.flipped:
+            sys.exit(11)
 
 
 @review_app.command("approve")

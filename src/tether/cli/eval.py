@@ -115,6 +115,50 @@ def run(
     sys.exit(1 if failed or loaded.errors else 0)
 
 
+@eval_app.command("label")
+def label(
+    run_dir: Path = typer.Argument(..., help="A run folder written by `tether eval run`.",
+                                   file_okay=False),
+    project: Path = typer.Option(Path("."), "--project", "-p", help="The tether project whose "
+                                 "sources, glossary and policy the labeller checks against "
+                                 "(without tether.yaml there: answers, SQL and costs only).",
+                                 file_okay=False),
+    price_table: Path = typer.Option(None, "--prices", help="Price table YAML (default: "
+                                     "eval.price_table of the project).", dir_okay=False),
+    oracle: str = typer.Option(None, "--oracle", help="A policy-oracle command instead of "
+                               "tether's own (JSON on stdin and stdout: docs/eval-label.md)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Score every trace: correct, grounded, fields, definition match, freshness, policy,
+    cost and failure class; writes RUN_DIR/labels.jsonl."""
+    from tether.config import PROJECT_FILE, load_project
+    from tether.eval.label.pipeline import label_run
+    from tether.eval.prices import load_prices
+
+    if not (run_dir / "index.json").is_file():
+        raise ConfigError(f"{run_dir} holds no index.json: not a run folder.",
+                          hint="Give the --out folder of `tether eval run`.")
+    proj = load_project(project) if (project / PROJECT_FILE).is_file() else None
+    prices_path = price_table
+    if prices_path is None and proj is not None and proj.config.eval.price_table:
+        prices_path = proj.root / proj.config.eval.price_table
+    lines = label_run(run_dir, proj, load_prices(prices_path), oracle)
+    if as_json:
+        print_json([ln.model_dump(mode="json") for ln in lines])
+        return
+    t = Table(show_edge=False, header_style="bold")
+    for h in ("case", "correct", "grounded", "precision", "recall", "definition", "fresh",
+              "violations", "class", "review"):
+        t.add_column(h, overflow="fold")
+    for ln in lines:
+        t.add_row(escape(ln.case_id), _fmt(ln.correct), _fmt(ln.grounded),
+                  _fmt(ln.grounding_precision), _fmt(ln.grounding_recall),
+                  _fmt(ln.definition_match), _fmt(ln.freshness_pass), str(ln.policy_violations),
+                  ln.failure_class or "", escape(ln.review_reason or ""))
+    out.print(t)
+    out.print(f"wrote {run_dir / 'labels.jsonl'}: {len(lines)} cases")
+
+
 @eval_app.command("report")
 def report(
     run_dirs: list[Path] = typer.Argument(..., help="Labelled run folders, one per server."),
@@ -142,6 +186,16 @@ def report(
     for row in data:
         t.add_row(*[_fmt(row.get(c)) for c in cols])
     out.print(t)
+    f = Table(show_edge=False, header_style="bold", title="failed or ungrounded cases, by class")
+    f.add_column("server")
+    classes = ("entity", "semantic", "structural", "temporal", "policy")
+    for c in (*classes, "needs review"):
+        f.add_column(c, justify="right")
+    for row in data:
+        by = row["failures_by_class"]
+        f.add_row(escape(row["server"]), *[str(by.get(c, 0)) for c in classes],
+                  str(row["needs_human_review"]))
+    out.print(f)
     out.print(f"wrote {json_path} and {html_path}")
 
 

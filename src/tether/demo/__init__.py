@@ -67,6 +67,7 @@ def init_demo(
     if force:  # the old demo's registry and exported tools describe the old demo
         shutil.rmtree(target / ".tether", ignore_errors=True)
         shutil.rmtree(target / "tools", ignore_errors=True)
+        shutil.rmtree(target / "eval", ignore_errors=True)  # traces of the old demo
     tmp = target / f".{WAREHOUSE_FILE}.building"
     tmp.unlink(missing_ok=True)
     try:

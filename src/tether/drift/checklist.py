@@ -153,7 +153,16 @@ def regression(f: Facts) -> tuple[str, str]:
     suite = f.project.config.eval.regression_suite
     if not suite:
         return NOT_CONFIGURED, "no eval.regression_suite named in tether.yaml"
-    return HOLDS, f"regression suite {suite} is named"
+    d = f.project.root / suite
+    missing = [x for x in ("index.json", "labels.jsonl", "traces") if not (d / x).exists()]
+    if missing:
+        return FAILS, f"regression suite {suite} is not a labelled run folder (no {missing[0]})"
+    latest = max((v.publication for v in f.versions), default=0)
+    replayed = f.project.root / ".tether" / "regression" / f"publication-{latest}" / "labels.jsonl"
+    if latest > 1 and not replayed.is_file():  # the first publication is the baseline
+        return FAILS, (f"regression suite {suite} was not replayed against publication {latest} "
+                       "(tether check and tether review approve replay it)")
+    return HOLDS, f"regression suite {suite} replays after each publication"
 
 
 ITEMS: tuple[tuple[str, Item], ...] = (

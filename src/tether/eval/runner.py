@@ -9,6 +9,7 @@ A run folder is resumable: finished cases are skipped on the next run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.errors import ConfigError
+from tether.errors import ConfigError, TetherError
 from tether.eval.agents.base import Agent, AgentContext
 from tether.eval.cases import Case
 from tether.eval.simulator import UserSimulator
@@ -135,7 +136,11 @@ def _load_index(out: Path, opts: RunOptions, agent: Agent) -> RunIndex:
 
 async def run_cases(cases: list[Case], agent: Agent, opts: RunOptions,
                     progress: Callable[[str], None] | None = None) -> RunIndex:
-    """Run every case not already done in ``opts.out``; returns the index (also on disk)."""
+    """Run every case not already done in ``opts.out``; returns the index (also on disk).
+
+    Cases of one user share one MCP session (a stdio server starts once per user, not per
+    case); the users' sessions run concurrently, up to ``opts.concurrency``. A session that
+    fails is reopened for the user's next case."""
     note = progress or (lambda _m: None)
     (opts.out / TRACES).mkdir(parents=True, exist_ok=True)
     index = _load_index(opts.out, opts, agent)
@@ -145,24 +150,50 @@ async def run_cases(cases: list[Case], agent: Agent, opts: RunOptions,
     lock = asyncio.Lock()
     gate = asyncio.Semaphore(max(1, opts.concurrency))
 
-    async def one(case: Case) -> None:
-        async with gate:
-            trace = await run_case(case, agent, opts)
-        name = f"{TRACES}/{_safe(case.case_id)}.json"
+    async def record(trace: Trace) -> None:
+        name = f"{TRACES}/{_safe(trace.case_id)}.json"
         _write_atomic(opts.out / name, trace.model_dump_json(indent=1))
         async with lock:
-            index.entries.append(IndexEntry(case_id=case.case_id, file=name,
+            index.entries.append(IndexEntry(case_id=trace.case_id, file=name,
                                             status="error" if trace.error else "done",
                                             error=trace.error))
             index.entries.sort(key=lambda e: e.case_id)
             _write_atomic(opts.out / INDEX, index.model_dump_json(indent=1))
-        note(f"{case.case_id}: {'error: ' + trace.error if trace.error else 'done'}")
+        note(f"{trace.case_id}: {'error: ' + trace.error if trace.error else 'done'}")
 
-    todo = [c for c in cases if c.case_id not in done]
+    async def user(group: list[Case]) -> None:
+        async with gate:
+            session: _Session | None = None
+            try:
+                for case in group:
+                    if session is None:
+                        session = _Session(opts, case.as_user)
+                        try:
+                            await session.open()
+                        except Exception as e:  # the server did not start: this case's error
+                            trace = _new_trace(case, agent, opts)
+                            trace.error = _why(e)
+                            trace.finished_at = _now()
+                            await session.close()
+                            session = None
+                            await record(trace)
+                            continue
+                    trace = await run_case(case, agent, opts, session)
+                    await record(trace)
+                    if trace.error and session.broken:
+                        await session.close()
+                        session = None
+            finally:
+                if session is not None:
+                    await session.close()
+
+    groups: dict[str, list[Case]] = {}
     for c in cases:
         if c.case_id in done:
             note(f"{c.case_id}: already done")
-    await asyncio.gather(*(one(c) for c in todo))
+        else:
+            groups.setdefault(c.as_user, []).append(c)
+    await asyncio.gather(*(user(g) for g in groups.values()))
     index.finished_at = _now()
     _write_atomic(opts.out / INDEX, index.model_dump_json(indent=1))
     return index
@@ -172,85 +203,118 @@ def _safe(case_id: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in case_id)
 
 
-async def run_case(case: Case, agent: Agent, opts: RunOptions) -> Trace:
-    trace = Trace(case_id=case.case_id, server=opts.server_name, target=opts.target,
-                  agent=agent.name, model=agent.describe(), as_user=case.as_user,
-                  user_role=case.user_role, question=case.question, case=case,
-                  started_at=_now())
-    try:
-        await asyncio.wait_for(_drive(case, agent, opts, trace), opts.timeout_s)
-    except TimeoutError:
-        trace.error = f"the case ran longer than {opts.timeout_s:g}s"
-    except Exception as e:  # a server or agent failure is recorded in the trace, not fatal
-        trace.error = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e) else ''}"
-    trace.finished_at = _now()
-    return trace
+def _why(e: BaseException) -> str:
+    if isinstance(e, BaseExceptionGroup) and e.exceptions:
+        return _why(e.exceptions[0])
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text}"
 
 
-async def _drive(case: Case, agent: Agent, opts: RunOptions, trace: Trace) -> None:
-    from mcp import Client, StdioServerParameters
+def _new_trace(case: Case, agent: Agent, opts: RunOptions) -> Trace:
+    return Trace(case_id=case.case_id, server=opts.server_name, target=opts.target,
+                 agent=agent.name, model=agent.describe(), as_user=case.as_user,
+                 user_role=case.user_role, question=case.question, case=case,
+                 started_at=_now())
 
-    kind, where = parse_target(opts.target)
-    async with AsyncExitStack() as stack:
+
+class _Session:
+    """One MCP client session as one user: stdio (the user in the environment) or HTTP."""
+
+    def __init__(self, opts: RunOptions, user: str):
+        self.opts, self.user = opts, user
+        self.stack = AsyncExitStack()
+        self.client: Any = None
+        self.tools: list[dict[str, Any]] = []
+        self.broken = False
+
+    async def open(self) -> None:
+        from mcp import Client, StdioServerParameters
+
+        kind, where = parse_target(self.opts.target)
         server: Any
         if kind == "stdio":
             assert isinstance(where, list)
-            env = dict(os.environ) | opts.identity.env(case.as_user)
+            env = dict(os.environ) | self.opts.identity.env(self.user)
             server = StdioServerParameters(command=where[0], args=where[1:], env=env)
         else:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=opts.identity.http_headers(case.as_user),
-                                   timeout=opts.timeout_s))
+            http = await self.stack.enter_async_context(
+                httpx2.AsyncClient(headers=self.opts.identity.http_headers(self.user),
+                                   timeout=self.opts.timeout_s))
             server = streamable_http_client(str(where), http_client=http)
-        client = await stack.enter_async_context(Client(server))
-        listed = await client.list_tools()
-        trace.tools = [t.model_dump(by_alias=True, exclude_none=True, mode="json")
-                       for t in listed.tools]
-        versions = {t["name"]: (t.get("_meta") or {}).get(CONTEXT_KEY, {}).get("version")
-                    for t in trace.tools}
-        simulator = UserSimulator(case)
+        self.client = await asyncio.wait_for(self.stack.enter_async_context(Client(server)),
+                                             self.opts.timeout_s)
+        listed = await self.client.list_tools()
+        self.tools = [t.model_dump(by_alias=True, exclude_none=True, mode="json")
+                      for t in listed.tools]
 
-        async def call_tool(name: str, arguments: dict[str, Any], turn: int) -> ToolCall:
-            t0 = time.perf_counter()
-            record = ToolCall(index=len(trace.tool_calls), turn=turn, name=name,
-                              arguments=dict(arguments), tool_version=versions.get(name))
-            try:
-                result = await client.call_tool(name, arguments)
-                texts = [getattr(c, "text", "") for c in result.content
-                         if getattr(c, "type", "") == "text"]
-                record.text = "\n".join(texts) if texts else None
-                record.structured = result.structured_content
-                record.is_error = bool(result.is_error)
-                meta = getattr(result, "meta", None)
-                record.meta = dict(meta) if meta else None
-            except Exception as e:  # a protocol error is the call's result, as a model sees it
-                record.is_error = True
-                record.text = f"{type(e).__name__}: {e}"
-            record.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
-            trace.tool_calls.append(record)
-            return record
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):  # a dead server's pipes may fail to close
+            await self.stack.aclose()
 
-        def ask_user(question: str, turn: int) -> str:
-            reply, source = simulator.answer(question)
-            trace.clarifications.append(Clarification(turn=turn, question=question, answer=reply,
-                                                      answered_from=source))
-            return reply
 
-        def record_turn(turn: ModelTurn) -> None:
-            trace.turns.append(turn)
+async def run_case(case: Case, agent: Agent, opts: RunOptions, session: _Session) -> Trace:
+    trace = _new_trace(case, agent, opts)
+    try:
+        await asyncio.wait_for(_drive(case, agent, opts, trace, session), opts.timeout_s)
+    except TimeoutError:
+        trace.error = f"the case ran longer than {opts.timeout_s:g}s"
+        session.broken = True
+    except Exception as e:  # a server or agent failure is recorded in the trace, not fatal
+        trace.error = _why(e)
+        session.broken = session.broken or not isinstance(e, TetherError)
+    trace.finished_at = _now()
+    return trace
 
-        recorded: dict[str, Any] = {}
-        if opts.recorded is not None:
-            f = opts.recorded / TRACES / f"{_safe(case.case_id)}.json"
-            if f.is_file():
-                recorded = json.loads(f.read_text(encoding="utf-8"))
-        ctx = AgentContext(case=case, tools=trace.tools, call_tool=call_tool, ask_user=ask_user,
-                           record_turn=record_turn, max_turns=opts.max_turns, trace=recorded)
-        answer = await agent.run(ctx)
-        trace.final_answer = answer.text
-        trace.answer = answer.value
-        if answer.model:
-            trace.model = answer.model
+
+async def _drive(case: Case, agent: Agent, opts: RunOptions, trace: Trace,
+                 session: _Session) -> None:
+    client = session.client
+    trace.tools = session.tools
+    versions = {t["name"]: (t.get("_meta") or {}).get(CONTEXT_KEY, {}).get("version")
+                for t in trace.tools}
+    simulator = UserSimulator(case)
+
+    async def call_tool(name: str, arguments: dict[str, Any], turn: int) -> ToolCall:
+        t0 = time.perf_counter()
+        record = ToolCall(index=len(trace.tool_calls), turn=turn, name=name,
+                          arguments=dict(arguments), tool_version=versions.get(name))
+        try:
+            result = await client.call_tool(name, arguments)
+            texts = [getattr(c, "text", "") for c in result.content
+                     if getattr(c, "type", "") == "text"]
+            record.text = "\n".join(texts) if texts else None
+            record.structured = result.structured_content
+            record.is_error = bool(result.is_error)
+            meta = getattr(result, "meta", None)
+            record.meta = dict(meta) if meta else None
+        except Exception as e:  # a protocol error is the call's result, as a model sees it
+            record.is_error = True
+            record.text = f"{type(e).__name__}: {e}"
+        record.latency_ms = round((time.perf_counter() - t0) * 1000, 3)
+        trace.tool_calls.append(record)
+        return record
+
+    def ask_user(question: str, turn: int) -> str:
+        reply, source = simulator.answer(question)
+        trace.clarifications.append(Clarification(turn=turn, question=question, answer=reply,
+                                                  answered_from=source))
+        return reply
+
+    def record_turn(turn: ModelTurn) -> None:
+        trace.turns.append(turn)
+
+    recorded: dict[str, Any] = {}
+    if opts.recorded is not None:
+        f = opts.recorded / TRACES / f"{_safe(case.case_id)}.json"
+        if f.is_file():
+            recorded = json.loads(f.read_text(encoding="utf-8"))
+    ctx = AgentContext(case=case, tools=trace.tools, call_tool=call_tool, ask_user=ask_user,
+                       record_turn=record_turn, max_turns=opts.max_turns, trace=recorded)
+    answer = await agent.run(ctx)
+    trace.final_answer = answer.text
+    trace.answer = answer.value
+    if answer.model:
+        trace.model = answer.model

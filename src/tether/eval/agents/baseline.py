@@ -132,11 +132,17 @@ def rows_of(result: Any) -> list[dict[str, Any]]:
     return []
 
 
+def _is_key(column: str) -> bool:
+    """Identifiers and sequence numbers are never the answer (nor summed)."""
+    c = column.lower()
+    return c == "id" or c.endswith(("_id", "_no", "_ref", "_number"))
+
+
 def pick_answer(question: str, result: Any) -> Any:
     rows = rows_of(result)
     q = set(words(question))
     how_many = bool(re.search(r"\bhow many\b|\bnumber of\b|\bcount\b", question, re.I))
-    numeric = [k for k in (rows[0] if rows else {}) if all(
+    numeric = [k for k in (rows[0] if rows else {}) if not _is_key(k) and all(
         isinstance(r.get(k), int | float) and not isinstance(r.get(k), bool) for r in rows)]
     sounding = sorted((k for k in numeric if q & set(words(k))),
                       key=lambda k: (-len(q & set(words(k))), numeric.index(k)))
