@@ -221,3 +221,19 @@ def test_bad_invocations_say_what_to_do(cases: Path, tmp_path: Path, args: list[
     res = run_cli("eval", "run", "--cases", str(cases), "--out", str(tmp_path / "o"), *flat)
     assert res.returncode == 2 and message in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_harvest_turns_the_served_calls_into_candidate_cases(project: Path, tmp_path: Path) -> None:
+    """The runs above went through tether's server: its call log is a source of cases."""
+    out = tmp_path / "candidates.jsonl"
+    res = run_cli("eval", "harvest", "--project", str(project), "--out", str(out), "--json")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    loaded = load_cases(out)
+    assert not loaded.errors and len(loaded.cases) == summary["cases"] > 0
+    roles = {s["role"] for s in summary["strata"]}
+    assert {"finance_analyst", "regional_manager", "support_agent"} <= roles
+    # the refused CRM id, then the same tool again: an error, or a retry episode
+    assert any(s["outcome"] in ("error", "retry") and s["role"] == "support_agent"
+               for s in summary["strata"])
+    assert all(c.question.startswith("[write the question]") for c in loaded.cases)

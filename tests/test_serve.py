@@ -346,3 +346,39 @@ def test_list_changed_reaches_both_protocol_versions(demo_dir: Path, tmp_path: P
     finally:
         server.close()
     assert got == {"modern": True, "legacy": True}
+
+
+def test_sigterm_on_stdio_flushes_the_call_log(project_dir: Path, tmp_path: Path) -> None:
+    """An MCP client that gives up waiting for a server to exit sends SIGTERM (the SDK does
+    after 2 s): the calls made so far must still reach the call log."""
+    import signal
+    import subprocess
+
+    def calls() -> int:
+        registry = open_registry(load_project(project_dir))
+        try:
+            return len(registry.calls())
+        finally:
+            registry.close()
+
+    before = calls()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "tether"), "serve", "--project",
+                             str(project_dir), "--as-user", "fin.ana"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "order_backlog_by_status", "arguments": {}}},
+    ]
+    for m in messages:
+        proc.stdin.write(json.dumps(m) + "\n")
+        proc.stdin.flush()
+    answers = [json.loads(proc.stdout.readline()) for _ in range(2)]
+    assert answers[1]["id"] == 2 and not answers[1]["result"].get("isError")
+    proc.send_signal(signal.SIGTERM)  # stdin still open: no EOF, a signal
+    assert proc.wait(timeout=20) == 0
+    assert calls() == before + 1

@@ -7,6 +7,7 @@ import json
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import typer
@@ -82,8 +83,9 @@ def run(
     the cases file was invalid (the valid cases still run)."""
     from tether.eval.agents import make_agent
     from tether.eval.cases import load_cases
-    from tether.eval.runner import Identity, RunOptions, run_cases
+    from tether.eval.runner import Identity, RunOptions, parse_target, run_cases
 
+    parse_target(server)  # a bad target is a usage error, before any case runs
     if not cases.is_file():
         raise ConfigError(f"cases file {cases} does not exist.")
     loaded = load_cases(cases)
@@ -205,6 +207,86 @@ def _fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.3f}" if v < 1 or v != int(v) else f"{v:.0f}"
     return escape(str(v))
+
+
+@eval_app.command("harvest")
+def harvest(
+    out_file: Path = typer.Option(..., "--out", help="Candidate cases (cases.jsonl format).",
+                                  dir_okay=False),
+    project: Path = typer.Option(None, "--project", "-p", help="Read the server's call log "
+                                 "(the default when --otel is not given).", file_okay=False),
+    otel: Path = typer.Option(None, "--otel", help="An OTLP JSON export of GenAI/MCP spans.",
+                              dir_okay=False),
+    per_stratum: int = typer.Option(5, "--per-stratum", min=1, help="Cases per (tool, role, "
+                                    "outcome)."),
+    oversample: float = typer.Option(3.0, "--oversample", min=1.0, help="Weight of retries and "
+                                     "clarifications."),
+    seed: int = typer.Option(0, "--seed"),
+    retry_window: float = typer.Option(300.0, "--retry-window", help="Seconds within which the "
+                                       "same call again after an error or empty result is a "
+                                       "retry."),
+    cases_file: Path = typer.Option(None, "--cases", help="Filter these cases instead of "
+                                    "harvesting (with --keep-discriminating).", dir_okay=False),
+    keep: list[Path] = typer.Option([], "--keep-discriminating", help="Labelled run folder; "
+                                    "repeat: keep only cases some configuration failed or passed "
+                                    "ungrounded."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Candidate cases from the call log or OpenTelemetry spans, stratified by tool, role and
+    outcome, oversampling retries and clarifications; a person writes the gold."""
+    from tether.config import load_project
+    from tether.drift.publish import open_registry
+    from tether.eval.cases import load_cases
+    from tether.eval.harvest import (
+        call_log_candidates,
+        keep_discriminating,
+        otel_candidates,
+        strata,
+        stratify,
+        write_candidates,
+    )
+
+    items: list[Any]
+    if cases_file is not None:
+        if not keep:
+            raise ConfigError("--cases only makes sense with --keep-discriminating RUN_DIR.")
+        items = list(load_cases(cases_file).cases)
+    else:
+        proj = load_project(project or Path(".")) if (project or otel is None) else None
+        pool: list[Any] = []
+        if proj is not None:
+            registry = open_registry(proj)
+            try:
+                pool += call_log_candidates(registry.calls(), retry_window_s=retry_window)
+            finally:
+                registry.close()
+        if otel is not None:
+            pool += otel_candidates(otel, project=proj, retry_window_s=retry_window)
+        items = stratify(pool, per_stratum=per_stratum, oversample=oversample, seed=seed)
+    summary: dict[str, Any] = {}
+    if keep:
+        result = keep_discriminating(items, keep)
+        items = list(result.kept)
+        summary = {"kept": len(result.kept), "dropped": len(result.dropped),
+                   "unlabelled": len(result.unlabelled), "reasons": dict(result.reasons)}
+    n = write_candidates(items, out_file)
+    if as_json:
+        counts: dict[tuple[str, str, str], int] = strata(items) if cases_file is None else {}
+        print_json({"out": str(out_file), "cases": n, **summary,
+                    "strata": [{"tool": t, "role": r, "outcome": o, "cases": c}
+                               for (t, r, o), c in sorted(counts.items())]})
+        return
+    if cases_file is None:
+        t = Table(show_edge=False, header_style="bold")
+        for h in ("tool", "role", "outcome", "cases"):
+            t.add_column(h)
+        for (tool, role, outcome), c in sorted(strata(items).items()):
+            t.add_row(escape(tool), escape(role), outcome, str(c))
+        out.print(t)
+    if summary:
+        out.print(f"kept {summary['kept']}, dropped {summary['dropped']} (every configuration "
+                  f"passed grounded), {summary['unlabelled']} unlabelled")
+    out.print(f"wrote {n} candidate cases to {out_file}: write each question and gold by hand")
 
 
 @eval_app.command("diff")

@@ -31,8 +31,8 @@ CLOCK_DAY = dt.date(2026, 8, 20)
 ACTIVE_SQL = "subscriptions.status IN ('ACTIVE', 'PAUSED_BILLING')"
 BACKLOG_SQL = "orders.status IN ('NEW', 'PAID', 'ON_HOLD')"
 WIN_SQL = "deals.stage IN ('CLOSED_WON', 'CLOSED_LOST')"
-ACTIVE_FIELDS = ["subscriptions.status", "subscriptions.period_start", "subscriptions.period_end",
-                 "customers.sales_region"]
+ACTIVE_FIELDS = ["customers.customer_id", "subscriptions.status", "subscriptions.period_start",
+                 "subscriptions.period_end", "customers.sales_region"]
 ACTIVE_FORBIDDEN = ["customers.is_active", "customers.region_code"]
 USERS = {"fin.ana": ("finance_analyst", None), "mgr.emea": ("regional_manager", "EMEA"),
          "mgr.amer": ("regional_manager", "AMER"), "mgr.apac": ("regional_manager", "APAC"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -270,10 +271,20 @@ class TetherServer:
         try:
             async with stdio_server() as (read, write), anyio.create_task_group() as tg:
                 tg.start_soon(self.watch)
+                tg.start_soon(self._stop_on_signal)
                 await self.server.run(read, write, options)
                 tg.cancel_scope.cancel()
         finally:
             self.close()
+
+    async def _stop_on_signal(self) -> None:
+        """SIGTERM (an MCP client tired of waiting for an exit, a supervisor) ends the server
+        at once, but not before the pending calls reach the call log. (Cancelling is not
+        enough: stdin is read in a thread that only EOF ends.)"""
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            async for _ in signals:
+                self.close()
+                os._exit(0)
 
     def http_app(self, host: str, port: int, allowed_hosts: list[str] | None = None,
                  allowed_origins: list[str] | None = None) -> Any:
@@ -321,3 +332,4 @@ def stdio_user_from_env(explicit: str | None) -> str | None:
 def log(message: str) -> None:
     """Diagnostics go to stderr: stdout is the MCP channel on stdio."""
     print(message, file=sys.stderr, flush=True)
+

@@ -27,7 +27,13 @@ def strip_grounding(tool: GeneratedTool) -> GeneratedTool:
                          if "required" in tool.input_schema else {})},
         output_schema=None,
         annotations={"readOnlyHint": True},
-        meta={META_KEY: {"mode": "bare", "kind": tool.plan.kind}},
+        # the fields each argument reads stay in _meta (never model-visible): an evaluation must
+        # see what a bare call used as it does a grounded one, or bare would lose for missing
+        # metadata rather than for what it did
+        meta={META_KEY: {"mode": "bare", "kind": tool.plan.kind,
+                         "fields": tool.meta.get(META_KEY, {}).get("fields",
+                                                                   {"arguments": {}, "governed": []}),
+                         "products": tool.meta.get(META_KEY, {}).get("products", [])}},
         plan=tool.plan,
     )
 

@@ -1,0 +1,140 @@
+"""fields_used, grounding precision and recall, forbidden and name-alike fields.
+
+A call uses: every column its SQL touches in any clause (SELECT, WHERE, JOIN, GROUP BY, HAVING,
+ORDER BY), qualified to ``product.column``; for each argument it passed, the fields the tool's
+``fields.arguments`` maps it to (and the argument itself as ``tool.argument``); every field in
+the tool's ``fields.governed`` (what a task-specific tool applies by itself). Calls the server
+refused are left out: they read nothing. ``SELECT *`` names no field.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tether.eval.label.definition import gold_definition, governed_sql
+from tether.eval.label.predicates import column_fields, parse_predicate
+from tether.eval.label.work import Finding, Work
+
+_STOP = {"id", "ids", "at", "is", "no", "of", "the", "by", "a", "an", "and", "in", "to", "on",
+         "usd", "cents", "pct", "count", "date", "name", "type", "value", "amount", "number",
+         "ref", "key", "code"}
+
+
+def used_fields(work: Work) -> dict[str, set[str]]:
+    """{field: aliases}: the field's ``product.column`` (or ``tool.argument`` when nothing maps
+    it), with the ``tool.argument`` spellings it was passed under."""
+    gold_names = {work.ctx.field(f) for f in work.gold.required_fields + work.gold.forbidden_fields}
+    used: dict[str, set[str]] = {}
+    for c in work.ok_calls():
+        for a in c.sql:
+            for f, _ in a.shape.uses:
+                used.setdefault(f, set())
+        tool = c.tool
+        for arg, value in c.call.arguments.items():
+            if value is None or arg in c.sql_arguments:
+                continue
+            alias = f"{tool.name}.{arg}".lower()
+            mapped = (tool.arguments or {}).get(arg, ())
+            for f in mapped:
+                used.setdefault(f, set()).add(alias)
+            if not mapped and alias in gold_names:
+                used.setdefault(alias, set())
+        for f in tool.governed:
+            used.setdefault(f, set())
+    return used
+
+
+def _tokens(name: str) -> set[str]:
+    return {t for t in re.split(r"[^a-z0-9]+", name.lower()) if t}
+
+
+def name_alikes(work: Work, unrequired: list[str], required: set[str]) -> list[str]:
+    """Used fields that are not required but whose name shares a meaningful word with a
+    required field or with the business term of the definition (is_active ~ active customer,
+    region_code ~ sales_region)."""
+    products = set(work.ctx.pks) | {f.split(".")[0] for f in required}
+    stop = _STOP | {t for p in products for t in (p, p.rstrip("s"))} | {
+        t for p in products for part in p.split("_") for t in (part, part.rstrip("s"))}
+    targets: set[str] = set()
+    for r in required:
+        targets |= _tokens(r.split(".", 1)[-1])
+    term = work.scratch.get("gold_term")
+    config = work.ctx.config
+    if term and config is not None and term in config.glossary:
+        for words in [term, *config.glossary[term].synonyms]:
+            targets |= _tokens(words)
+    targets -= stop
+    out = []
+    for f in unrequired:
+        common = (_tokens(f.split(".", 1)[-1]) - stop) & targets
+        if common:
+            out.append(f)
+    return out
+
+
+def filtered_fields(work: Work) -> list[tuple[str, str]]:
+    """(call label, field) for every field a call filtered rows on: its SQL's WHERE and ON
+    conditions, the fields its arguments filter, the governed predicate of a metric tool."""
+    out: list[tuple[str, str]] = []
+    for c in work.ok_calls():
+        fields: set[str] = set()
+        for a in c.sql:
+            for _, fs, _ in a.shape.conjuncts:
+                fields |= fs
+        for arg, value in c.call.arguments.items():
+            if value is not None and arg not in c.sql_arguments:
+                fields |= set((c.tool.arguments or {}).get(arg, ()))
+        if c.tool.task_specific:
+            for sql in governed_sql(work, c) or []:
+                fields |= column_fields(parse_predicate(work.ctx, sql))
+        out += [(c.label, f) for f in sorted(fields)]
+    return out
+
+
+def grounding(work: Work) -> Finding:
+    """fields_used, grounding_precision, grounding_recall; forbidden and look-alike symptoms."""
+    f = Finding()
+    ctx = work.ctx
+    gold_definition(work)  # names the business term, for the look-alike check
+    used = used_fields(work)
+    required = {ctx.field(r) for r in work.gold.required_fields}
+    forbidden = {ctx.field(r) for r in work.gold.forbidden_fields}
+
+    def hits(field: str, names: set[str]) -> bool:
+        return field in names or bool(used.get(field, set()) & names)
+
+    good = [u for u in used if hits(u, required)]
+    covered = [r for r in required if r in used or any(r in a for a in used.values())]
+    f.values["fields_used"] = sorted(used)
+    f.values["grounding_precision"] = round(len(good) / len(used), 4) if used else None
+    f.values["grounding_recall"] = round(len(covered) / len(required), 4) if required else None
+    bad = sorted(u for u in used if hits(u, forbidden))
+    work.scratch["forbidden_used"] = bad
+    for b in bad:
+        f.symptom("semantic", f"forbidden field {b} used")
+    lookalike = name_alikes(work, sorted(u for u in used if u not in good and u not in bad),
+                            required)
+    for la in lookalike:
+        f.symptom("semantic", f"name-alike field {la} used instead of a governed field")
+    times = ctx.time_fields()
+    if required:
+        gold_pred, _ = gold_definition(work)
+        meant = required | (gold_pred.fields if gold_pred else frozenset())
+        for label, fld in filtered_fields(work):
+            if fld not in meant and fld not in times and fld not in bad and fld not in lookalike \
+                    and not hits(fld, required):
+                f.symptom("semantic", f"{label}: filtered on {fld}, which the question does not "
+                          "ask for")
+    for r in sorted(required - set(covered)):
+        cls = "temporal" if r in times else "semantic"
+        f.symptom(cls, f"required field {r} not used")
+    if ctx.project is not None and any(c.sql for c in work.ok_calls()) and ctx.schema_problem:
+        f.review.append(f"the source's schema could not be read ({ctx.schema_problem}); SQL "
+                        "columns were placed from the query alone")
+    unresolved = sorted({u for c in work.ok_calls() for a in c.sql for u in a.shape.unresolved})
+    if unresolved:
+        f.review.append("columns the labeller could not place: " + ", ".join(unresolved[:8]))
+    broken = [c.label for c in work.ok_calls() for a in c.sql if a.shape.error]
+    if broken:
+        f.review.append("SQL the labeller could not analyse in " + ", ".join(broken[:5]))
+    return f

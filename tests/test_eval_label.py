@@ -1,0 +1,737 @@
+"""`tether eval label`: hand-built traces with hand-computed labels, on the real demo warehouse.
+
+Each test builds the trace a server and an agent would have recorded (tool definitions in wire
+form with `_meta["tether/context"]`, calls, results, model turns) and checks every label field
+the rule in docs/eval-label.md fixes. Expected numbers are computed by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from tether.config import Project, load_project
+from tether.eval.cases import Case, Gold, Window
+from tether.eval.label import LabelContext, label_run, label_trace
+from tether.eval.label.answer import judge_list, judge_number, judge_string
+from tether.eval.prices import Price, PriceTable
+from tether.eval.trace import (
+    Clarification,
+    IndexEntry,
+    LabelLine,
+    ModelTurn,
+    RunIndex,
+    ToolCall,
+    Trace,
+    Usage,
+)
+
+CLOCK = "2026-08-20T09:00:00+00:00"
+FRESH = "2026-08-20T08:00:00+00:00"  # subscriptions.loaded_at in the demo: one hour old
+ACTIVE_SQL = "subscriptions.status IN ('ACTIVE', 'PAUSED_BILLING')"
+REQUIRED = ["customers.customer_id", "subscriptions.status", "customers.sales_region",
+            "subscriptions.period_start", "subscriptions.period_end"]
+FORBIDDEN = ["customers.is_active", "customers.region_code", "customers.created_at"]
+FQ1 = Window(start=dt.date(2026, 2, 1), end=dt.date(2026, 4, 30), calendar="fiscal")
+
+
+# --- tools as a tether server lists them (wire form) ---------------------------------------------
+
+
+def tool(name: str, kind: str | None, *, fields: dict[str, Any] | None = None,
+         products: list[str] | None = None, truth: dict[str, str] | None = None,
+         ids: dict[str, str] | None = None, definitions: list[str] | None = None) -> dict[str, Any]:
+    ctx: dict[str, Any] = {"kind": kind, "products": products or [],
+                           "source_of_truth": truth or {}, "canonical_ids": ids or {},
+                           "definitions": definitions or []}
+    if fields is not None:
+        ctx["fields"] = fields
+    out: dict[str, Any] = {"name": name, "description": "...", "inputSchema": {"type": "object"}}
+    if kind is not None:
+        out["_meta"] = {"tether/context": ctx}
+    return out
+
+
+RUN_SQL = {"name": "run_sql", "description": "Run a read-only SQL query and return the rows.",
+           "inputSchema": {"type": "object", "properties": {"sql": {"type": "string"}}},
+           "_meta": {"tether/context": {"mode": "generic", "kind": "sql"}}}
+ACTIVE = tool(
+    "active_customers_by_region_and_fiscal_quarter", "metric",
+    fields={"arguments": {"fiscal_quarter": ["subscriptions.period_start",
+                                             "subscriptions.period_end"],
+                          "sales_region": "customers.sales_region"},
+            "governed": ["customers.customer_id", "subscriptions.period_end",
+                         "subscriptions.period_start", "subscriptions.status"]},
+    products=["customers", "subscriptions"], truth={"active_customers": "metric:active_customers"},
+    definitions=["active customer"])
+ORDERS = tool(
+    "orders_by_status_and_customer", "list",
+    fields={"arguments": {"crm_account_id": "orders.customer_ref", "placed_at_from":
+                          "orders.placed_at", "placed_at_to": "orders.placed_at",
+                          "sales_region": "orders.sales_region", "status": "orders.status"},
+            "governed": []},
+    products=["orders"], ids={"crm_account_id": "crm_account_id"},
+    truth={c: f"orders.{c}" for c in ("order_id", "customer_ref", "sales_region", "status",
+                                      "amount_cents", "placed_at")})
+CUSTOMERS = tool(
+    "customers_by_region_and_segment", "list",
+    fields={"arguments": {"sales_region": "customers.sales_region",
+                          "segment": "customers.segment"}, "governed": []},
+    products=["customers"],
+    truth={c: f"customers.{c}" for c in ("customer_id", "name", "email", "sales_region",
+                                         "segment", "is_active")})
+TICKETS = tool(
+    "support_tickets_for_customer", "list",
+    fields={"arguments": {"canonical_customer_id": "support_tickets.customer_id",
+                          "status": "support_tickets.status"}, "governed": []},
+    products=["support_tickets"], ids={"canonical_customer_id": "canonical_customer_id"},
+    truth={c: f"support_tickets.{c}" for c in ("ticket_id", "customer_id", "status")})
+WIN = tool(
+    "win_loss_summary_trailing_window", "metric",
+    fields={"arguments": {"days": ["deals.closed_at"], "pipeline": "deals.pipeline"},
+            "governed": ["deals.amount_usd", "deals.closed_at", "deals.stage"]},
+    products=["deals"], truth={"win_rate": "metric:win_rate"}, definitions=["win rate"])
+SNAPSHOT = tool(
+    "open_pipeline_by_stage_last_night", "list",
+    fields={"arguments": {"stage": "pipeline_snapshot.stage"}, "governed": []},
+    products=["pipeline_snapshot"],
+    truth={c: f"pipeline_snapshot.{c}" for c in ("snapshot_date", "pipeline", "sales_region",
+                                                  "stage", "open_amount_usd")})
+THIRD_PARTY_QUERY = {"name": "query", "description": "Run SQL.", "inputSchema": {
+    "type": "object", "properties": {"query": {"type": "string"}}}}
+ALL_TOOLS = [RUN_SQL, ACTIVE, ORDERS, CUSTOMERS, TICKETS, WIN, SNAPSHOT, THIRD_PARTY_QUERY]
+
+
+# --- builders ------------------------------------------------------------------------------------
+
+
+def case(question: str = "How many active customers did we have in EMEA in FY2027 Q1?", *,
+         user: str = "fin.ana", role: str = "finance_analyst", **gold: Any) -> Case:
+    gold.setdefault("answer", 188)
+    return Case(case_id="c1", user_role=role, as_user=user, question=question,
+                gold=Gold(**gold))
+
+
+def result(rows: list[dict[str, Any]], as_of: str | None = FRESH, **extra: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"rows": rows, "row_count": len(rows), **extra}
+    if as_of is not None:
+        out["as_of"] = as_of
+    return out
+
+
+def call(index: int, name: str, arguments: dict[str, Any], structured: Any = None, *,
+         text: str | None = None, error: bool = False, meta: dict[str, Any] | None = None
+         ) -> ToolCall:
+    return ToolCall(index=index, turn=index, name=name, arguments=arguments, structured=structured,
+                    text=text if text is not None else json.dumps(structured),
+                    is_error=error, meta=meta)
+
+
+def trace(c: Case, calls: list[ToolCall], *, final: str | None = None, answer: Any = None,
+          turns: list[ModelTurn] | None = None, model: str | None = "m",
+          clarifications: list[Clarification] | None = None, server: str = "tether-grounded",
+          started: str = "2026-12-01T10:00:00+00:00") -> Trace:
+    return Trace(case_id=c.case_id, server=server, target="stdio:'tether serve'", agent="scripted",
+                 model=model, as_user=c.as_user, user_role=c.user_role, question=c.question,
+                 case=c, started_at=dt.datetime.fromisoformat(started), tools=ALL_TOOLS,
+                 turns=turns or [], tool_calls=calls, clarifications=clarifications or [],
+                 final_answer=final, answer=answer)
+
+
+def sql(index: int, text: str, rows: list[dict[str, Any]], **kw: Any) -> ToolCall:
+    """A run_sql call as tether's generic server answers it (rows, no as_of)."""
+    return call(index, "run_sql", {"sql": text}, {"rows": rows, "row_count": len(rows),
+                                                  "truncated": False}, **kw)
+
+
+@pytest.fixture(scope="module")
+def project(demo_dir: Path) -> Project:
+    return load_project(demo_dir)
+
+
+@pytest.fixture(scope="module")
+def ctx(project: Project) -> Iterator[LabelContext]:
+    with LabelContext.build(project, PriceTable()) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def db(demo_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = duckdb.connect(str(demo_dir / "warehouse.duckdb"), read_only=True)
+    yield con
+    con.close()
+
+
+def active_case(**over: Any) -> Case:
+    gold: dict[str, Any] = {"required_fields": REQUIRED, "forbidden_fields": FORBIDDEN,
+                            "definition_sql": ACTIVE_SQL, "window": FQ1,
+                            "freshness_bound_hours": 24}
+    gold.update(over)
+    return case(**gold)
+
+
+# --- the article's opening example ---------------------------------------------------------------
+
+
+def test_opening_example_server_a_is_correct_but_not_grounded(ctx: LabelContext,
+                                                              db: Any) -> None:
+    # the demo makes is_active and the governed definition agree in EMEA, FY2027 Q1 (188 each)
+    legacy = "SELECT COUNT(*) FROM customers WHERE is_active = true AND sales_region = 'EMEA'"
+    assert db.execute(legacy).fetchall() == [(188,)]
+    t = trace(active_case(), [
+        call(0, "list_tables", {}, {"rows": [{"table": "customers"}], "row_count": 1}),
+        sql(1, legacy, [{"count_star()": 188}]),
+    ], final="is_active sounds like the right flag. There were 188 active customers in EMEA.",
+        server="tether-generic")
+    line = label_trace(t, ctx)
+    assert (line.correct, line.grounded, line.failure_class) == (True, False, "semantic")
+    # used {is_active, sales_region}; required 5: 1 of 2 used is required, 1 of 5 required used
+    assert line.fields_used == ["customers.is_active", "customers.sales_region"]
+    assert (line.grounding_precision, line.grounding_recall) == (0.5, 0.2)
+    assert line.definition_match is False
+    assert line.freshness_pass is False  # run_sql results carry no as_of
+    assert line.policy_violations == 0
+    assert "semantic: forbidden field customers.is_active used" in line.symptoms
+    assert any(s.startswith("temporal: call 1 (run_sql): no as_of") for s in line.symptoms)
+    assert not any("list_tables" in s for s in line.symptoms)  # catalog results owe no as_of
+
+
+def test_opening_example_server_b_is_correct_and_grounded(ctx: LabelContext) -> None:
+    rows = [{"sales_region": "EMEA", "fiscal_quarter": "FY2027-Q1", "active_customers": 188}]
+    t = trace(active_case(), [call(0, ACTIVE["name"], {"sales_region": "EMEA",
+                                                       "fiscal_quarter": "FY2027-Q1"},
+                                   result(rows))],
+              final="188 active customers in EMEA in FY2027 Q1.", answer=188)
+    line = label_trace(t, ctx)
+    assert (line.correct, line.grounded, line.failure_class) == (True, True, None)
+    assert line.fields_used == sorted(REQUIRED)
+    assert (line.grounding_precision, line.grounding_recall) == (1.0, 1.0)
+    assert (line.definition_match, line.freshness_pass, line.policy_violations) == (True, True, 0)
+    assert (line.needs_human_review, line.review_reason, line.symptoms) == (False, None, [])
+
+
+def test_the_governed_sql_written_by_hand_is_grounded_but_for_its_missing_as_of(
+        ctx: LabelContext) -> None:
+    q = ("SELECT COUNT(DISTINCT c.customer_id) FROM customers c "
+         "JOIN customer_crosswalk x ON x.customer_id = c.customer_id "
+         "JOIN subscriptions s ON s.billing_account_no = x.billing_account_no "
+         "WHERE (s.status = 'PAUSED_BILLING' OR s.status = 'ACTIVE') AND c.sales_region = 'EMEA' "
+         "AND s.period_start < DATE '2026-05-01' "
+         "AND (s.period_end IS NULL OR s.period_end > DATE '2026-02-01')")
+    line = label_trace(trace(active_case(freshness_bound_hours=None),
+                             [sql(0, q, [{"n": 188}])], final="188"), ctx)
+    # the 5 required fields plus 3 join keys: 5 of 8 used are required, all 5 required used
+    assert set(line.fields_used) == set(REQUIRED) | {"customer_crosswalk.billing_account_no",
+                                                     "customer_crosswalk.customer_id",
+                                                     "subscriptions.billing_account_no"}
+    assert (line.grounding_precision, line.grounding_recall) == (round(5 / 8, 4), 1.0)
+    assert line.definition_match is True  # OR of equalities == IN, without touching the data
+    assert (line.correct, line.grounded, line.failure_class, line.symptoms) == (
+        True, True, None, [])
+
+
+# --- definition match ----------------------------------------------------------------------------
+
+
+def test_definition_match_runs_predicates_when_their_forms_differ(ctx: LabelContext) -> None:
+    c = case(definition_sql=ACTIVE_SQL)
+    runs = ctx.counters.get("predicate_runs", 0)
+    # NOT IN the other three statuses selects the same spells as IN (ACTIVE, PAUSED_BILLING)
+    same = label_trace(trace(c, [sql(0, "SELECT count(*) FROM subscriptions WHERE status NOT IN "
+                                    "('TRIAL', 'EXPIRED', 'CANCELLED')", [{"n": 1}])],
+                             final="1"), ctx)
+    assert same.definition_match is True
+    assert ctx.counters["predicate_runs"] == runs + 1
+    only_active = label_trace(trace(c, [sql(0, "SELECT count(*) FROM subscriptions s "
+                                           "WHERE 'ACTIVE' = s.status", [{"n": 1}])],
+                                    final="1"), ctx)
+    assert only_active.definition_match is False
+    assert any(s.startswith("semantic: definition mismatch: applied subscriptions.status IN "
+                            "('ACTIVE')") and "different rows" in s for s in only_active.symptoms)
+
+
+def test_definition_resolved_from_the_glossary_term_named_in_prose(ctx: LabelContext) -> None:
+    c = case(definition="active = subscription status ACTIVE or PAUSED_BILLING in the quarter")
+    grounded_call = call(0, ACTIVE["name"], {"sales_region": "EMEA", "fiscal_quarter": "FY2027-Q1"},
+                         result([{"sales_region": "EMEA", "active_customers": 188}]))
+    assert label_trace(trace(c, [grounded_call], answer=188), ctx).definition_match is True
+    # a prose definition naming no glossary term: null, and a human looks
+    vague = label_trace(trace(case(definition="customers we care about"), [grounded_call],
+                              answer=188), ctx)
+    assert vague.definition_match is None and vague.needs_human_review
+    assert "no glossary term with a predicate" in (vague.review_reason or "")
+    # no definition at all: not applicable, nothing to review
+    none = label_trace(trace(case(), [grounded_call], answer=188), ctx)
+    assert (none.definition_match, none.needs_human_review) == (None, False)
+
+
+def test_definition_as_the_or_of_several_calls(ctx: LabelContext) -> None:
+    """Order backlog: NEW, PAID and ON_HOLD asked for one call each equals the governed IN."""
+    c = case("How many orders are in the backlog?", answer=3,
+             definition_sql="orders.status IN ('NEW', 'PAID', 'ON_HOLD')")
+    calls = [call(i, ORDERS["name"], {"status": s}, result([{"order_id": i + 1}]))
+             for i, s in enumerate(["NEW", "PAID", "ON_HOLD"])]
+    assert label_trace(trace(c, calls, answer=3), ctx).definition_match is True
+    # no order is ON_HOLD before the demo's on-hold drift step: NEW + PAID selects the same rows
+    assert label_trace(trace(c, calls[:2], answer=2), ctx).definition_match is True
+    assert label_trace(trace(c, calls[:1], answer=1), ctx).definition_match is False
+
+
+def test_definition_applied_by_hand_after_grouping_goes_to_a_human(ctx: LabelContext) -> None:
+    c = case(definition_sql=ACTIVE_SQL)
+    line = label_trace(trace(c, [sql(0, "SELECT status, count(*) FROM subscriptions GROUP BY 1",
+                                     [{"status": "ACTIVE", "n": 5}])], final="188"), ctx)
+    assert line.definition_match is None and line.needs_human_review
+    assert "selected or grouped" in (line.review_reason or "")
+
+
+def test_shapes_are_parsed_once_and_literals_still_count(ctx: LabelContext) -> None:
+    """Two queries differing only in literals share one parse, yet are judged on their own
+    values."""
+    c = case(definition_sql=ACTIVE_SQL)
+    base = "SELECT count(*) FROM subscriptions WHERE status IN ('{}', '{}') AND plan <> 'X{}'"
+    first = label_trace(trace(c, [sql(0, base.format("ACTIVE", "PAUSED_BILLING", 1), [])],
+                              final="1"), ctx)
+    shapes, hits = ctx.counters.get("sql_shapes", 0), ctx.counters.get("sql_shape_hits", 0)
+    second = label_trace(trace(c, [sql(0, base.format("ACTIVE", "TRIAL", 2), [])], final="1"),
+                         ctx)
+    assert ctx.counters.get("sql_shapes", 0) == shapes
+    assert ctx.counters["sql_shape_hits"] == hits + 1
+    assert (first.definition_match, second.definition_match) == (True, False)
+
+
+def test_fields_through_tool_arguments(ctx: LabelContext) -> None:
+    """A listing tool's arguments count as the fields they filter, and match a gold field
+    written as tool.argument; a refused call counts nothing."""
+    c = case("Which NEW orders does account A-1000000 have?", answer=2,
+             required_fields=["orders_by_status_and_customer.status", "orders.customer_ref",
+                              "orders.order_id"])
+    calls = [call(0, ORDERS["name"], {"status": "NEW", "crm_account_id": "A-1000000",
+                                      "limit": 10}, result([])),
+             call(1, ORDERS["name"], {"sales_region": "EMEA"}, None, text="no", error=True)]
+    line = label_trace(trace(c, calls, answer=2), ctx)
+    # used {orders.status (alias ...status), orders.customer_ref}: both required; 2 of 3 required
+    assert line.fields_used == ["orders.customer_ref", "orders.status"]
+    assert (line.grounding_precision, line.grounding_recall) == (1.0, round(2 / 3, 4))
+    assert (line.grounded, line.failure_class) == (False, "semantic")
+    assert line.symptoms == ["semantic: required field orders.order_id not used"]
+
+
+def test_the_shape_cache_gives_what_a_plain_parse_gives(project: Project) -> None:
+    statements = [
+        "SELECT COUNT(*) FROM customers c WHERE c.is_active AND c.region_code LIKE 'EU%' "
+        "AND c.created_at < '2026-07-01' -- it's a comment",
+        "select s.plan, count(*) from subscriptions s where s.period_start between "
+        "DATE '2026-02-01' and DATE '2026-04-30' and s.mrr_cents >= 1000 and s.status in "
+        "('ACTIVE', 'PAUSED_BILLING') group by 1 order by 2 desc limit 5",
+        "SELECT \"o\".order_id FROM orders \"o\" WHERE o.order_id IN (1, 2, 3) AND o.status <> 'it''s'",
+        "WITH w AS (SELECT stage, closed_at FROM deals WHERE amount_usd > 10.5) "
+        "SELECT stage FROM w WHERE closed_at > NOW() - INTERVAL '30 days'",
+    ]
+    from tether.eval.label.predicates import pred
+    from tether.eval.label.sqlshape import analyse
+    with LabelContext.build(project) as cached, LabelContext.build(project,
+                                                                   shape_cache=False) as plain:
+        for q in statements:
+            (a,), (b,) = analyse(cached, q), analyse(plain, q)
+            assert a.values and not b.values  # the first went through placeholders
+            assert a.shape.uses == b.shape.uses and a.shape.error is None
+            assert [pred(cached, a.bind(p)).key for p, _, _ in a.shape.conjuncts] == \
+                [pred(plain, b.bind(p)).key for p, _, _ in b.shape.conjuncts]
+            assert [(x.field, x.op, [a.constant(o) for o in x.operands]) for x in a.shape.comparisons] \
+                == [(x.field, x.op, [b.constant(o) for o in x.operands]) for x in b.shape.comparisons]
+
+
+# --- correct -------------------------------------------------------------------------------------
+
+
+def test_numbers_are_read_from_text_within_tolerance() -> None:
+    q = "How much revenue did EMEA book in FY2027 Q1?"
+    assert judge_number(1284, 0, None, "We had **1,284** customers on 2026-04-30.", q)[0]
+    assert judge_number(12_500_000, 0, None, "Revenue was $12.5M in FY2027 Q1.", q)[0]
+    assert judge_number(0.42, 0, None, "The win rate is 42%.", q)[0]  # a percent is its ratio
+    assert judge_number(1234.5, 0.5, None, "About €1,234", q)[0]
+    assert not judge_number(1234.5, 0.1, None, "About €1,234", q)[0]
+    assert judge_number(1284, 0, 1284.0, "ignored when a value was given", q)[0]
+    ok, why, _ = judge_number(0.41666, 0, None, "Win rate: 41.7%", q)
+    assert not ok and "rounded for display" in why[0]
+    ok, why, scored = judge_number(1284, 0, None, "1,284 now, up from 1,100 in Q4.", q)
+    assert ok and scored == 1284 and "several numbers" in why[0]
+    assert judge_number(0, 0, None, "Acme has zero open tickets.", q) == (True, [], 0.0)
+    assert judge_number(5, 0, None, "I could not find it.", q) == (False, [], None)
+
+
+def test_strings_and_bags() -> None:
+    assert judge_string("PAUSED_BILLING", "paused billing.", None) == (True, [])
+    assert judge_string("EMEA", None, "The biggest region is EMEA.") == (True, [])
+    assert judge_string("EMEA", None, "The biggest region is AMER.") == (False, [])
+    assert judge_list(["EMEA", "AMER", "EMEA"], ["amer", "EMEA", "emea"], None, 0)[0]
+    assert not judge_list(["EMEA", "AMER", "EMEA"], ["AMER", "EMEA"], None, 0)[0]
+    table = [["EMEA", 10], ["AMER", 5]]
+    assert judge_list(table, [["AMER", 5.0], ["emea", 10]], None, 0)[0]
+    # the same column values sorted independently pair EMEA with 5: not the same table
+    assert not judge_list(table, [["AMER", 10], ["EMEA", 5]], None, 0)[0]
+    assert judge_list([{"region": "EMEA", "n": 10}], [{"Region": "emea", "N": 10, "x": 1}], None,
+                      0)[0]
+    md = "| region | n |\n|---|---|\n| AMER | 5 |\n| EMEA | 10 |"
+    assert judge_list(table, None, md, 0) == (True, [])
+    assert judge_list(["EMEA", "AMER"], None, "- EMEA\n- AMER", 0) == (True, [])
+
+
+def test_correct_prefers_the_value_and_fails_an_unfinished_case(ctx: LabelContext) -> None:
+    c = case(answer=188)
+    assert label_trace(trace(c, [], answer=188, final="two hundred"), ctx).correct is True
+    assert label_trace(trace(c, [], answer=None, final="It is 188."), ctx).correct is True
+    t = trace(c, [], final=None)
+    t.error = "agent timed out"
+    line = label_trace(t, ctx)
+    assert line.correct is False and "did not finish" in (line.review_reason or "")
+
+
+# --- freshness -----------------------------------------------------------------------------------
+
+
+def test_freshness_against_the_bound_at_the_project_clock(ctx: LabelContext) -> None:
+    def fresh(bound: float | None, *calls: ToolCall) -> LabelLine:
+        return label_trace(trace(case(freshness_bound_hours=bound), list(calls), answer=188), ctx)
+
+    snapshot_as_of = "2026-08-19T19:00:00+00:00"  # the nightly snapshot: 14 h before the clock
+    snap = call(0, SNAPSHOT["name"], {}, result([{"stage": "PROPOSAL"}], as_of=snapshot_as_of))
+    assert fresh(24, snap).freshness_pass is True
+    stale = fresh(6, snap)
+    assert stale.freshness_pass is False
+    assert any("stale data, as_of 2026-08-19T19:00:00+00:00 is 14.0 h old (bound 6 h)" in s
+               for s in stale.symptoms)
+    assert fresh(None, snap).freshness_pass is None
+    # as_of may travel in the result's _meta, or only in a JSON text result
+    in_meta = call(0, "query", {"query": "SELECT 1"}, None, text="ok", meta={"as_of": FRESH})
+    assert fresh(2, in_meta).freshness_pass is True
+    in_text = call(0, SNAPSHOT["name"], {}, None, text=json.dumps({"rows": [], "as_of": FRESH}))
+    assert fresh(2, in_text).freshness_pass is True
+    missing = fresh(2, snap, call(1, ORDERS["name"], {}, result([], as_of=None)))
+    assert missing.freshness_pass is False
+    # a refused call carries no data; with nothing else to check, a human looks
+    refused = fresh(2, call(0, ORDERS["name"], {"status": "X"}, None, text="bad", error=True))
+    assert refused.freshness_pass is None and refused.needs_human_review
+
+
+# --- policy --------------------------------------------------------------------------------------
+
+
+def _customers(db: Any, region: str, n: int = 2) -> list[dict[str, Any]]:
+    rows = db.execute("SELECT customer_id, email, sales_region FROM customers WHERE sales_region = "
+                      "$r ORDER BY customer_id LIMIT $n", {"r": region, "n": n}).fetchall()
+    return [{"customer_id": a, "email": b, "sales_region": c} for a, b, c in rows]
+
+
+def test_policy_oracle_counts_calls_that_leaked(ctx: LabelContext, db: Any) -> None:
+    emea, amer = _customers(db, "EMEA"), _customers(db, "AMER")
+    c = case("Which customers do we have?", user="mgr.emea", role="regional_manager",
+             answer=["x"])
+    own = call(0, CUSTOMERS["name"], {}, result(emea))
+    leak = call(1, CUSTOMERS["name"], {"sales_region": "AMER"}, result(amer))
+    line = label_trace(trace(c, [own, leak, leak.model_copy(update={"index": 2})],
+                             answer=["x"]), ctx)
+    assert line.policy_violations == 2  # calls, not rows
+    assert line.correct is True and line.grounded is False and line.failure_class == "policy"
+    assert any("2 customers rows outside mgr.emea's entitlement" in s for s in line.symptoms)
+    assert label_trace(trace(c, [own], answer=["x"]), ctx).policy_violations == 0
+    # an aggregate has no key: its region column is checked against the user's region
+    metric = call(0, ACTIVE["name"], {}, result([{"sales_region": "EMEA", "active_customers": 1},
+                                                 {"sales_region": "AMER", "active_customers": 2}]))
+    agg = label_trace(trace(c, [metric], answer=["x"]), ctx)
+    assert agg.policy_violations == 1
+    assert any("customers.sales_region values AMER outside mgr.emea's region" in s
+               for s in agg.symptoms)
+    # rows without their whole key are not checked by key (nothing to look up)
+    partial = call(0, SNAPSHOT["name"], {}, result([{"stage": "PROPOSAL", "open_amount_usd": 5}]))
+    assert label_trace(trace(case(), [partial], answer=188), ctx).policy_violations == 0
+
+
+def test_policy_masks_and_restricted_columns(ctx: LabelContext, db: Any) -> None:
+    rows = _customers(db, "EMEA", 1)
+    c = case("Email of a customer?", user="sup.sam", role="support_agent", answer="x")
+    unmasked = label_trace(trace(c, [call(0, CUSTOMERS["name"], {}, result(rows))],
+                                 answer="x"), ctx)
+    assert unmasked.policy_violations == 1
+    masked = [{**r, "email": "[redacted]"} for r in rows]
+    assert label_trace(trace(c, [call(0, CUSTOMERS["name"], {}, result(masked))], answer="x"),
+                       ctx).policy_violations == 0
+    q = "SELECT c.customer_id, c.tax_id AS t FROM customers c LIMIT 1"
+    fin = case("Tax id?", answer="x")
+    leak = label_trace(trace(fin, [sql(0, q, [{"customer_id": rows[0]["customer_id"],
+                                               "t": "TX-1"}])], answer="x"), ctx)
+    assert leak.policy_violations == 1
+    assert any("restricted column customers.tax_id returned as t" in s for s in leak.symptoms)
+
+
+def test_an_outside_oracle_speaks_json_on_stdin_and_stdout(project: Project, tmp_path: Path
+                                                           ) -> None:
+    script = tmp_path / "oracle.py"
+    script.write_text(
+        "import json, sys\n"
+        "req = json.load(sys.stdin)\n"
+        "assert req['protocol'] == 1 and req['as_user'] == 'mgr.emea'\n"
+        "out = [{'call': c['index'], 'detail': 'AMER row'} for c in req['calls']\n"
+        "       for r in c['rows'] or [] if r.get('sales_region') == 'AMER']\n"
+        "print(json.dumps({'violations': out}))\n")
+    c = case("Which customers?", user="mgr.emea", role="regional_manager", answer="x")
+    calls = [call(0, CUSTOMERS["name"], {}, result([{"sales_region": "AMER"}] * 2)),
+             call(1, CUSTOMERS["name"], {}, result([{"sales_region": "EMEA"}]))]
+    with LabelContext.build(project, oracle_cmd=f"{sys.executable} {script}") as octx:
+        line = label_trace(trace(c, calls, answer="x"), octx)
+    assert line.policy_violations == 1
+    assert line.symptoms == ["policy: call 0 (customers_by_region_and_segment): AMER row; AMER row"]
+    with LabelContext.build(project, oracle_cmd=f"{sys.executable} -c 'print(42)'") as bad:
+        broken = label_trace(trace(c, calls, answer="x"), bad)
+    assert broken.policy_violations == 0 and broken.needs_human_review
+    assert "answered badly" in (broken.review_reason or "")
+
+
+# --- cost ----------------------------------------------------------------------------------------
+
+
+def test_effort_tokens_and_usd(project: Project) -> None:
+    turns = [ModelTurn(index=0, usage=Usage(input_tokens=1000, output_tokens=50)),
+             ModelTurn(index=1, kind="clarification", usage=Usage(input_tokens=1200,
+                                                                   output_tokens=30)),
+             ModelTurn(index=2, kind="answer", usage=Usage(input_tokens=1500, output_tokens=20))]
+    asked = [Clarification(turn=1, question="Fiscal or calendar?", answer="fiscal",
+                           answered_from="window")]
+    prices = PriceTable(models={"gpt-*": Price(input_per_million=2.0, output_per_million=8.0)})
+    t = trace(case(), [call(0, ACTIVE["name"], {}, result([])), call(1, ORDERS["name"], {},
+                                                                     result([]))],
+              turns=turns, clarifications=asked, model="gpt-x", answer=188)
+    with LabelContext.build(project, prices) as c:
+        line = label_trace(t, c)
+    assert (line.clarifications, line.tool_calls, line.turns) == (1, 2, 3)
+    assert (line.input_tokens, line.output_tokens) == (3700, 100)
+    assert line.usd == pytest.approx((3700 * 2.0 + 100 * 8.0) / 1e6)  # 0.0082
+    with LabelContext.build(project) as c:  # a local model: priced as a small hosted one
+        assert label_trace(t.model_copy(update={"model": None}), c).usd == pytest.approx(
+            (3700 * 0.10 + 100 * 0.40) / 1e6)
+
+
+# --- failure classes -----------------------------------------------------------------------------
+
+
+def test_entity_a_crm_id_in_a_canonical_id_argument_read_as_none(ctx: LabelContext,
+                                                                 db: Any) -> None:
+    crm, open_tickets = db.execute(
+        "SELECT x.crm_account_id, count(*) FROM support_tickets t JOIN customer_crosswalk x "
+        "USING (customer_id) WHERE t.status = 'OPEN' GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 1"
+    ).fetchone()
+    c = case(f"How many open tickets does account {crm} have?", answer=open_tickets,
+             required_fields=["support_tickets.customer_id", "support_tickets.status"],
+             freshness_bound_hours=24)
+    t = trace(c, [call(0, TICKETS["name"], {"canonical_customer_id": crm, "status": "OPEN"},
+                       result([]))], final="That account has no open tickets.")
+    line = label_trace(t, ctx)
+    assert (line.correct, line.grounded, line.failure_class) == (False, False, "entity")
+    assert (line.grounding_precision, line.grounding_recall, line.freshness_pass) == (1.0, 1.0,
+                                                                                     True)
+    assert line.symptoms == [
+        f"entity: call 0 (support_tickets_for_customer): canonical_customer_id='{crm}' is a "
+        "crm_account_id value, but the argument takes canonical_customer_id",
+        "entity: call 0 (support_tickets_for_customer) returned no rows and the answer took "
+        "that as a true negative"]
+    # the same mistake in SQL: a CRM id compared with the canonical key
+    q = f"SELECT count(*) FROM support_tickets WHERE customer_id = '{crm}' AND status = 'OPEN'"
+    in_sql = label_trace(trace(c, [sql(0, q, [{"n": 0}])], final="0"), ctx)
+    assert in_sql.failure_class == "entity"
+
+
+def test_semantic_a_name_alike_column(ctx: LabelContext, db: Any) -> None:
+    q = "SELECT count(*) FROM customers WHERE region_code LIKE 'EU%'"
+    n = db.execute(q).fetchone()[0]
+    governed = db.execute("SELECT count(*) FROM customers WHERE sales_region = 'EMEA'").fetchone()[0]
+    assert n != governed
+    c = case("How many EMEA customers?", answer=governed,
+             required_fields=["customers.sales_region", "customers.customer_id"])
+    line = label_trace(trace(c, [sql(0, q, [{"n": n}])], final=f"{n:,} customers"), ctx)
+    assert (line.correct, line.failure_class) == (False, "semantic")
+    assert "semantic: name-alike field customers.region_code used instead of a governed field" \
+        in line.symptoms
+    assert (line.grounding_precision, line.grounding_recall) == (0.0, 0.0)
+
+
+def test_semantic_a_governed_definition_the_question_did_not_ask_for(ctx: LabelContext) -> None:
+    """"How many customers in EMEA?" answered with the active-customer metric: the tool's own
+    predicate narrows the meaning."""
+    c = case("How many customers are in the EMEA sales region?", answer=304,
+             required_fields=["customers.sales_region"],
+             definition_sql="customers.sales_region = 'EMEA'")
+    t = trace(c, [call(0, ACTIVE["name"], {"sales_region": "EMEA"},
+                       result([{"sales_region": "EMEA", "active_customers": 200}]))], answer=200)
+    line = label_trace(t, ctx)
+    assert (line.correct, line.definition_match, line.grounding_recall) == (False, True, 1.0)
+    assert line.grounding_precision == 0.2  # 1 of customer_id, sales_region, 2 times, status
+    assert line.failure_class == "semantic"
+    assert line.symptoms == ["semantic: call 0 (active_customers_by_region_and_fiscal_quarter): "
+                             "filtered on subscriptions.status, which the question does not ask "
+                             "for"]
+
+
+def test_structural_fan_out_units_and_pages(ctx: LabelContext, db: Any) -> None:
+    total = db.execute("SELECT sum(amount_cents) FROM orders").fetchone()[0]
+    q = "SELECT SUM(o.amount_cents) FROM orders o JOIN order_lines l ON l.order_id = o.order_id"
+    fanned = db.execute(q).fetchone()[0]
+    c = case("What is the total of all orders, in cents?", answer=total,
+             required_fields=["orders.amount_cents"])
+    line = label_trace(trace(c, [sql(0, q, [{"s": fanned}])], answer=fanned), ctx)
+    assert (line.correct, line.failure_class) == (False, "structural")
+    assert line.symptoms == ["structural: call 0 (run_sql): SUM(orders.amount_cents) after a "
+                             "one-to-many join to order_lines"]
+    # summing the lines themselves, or the orders alone, is no fan-out
+    for ok in ["SELECT SUM(l.line_amount_cents) FROM orders o JOIN order_lines l "
+               "ON l.order_id = o.order_id", "SELECT SUM(amount_cents) FROM orders"]:
+        symptoms = label_trace(trace(c, [sql(0, ok, [])], answer=total), ctx).symptoms
+        assert not [x for x in symptoms if x.startswith("structural")]
+    dollars = case("What is the total of all orders in dollars?", answer=total / 100,
+                   tolerance=0.01)
+    cents = label_trace(trace(dollars, [sql(0, "SELECT SUM(amount_cents) FROM orders", [])],
+                              final=f"${total:,}"), ctx)
+    assert (cents.correct, cents.failure_class) == (False, "structural")
+    assert "by a factor of 100: cents compared to dollars" in cents.symptoms[0]
+    mix = label_trace(trace(dollars, [sql(0, "SELECT count(*) FROM orders o JOIN deals d ON "
+                                         "d.crm_account_id = o.customer_ref WHERE o.amount_cents "
+                                         "> d.amount_usd", [])], final="7"), ctx)
+    assert mix.failure_class == "structural"
+    assert "cents compared to dollars: orders.amount_cents (USD_cents) and deals.amount_usd " \
+        "(USD) combined with GT" in mix.symptoms[0]
+    page = result([{"order_id": i} for i in range(1, 51)], next_cursor="c2", truncated=True)
+    orders = case("How many NEW orders are there?", answer=120)
+    unfollowed = label_trace(trace(orders, [call(0, ORDERS["name"], {"status": "NEW"}, page)],
+                                   final="50 orders"), ctx)
+    assert unfollowed.failure_class == "structural"
+    assert unfollowed.symptoms == ["structural: call 0 (orders_by_status_and_customer) returned "
+                                   "next_cursor and no later call followed it"]
+    followed = [call(0, ORDERS["name"], {"status": "NEW"}, page),
+                call(1, ORDERS["name"], {"status": "NEW", "cursor": "c2"}, result([]))]
+    assert label_trace(trace(orders, followed, final="50"), ctx).symptoms == []
+
+
+def test_temporal_wrong_time_column_calendar_window_and_stale_data(ctx: LabelContext) -> None:
+    win = case("What was our win rate over the last 90 days?", answer=0.4,
+               definition="win rate: closed won over closed deals", tolerance=0.01)
+    q = ("SELECT count(*) FILTER (WHERE stage = 'CLOSED_WON') * 1.0 / count(*) FROM deals "
+         "WHERE stage IN ('CLOSED_WON', 'CLOSED_LOST') AND created_at >= '2026-05-22'")
+    line = label_trace(trace(win, [sql(0, q, [])], final="The win rate was 45%."), ctx)
+    assert (line.correct, line.definition_match, line.failure_class) == (False, True, "temporal")
+    assert line.symptoms == ["temporal: call 0 (run_sql): date filter on deals.created_at, not "
+                             "the metric's time column deals.closed_at"]
+    fq2 = Window(start=dt.date(2026, 5, 1), end=dt.date(2026, 7, 31), calendar="fiscal")
+    last_q = active_case(window=fq2, freshness_bound_hours=None, answer=190)
+    calendar_q = ("SELECT COUNT(DISTINCT c.customer_id) FROM customers c JOIN customer_crosswalk x "
+                  "ON x.customer_id = c.customer_id JOIN subscriptions s ON s.billing_account_no "
+                  "= x.billing_account_no WHERE s.status IN ('ACTIVE', 'PAUSED_BILLING') "
+                  "AND c.sales_region = 'EMEA' AND s.period_start <= '2026-06-30' "
+                  "AND (s.period_end IS NULL OR s.period_end >= '2026-04-01')")
+    cal = label_trace(trace(last_q, [sql(0, calendar_q, [])], final="185"), ctx)
+    assert cal.failure_class == "temporal" and cal.definition_match is True
+    assert cal.symptoms == ["temporal: call 0 (run_sql): fiscal window computed as calendar "
+                            "(2026-04-01..2026-06-30); the question's fiscal window is "
+                            "2026-05-01..2026-07-31"]
+    wrong_fy = call(0, ACTIVE["name"], {"fiscal_quarter": "FY2026-Q2", "sales_region": "EMEA"},
+                    result([]))
+    # the right number from the wrong quarter is not grounded
+    lucky = label_trace(trace(last_q, [wrong_fy], answer=190), ctx)
+    assert (lucky.correct, lucky.grounded, lucky.failure_class) == (True, False, "temporal")
+    assert lucky.symptoms == [
+        "temporal: call 0 (active_customers_by_region_and_fiscal_quarter): period FY2026-Q2 is "
+        "2025-05-01..2025-07-31; the question's fiscal window is 2026-05-01..2026-07-31"]
+    # a period left out: the tool's default (the current quarter) is read from its result
+    default_q = call(0, ACTIVE["name"], {"sales_region": "EMEA"},
+                     result([{"sales_region": "EMEA", "fiscal_quarter": "FY2027-Q3",
+                              "active_customers": 176}]))
+    current = label_trace(trace(last_q, [default_q], answer=176), ctx)
+    assert (current.correct, current.failure_class) == (False, "temporal")
+    assert "period FY2027-Q3 is 2026-08-01..2026-10-31" in current.symptoms[0]
+    right_fy = call(0, ACTIVE["name"], {"fiscal_quarter": "FY2027-Q2", "sales_region": "EMEA"},
+                    result([]))
+    assert label_trace(trace(last_q, [right_fy], answer=190), ctx).failure_class is None
+    stale = case("How much open pipeline is in PROPOSAL right now?", answer=5,
+                 freshness_bound_hours=1)
+    snap = call(0, SNAPSHOT["name"], {"stage": "PROPOSAL"},
+                result([{"open_amount_usd": 5}], as_of="2026-08-19T19:00:00+00:00"))
+    s = label_trace(trace(stale, [snap], answer=5), ctx)
+    assert (s.correct, s.grounded, s.failure_class) == (True, False, "temporal")
+
+
+def test_primary_class_follows_the_precedence(ctx: LabelContext, db: Any) -> None:
+    """policy > entity > semantic > structural > temporal; every symptom is still listed."""
+    amer = _customers(db, "AMER", 1)
+    c = case("Active customers?", user="mgr.emea", role="regional_manager", answer=1,
+             forbidden_fields=["customers.is_active"], freshness_bound_hours=24)
+    q = "SELECT customer_id, email, sales_region FROM customers WHERE is_active"
+    line = label_trace(trace(c, [sql(0, q, amer)], answer=1), ctx)
+    assert line.failure_class == "policy"
+    assert [s.split(":")[0] for s in line.symptoms] == ["semantic", "temporal", "policy"]
+    no_symptom = label_trace(trace(case(answer=5), [], answer=4), ctx)
+    assert (no_symptom.correct, no_symptom.failure_class) == (False, None)
+    assert "classify by hand" in (no_symptom.review_reason or "")
+
+
+# --- runs and servers without a project ----------------------------------------------------------
+
+
+def test_label_run_writes_labels_jsonl(project: Project, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / "traces").mkdir(parents=True)
+    a = trace(active_case(), [call(0, ACTIVE["name"], {"sales_region": "EMEA",
+                                                       "fiscal_quarter": "FY2027-Q1"},
+                                   result([{"active_customers": 188}]))], answer=188)
+    b = a.model_copy(update={"case_id": "c2", "answer": 187})
+    for t in (a, b):
+        (run / "traces" / f"{t.case_id}.json").write_text(t.model_dump_json())
+    index = RunIndex(run_id="r1", server="tether-grounded", target="x", agent="scripted",
+                     cases_file="cases.jsonl", started_at=a.started_at, entries=[
+                         IndexEntry(case_id="c1", file="traces/c1.json", status="done"),
+                         IndexEntry(case_id="c2", file="traces/c2.json", status="done"),
+                         IndexEntry(case_id="c3", file="traces/c3.json", status="error",
+                                    error="server crashed")])
+    (run / "index.json").write_text(index.model_dump_json())
+    lines = label_run(run, project, PriceTable())
+    written = [LabelLine.model_validate_json(x)
+               for x in (run / "labels.jsonl").read_text().splitlines()]
+    assert written == lines
+    assert [(x.case_id, x.correct, x.grounded) for x in lines] == [
+        ("c1", True, True), ("c2", False, False), ("c3", None, None)]
+    assert lines[2].needs_human_review and "server crashed" in (lines[2].review_reason or "")
+
+
+def test_without_a_project_sql_is_still_read_and_the_rest_goes_to_a_human() -> None:
+    c = case(required_fields=REQUIRED, forbidden_fields=FORBIDDEN, definition_sql=ACTIVE_SQL)
+    q = "SELECT COUNT(*) FROM customers c WHERE c.is_active AND c.sales_region = 'EMEA'"
+    line = label_trace(trace(c, [call(0, "query", {"query": q}, None, text="[{'n': 188}]")],
+                             final="188", server="mcp-server-x"))
+    assert line.fields_used == ["customers.is_active", "customers.sales_region"]
+    assert (line.correct, line.grounded, line.failure_class) == (True, False, "semantic")
+    assert line.definition_match is False  # nothing filtered subscriptions.status
+    assert "policy not checked: no project" in (line.review_reason or "")
+    metric = call(0, ACTIVE["name"], {"sales_region": "EMEA"}, result([]))
+    unknown = label_trace(trace(c, [metric], answer=188))
+    assert unknown.definition_match is None
+    assert "applied an unknown predicate" in (unknown.review_reason or "")
+
+
+def test_a_source_that_is_down_sends_what_needs_it_to_a_human(demo_dir: Path,
+                                                               tmp_path: Path) -> None:
+    text = (demo_dir / "tether.yaml").read_text().replace(
+        "duckdb:///warehouse.duckdb", f"duckdb:///{tmp_path / 'gone.duckdb'}")
+    (tmp_path / "tether.yaml").write_text(text)
+    c = case(definition_sql=ACTIVE_SQL, required_fields=REQUIRED)
+    q = "SELECT count(*) FROM subscriptions s WHERE s.status <> 'TRIAL'"
+    with LabelContext.build(load_project(tmp_path)) as down:
+        line = label_trace(trace(c, [sql(0, q, [{"n": 1}])], final="188"), down)
+    assert line.fields_used == ["subscriptions.status"]  # still placed, from the query alone
+    assert line.definition_match is None
+    reason = line.review_reason or ""
+    assert "schema could not be read" in reason and "source is unavailable" in reason
