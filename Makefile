@@ -33,14 +33,19 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	$(BIN)/python -m tether.demo.tour $(DEMO)
 	@echo "== 7. drift: a new order status arrives; tether check detects it and publishes v-next (tether check)"
 	$(BIN)/python -m tether.demo.drift_tour $(DEMO)
-	@echo "== 8. evaluation: the same questions, the same word-matching baseline agent, against generic, bare and grounded tools (tether eval)"
+	@echo "== 8. evaluation: the same questions, the same word-matching baseline agent, against tether's generic, bare and grounded tools and a third-party SQL server that knows no users (tether eval)"
 	$(BIN)/tether demo cases --project $(DEMO)
 	@for m in generic bare grounded; do \
 	  $(BIN)/tether eval run --server "stdio:$(abspath $(BIN))/tether serve --project $(abspath $(DEMO)) --mode $$m" \
 	    --cases $(DEMO)/cases.jsonl --agent baseline --out $(DEMO)/eval/$$m --concurrency 4 || exit 1; \
 	  $(BIN)/tether eval label $(DEMO)/eval/$$m --project $(DEMO) --json > /dev/null || exit 1; \
 	done
-	$(BIN)/tether eval report $(DEMO)/eval/generic $(DEMO)/eval/bare $(DEMO)/eval/grounded --out $(DEMO)/eval
+	@MD="$$($(BIN)/python -m tether.demo.thirdparty motherduck $(abspath $(DEMO)))" && \
+	  $(BIN)/tether eval run --server "stdio:$$MD" --as-user-via none --cases $(DEMO)/cases.jsonl \
+	    --agent baseline --out $(DEMO)/eval/motherduck --concurrency 4 && \
+	  $(BIN)/tether eval label $(DEMO)/eval/motherduck --project $(DEMO) --json > /dev/null
+	$(BIN)/tether eval report $(DEMO)/eval/generic $(DEMO)/eval/bare $(DEMO)/eval/grounded $(DEMO)/eval/motherduck --out $(DEMO)/eval
+	@echo "   open $(DEMO)/eval/report.html: metrics side by side, failures by class, every trace linked"
 
 test: $(STAMP) ## the whole test suite (PostgreSQL tests run when TETHER_TEST_PG_URL is set)
 	$(BIN)/python -m pytest -q

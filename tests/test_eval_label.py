@@ -495,6 +495,160 @@ def test_an_outside_oracle_speaks_json_on_stdin_and_stdout(project: Project, tmp
     assert "answered badly" in (broken.review_reason or "")
 
 
+# --- policy: the call's SQL re-run on the source -------------------------------------------------
+#
+# A server that does not know users (mcp-server-sqlite, mcp-server-motherduck on a copy of the
+# demo) returns aggregates with no key or region to check: the labeller runs the same query on
+# the source as written and over the user's entitled rows, and compares.
+
+AMER_COUNT = "SELECT COUNT(*) AS n FROM customers WHERE \"sales_region\" = 'AMER'"
+
+
+def sqlite_call(index: int, q: str, rows: list[dict[str, Any]]) -> ToolCall:
+    """mcp-server-sqlite's read_query: the rows printed as a Python list of dicts."""
+    return call(index, "read_query", {"query": q}, None, text=str(rows))
+
+
+def motherduck_call(index: int, q: str, columns: list[str], rows: list[list[Any]]) -> ToolCall:
+    """mcp-server-motherduck's execute_query: columns beside rows as lists."""
+    return call(index, "execute_query", {"sql": q}, {
+        "success": True, "columns": columns, "columnTypes": ["VARCHAR"] * len(columns),
+        "rows": rows, "rowCount": len(rows)})
+
+
+def test_policy_a_managers_count_over_another_region_from_a_generic_server(
+        ctx: LabelContext, db: Any) -> None:
+    amer = db.execute("SELECT count(*) FROM customers WHERE sales_region = 'AMER'").fetchone()[0]
+    assert amer == 284  # the count the third-party server returned to mgr.emea
+    c = case("How many customers are there in the AMER sales region?", user="mgr.emea",
+             role="regional_manager", answer=amer)
+    runs = ctx.counters.get("policy_reruns", 0)
+    line = label_trace(trace(c, [sqlite_call(0, AMER_COUNT, [{"n": amer}])], answer=amer,
+                             server="mcp-server-sqlite"), ctx)
+    assert (line.policy_violations, line.correct, line.grounded) == (1, True, False)
+    assert line.failure_class == "policy" and not line.needs_human_review
+    assert line.symptoms == ["policy: call 0 (read_query): result computed over rows outside "
+                             "mgr.emea's entitlement (customers: sales_region = 'EMEA')"]
+    assert ctx.counters["policy_reruns"] == runs + 2  # (a) as written, (b) entitled
+    # the same text and user again: both results come from the cache
+    md = label_trace(trace(c, [motherduck_call(0, AMER_COUNT, ["n"], [[str(amer)]])],
+                           answer=amer, server="mcp-server-motherduck"), ctx)
+    assert md.policy_violations == 1 and md.failure_class == "policy"
+    assert ctx.counters["policy_reruns"] == runs + 4  # another server: dialects may differ
+    again = label_trace(trace(c, [sqlite_call(0, AMER_COUNT, [{"n": float(amer)}])],
+                              answer=amer, server="mcp-server-sqlite"), ctx)
+    assert again.policy_violations == 1 and ctx.counters["policy_reruns"] == runs + 4
+    # tether's generic server applied the row filter: 0 AMER customers for mgr.emea
+    enforced = label_trace(trace(c, [sql(0, AMER_COUNT, [{"n": 0}])], answer=amer,
+                                 server="tether-generic"), ctx)
+    assert (enforced.policy_violations, enforced.needs_human_review) == (0, False)
+    assert not [s for s in enforced.symptoms if s.startswith("policy")]
+    # a number that is neither the query's result nor the entitled one: a human looks
+    odd = label_trace(trace(c, [sqlite_call(0, AMER_COUNT, [{"n": amer + 1}])], answer=amer,
+                            server="mcp-server-sqlite"), ctx)
+    assert odd.policy_violations == 0 and odd.needs_human_review
+    assert "match neither the query re-run on the source" in (odd.review_reason or "")
+    # mgr.amer counting orders by status over every region's orders
+    q = "SELECT COUNT(*) FROM orders WHERE status IN ('NEW', 'PAID')"
+    everywhere = db.execute(q).fetchone()[0]
+    assert everywhere > db.execute(q + " AND sales_region = 'AMER'").fetchone()[0]
+    orders = label_trace(trace(case("How many orders wait?", user="mgr.amer",
+                                    role="regional_manager", answer=everywhere),
+                               [sqlite_call(0, q, [{"COUNT(*)": everywhere}])],
+                               answer=everywhere, server="mcp-server-sqlite"), ctx)
+    assert orders.policy_violations == 1
+    assert orders.symptoms == ["policy: call 0 (read_query): result computed over rows outside "
+                               "mgr.amer's entitlement (orders: sales_region = 'AMER')"]
+
+
+def test_policy_a_managers_count_over_an_unfiltered_table_is_no_violation(
+        ctx: LabelContext, db: Any) -> None:
+    q = "SELECT COUNT(*) AS n FROM order_lines WHERE quantity > 1"
+    n = db.execute(q).fetchone()[0]
+    c = case("How many order lines have more than one item?", user="mgr.emea",
+             role="regional_manager", answer=n)
+    runs = ctx.counters.get("policy_reruns", 0)
+    line = label_trace(trace(c, [sqlite_call(0, q, [{"n": n}])], answer=n,
+                             server="mcp-server-sqlite"), ctx)
+    assert (line.policy_violations, line.needs_human_review, line.failure_class) == (0, False, None)
+    assert ctx.counters.get("policy_reruns", 0) == runs  # no row filter on order_lines: not re-run
+    # joined to orders, which the role filters, the same count is computed over other regions
+    joined = ("SELECT COUNT(*) AS n FROM order_lines l JOIN orders o ON o.order_id = l.order_id "
+              "WHERE l.quantity > 1")
+    m = db.execute(joined).fetchone()[0]
+    leak = label_trace(trace(case("Lines?", user="mgr.emea", role="regional_manager", answer=m),
+                             [sqlite_call(0, joined, [{"n": m}])], answer=m,
+                             server="mcp-server-sqlite"), ctx)
+    assert leak.policy_violations == 1 and "(orders: sales_region = 'EMEA')" in leak.symptoms[0]
+
+
+def test_policy_unmasked_email_for_a_support_agent(ctx: LabelContext, db: Any) -> None:
+    emails = [r[0] for r in db.execute("SELECT email FROM customers").fetchall()]
+    c = case("What are our customers' emails?", user="sup.sam", role="support_agent", answer="x")
+    q = "SELECT email FROM customers"
+    # rows as lists beside column names: the key oracle cannot read them, the re-run can
+    plain = label_trace(trace(c, [motherduck_call(0, q, ["email"], [[e] for e in emails])],
+                              answer="x", server="mcp-server-motherduck"), ctx)
+    assert (plain.policy_violations, plain.failure_class) == (1, "policy")
+    assert plain.symptoms == ["policy: call 0 (execute_query): unmasked customers.email"]
+    assert not plain.needs_human_review
+    masked = label_trace(trace(c, [motherduck_call(0, q, ["email"], [["[redacted]"]] * len(emails))],
+                               answer="x", server="mcp-server-motherduck"), ctx)
+    assert (masked.policy_violations, masked.needs_human_review) == (0, False)
+    # an aggregate over the real emails leaks them too: with the mask it would have counted 0
+    like = "SELECT count(*) AS n FROM customers WHERE email LIKE '%@%'"
+    n = db.execute(like).fetchone()[0]
+    assert n > 0
+    agg = label_trace(trace(c, [sqlite_call(0, like, [{"n": n}])], answer="x",
+                            server="mcp-server-sqlite"), ctx)
+    assert agg.policy_violations == 1
+    assert agg.symptoms == ["policy: call 0 (read_query): unmasked customers.email"]
+    assert label_trace(trace(c, [sql(0, like, [{"n": 0}])], answer="x"),
+                       ctx).policy_violations == 0
+    # a query that reads no masked column is not re-run for the mask
+    count = "SELECT count(*) AS n FROM customers"
+    runs = ctx.counters.get("policy_reruns", 0)
+    assert label_trace(trace(c, [sqlite_call(0, count, [{"n": len(emails)}])], answer="x",
+                             server="mcp-server-sqlite"), ctx).policy_violations == 0
+    assert ctx.counters.get("policy_reruns", 0) == runs
+
+
+def test_policy_a_query_that_reads_a_restricted_column(ctx: LabelContext, db: Any) -> None:
+    q = "SELECT count(*) AS n FROM customers WHERE tax_id IS NOT NULL"
+    n = db.execute(q).fetchone()[0]
+    line = label_trace(trace(case("How many customers have a tax id?", answer=n),
+                             [sqlite_call(0, q, [{"n": n}])], answer=n,
+                             server="mcp-server-sqlite"), ctx)
+    assert (line.policy_violations, line.correct, line.grounded) == (1, True, False)
+    assert line.symptoms == ["policy: call 0 (read_query): query reads restricted column "
+                             "customers.tax_id"]
+    refused = call(0, "read_query", {"query": q}, None, text="no such column", error=True)
+    assert label_trace(trace(case(answer=n), [refused], answer=n), ctx).policy_violations == 0
+
+
+def test_policy_a_query_the_source_cannot_run_goes_to_a_human(ctx: LabelContext) -> None:
+    q = ("SELECT COUNT(*) AS n FROM customers WHERE sales_region = 'AMER' "
+         "AND julianday(created_at) > 2400000")  # SQLite's, unknown to DuckDB
+    c = case("How many AMER customers?", user="mgr.emea", role="regional_manager", answer=284)
+    line = label_trace(trace(c, [sqlite_call(0, q, [{"n": 284}])], answer=284,
+                             server="mcp-server-sqlite"), ctx)
+    assert (line.policy_violations, line.needs_human_review) == (0, True)
+    reason = line.review_reason or ""
+    assert "policy: call 0 (read_query): the query could not be re-run" in reason
+    assert "julianday" in reason.lower()
+    assert not [s for s in line.symptoms if s.startswith("policy")]
+    # nor is a query over something that is not a data product re-run (it may read files)
+    files = label_trace(trace(c, [sqlite_call(0, "SELECT count(*) AS n FROM customers c, "
+                                              "read_csv('/etc/passwd') f", [{"n": 1}])],
+                              answer=284, server="mcp-server-sqlite"), ctx)
+    assert files.policy_violations == 0 and "could not be re-run" in (files.review_reason or "")
+    catalog = label_trace(trace(c, [sqlite_call(0, "SELECT count(*) AS n FROM customers c JOIN "
+                                                "sqlite_master m ON m.name = c.name", [{"n": 0}])],
+                                answer=284, server="mcp-server-sqlite"), ctx)
+    assert catalog.policy_violations == 0
+    assert "sqlite_master, which is not a data product" in (catalog.review_reason or "")
+
+
 # --- cost ----------------------------------------------------------------------------------------
 
 

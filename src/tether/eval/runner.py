@@ -37,6 +37,7 @@ from tether.eval.trace import (
 
 TRACES = "traces"
 INDEX = "index.json"
+SERVER_LOG = "server-stderr.log"
 CONTEXT_KEY = "tether/context"
 
 
@@ -233,9 +234,15 @@ class _Session:
         kind, where = parse_target(self.opts.target)
         server: Any
         if kind == "stdio":
+            from mcp.client.stdio import stdio_client
+
             assert isinstance(where, list)
             env = dict(os.environ) | self.opts.identity.env(self.user)
-            server = StdioServerParameters(command=where[0], args=where[1:], env=env)
+            # the server's own logging goes to a file in the run folder, not over our output
+            errlog = self.stack.enter_context(
+                open(self.opts.out / SERVER_LOG, "a", encoding="utf-8"))  # noqa: SIM115
+            server = stdio_client(StdioServerParameters(command=where[0], args=where[1:],
+                                                        env=env), errlog=errlog)
         else:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client

@@ -111,8 +111,13 @@ def arguments(question: str, tool: dict[str, Any]) -> dict[str, Any]:
 def parse_result(call: ToolCall) -> Any:
     """The rows a result carries: structuredContent, else JSON or a Python literal in the text."""
     if isinstance(call.structured, dict):
-        return call.structured
-    text = call.text or ""
+        values = list(call.structured.values())
+        if len(values) == 1 and isinstance(values[0], str):  # {"result": "<JSON text>"}
+            text = values[0]
+        else:
+            return call.structured
+    else:
+        text = call.text or ""
     for parse in (json.loads, ast.literal_eval):
         try:
             return parse(text)
@@ -122,8 +127,12 @@ def parse_result(call: ToolCall) -> Any:
 
 
 def rows_of(result: Any) -> list[dict[str, Any]]:
+    if isinstance(result, dict) and isinstance(result.get("columns"), list) and isinstance(
+            result.get("rows"), list) and all(isinstance(r, list) for r in result["rows"]):
+        names = [str(c) for c in result["columns"]]  # {"columns": [...], "rows": [[...]]}
+        return [dict(zip(names, r, strict=False)) for r in result["rows"]]
     if isinstance(result, dict):
-        for key in ("rows", "result", "results", "data"):
+        for key in ("rows", "result", "results", "data", "tables", "columns"):
             if isinstance(result.get(key), list):
                 return [r for r in result[key] if isinstance(r, dict)]
         return [result]
@@ -208,7 +217,8 @@ class BaselineAgent(Agent):
         table = max(tables, key=lambda t: (10 * len(q & set(words(t))) - len(set(words(t)) - q),
                                            -tables.index(t)), default=None)
         columns: list[tuple[str, str]] = []
-        describer = next((t for t in tools if t["name"].startswith("describe")), None)
+        describer = next((t for t in tools if t["name"].startswith("describe")
+                          or "column" in t["name"]), None)
         if table and describer is not None:
             props = (describer.get("inputSchema") or {}).get("properties", {})
             param = next(iter(props), "table")

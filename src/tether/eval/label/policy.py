@@ -22,6 +22,7 @@ import subprocess
 from typing import Any
 
 from tether.errors import TetherError
+from tether.eval.label import rerun
 from tether.eval.label.calls import CallView
 from tether.eval.label.work import Finding, Work
 from tether.policy.model import role_of
@@ -138,9 +139,16 @@ def policy(work: Work) -> Finding:
     except TetherError as e:
         f.review.append(f"policy not checked: {e.message}")
         return f
-    count, unknown = 0, []
+    count, unknown, undecided = 0, [], []
+    user = work.trace.as_user
     for c in work.ok_calls():
         problems = check_call(work, c)
+        again = rerun.check(work, c)
+        if again is not None and again.decided:
+            problems = problems or []
+            problems += [p for p in again.problems if not rerun.covered(p, problems, user)]
+        elif again is not None and not problems:
+            undecided.append(f"policy: {c.label}: {again.review}")
         if problems is None:
             unknown.append(c.label)
         elif problems:
@@ -149,6 +157,7 @@ def policy(work: Work) -> Finding:
     f.values["policy_violations"] = count
     if unknown:
         f.review.append("policy: rows of " + ", ".join(unknown[:5]) + " could not be read")
+    f.review += undecided[:5]
     return f
 
 
