@@ -104,6 +104,7 @@ class Registry:
     def __init__(self, url: str, root: Path):
         self.url = registry_url(url, root)
         self._saved: dict[str, str] = {}  # check_state as last read, to write only what changed
+        self._saved_values: dict[str, Any] = {}
         try:
             self.engine = sa.create_engine(self.url)
             with self.engine.begin() as c:
@@ -192,14 +193,17 @@ class Registry:
         with self._tx() as c:
             rows = c.execute(sa.text("SELECT key, value FROM check_state")).fetchall()
         self._saved = dict(rows)
-        return {k: json.loads(v) for k, v in rows}
+        parsed = {k: json.loads(v) for k, v in rows}
+        self._saved_values = {k: json.loads(v) for k, v in rows}  # a copy callers cannot mutate
+        return parsed
 
     def save_state(self, state: dict[str, Any], at: dt.datetime) -> None:
         """Replace the state in one transaction, writing only the keys whose value changed
         since :meth:`state` read it (a no-drift check rewrites almost nothing)."""
         stamp = at.astimezone(dt.UTC).isoformat()
         saved = self._saved
-        texts = {k: json.dumps(v, sort_keys=True, default=str) for k, v in state.items()}
+        texts = {k: saved[k] if k in saved and self._saved_values.get(k) == v
+                 else json.dumps(v, sort_keys=True, default=str) for k, v in state.items()}
         with self._tx() as c:
             if not saved:
                 c.execute(sa.text("DELETE FROM check_state"))

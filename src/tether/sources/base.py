@@ -14,6 +14,9 @@ from tether.context.schema import Column, TypeKind
 from tether.errors import ProductError
 
 
+_PLAIN = re.compile(r"[a-z_][a-z0-9_]*")  # an identifier any dialect reads unquoted as itself
+
+
 class Source(ABC):
     """A connection to one engine. Read-only: nothing tether does through it writes."""
 
@@ -71,6 +74,10 @@ class Source(ABC):
     # --- relations ---
 
     def table_expr(self, table: str) -> exp.Table:
+        parts = table.split(".")
+        if 1 <= len(parts) <= 3 and all(_PLAIN.fullmatch(p) for p in parts):  # no parser needed
+            return exp.table_(parts[-1], db=parts[-2] if len(parts) > 1 else None,
+                              catalog=parts[0] if len(parts) == 3 else None)
         try:
             return exp.to_table(table, dialect=self.dialect)
         except sqlglot.errors.ParseError as e:

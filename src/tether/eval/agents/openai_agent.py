@@ -547,11 +547,17 @@ class _ConstrainedChat:
         return step  # not JSON at all (a server without grammar support): the text is the answer
 
     def add_assistant(self, step: Step) -> None:
+        if step.wants_answer:  # only a signal: a small model's JSON draft would leak into the answer
+            return
         self.chat.messages.append(self.chat.assistant_message(step.content))
 
     def add_results(self, results: list[Result], note: str | None) -> None:
         if note:
             note += " Reply in plain text, not JSON."
+        last = self.chat.messages[-1]
+        if not results and note and last["role"] == "user":
+            last["content"] = f"{last['content']}\n\n{note}"
+            return
         self.chat.messages.append({"role": "user", "content": results_as_text(results, note)})
 
 

@@ -295,10 +295,14 @@ def parse(work: Work, sql: str, dialect: str) -> _Parsed:
     return _Parsed(tree, dialect, tuple(sorted(products)))
 
 
-def _entitled(work: Work, src: Source, product: str, kinds: frozenset[str],
-              params: dict[str, Any]) -> exp.Query:
+def _entitled(work: Work, src: Source, product: str, kinds: frozenset[str]
+              ) -> tuple[exp.Query, dict[str, Any]]:
     """SELECT the product's columns (masked, restricted ones left out) FROM its table WHERE its
-    row filter, for the kinds of policy asked for."""
+    row filter, for the kinds of policy asked for; built once per user, product and kinds."""
+    key = ("policy_entitled", src.name, work.trace.as_user, product, kinds)
+    hit: tuple[exp.Query, dict[str, Any]] | None = work.ctx.cache.get(key)
+    if hit is not None:
+        return hit
     config, role = _role(work)
     p = config.products[product]
     masks = _masks(role, product) if "masks" in kinds else {}
@@ -309,23 +313,29 @@ def _entitled(work: Work, src: Source, product: str, kinds: frozenset[str],
             continue
         ref = exp.column(name, quoted=True)
         mask = masks.get(low)
-        text = exp.DataType.build("TEXT")
         if mask == "redact":
-            value: exp.Expr = exp.cast(exp.Literal.string(REDACTED), text)
+            value: exp.Expr = exp.Cast(this=exp.Literal.string(REDACTED), to=_text())
         elif mask == "null":
-            value = exp.cast(exp.null(), text)
+            value = exp.Cast(this=exp.null(), to=_text())
         elif mask == "hash":
-            value = exp.func("MD5", exp.cast(ref, text))
+            value = exp.func("MD5", exp.Cast(this=ref, to=_text()))
         else:
-            value = ref
-        projections.append(value.as_(name, quoted=True) if value is not ref else ref)
+            projections.append(ref)
+            continue
+        projections.append(exp.alias_(value, name, quoted=True))
     base: exp.Expr = (exp.to_table(p.table, dialect=src.dialect) if p.table
                       else src.sql_expr(p.sql or "", product))
-    select = exp.select(*projections).from_(base)
+    select = exp.Select(expressions=projections).from_(base, copy=False)
+    params: dict[str, Any] = {}
     template = role.row_filters.get(product) if "rows" in kinds else None
     if template is not None:
-        select = select.where(_bound(work, src, template, params))
-    return select
+        select = select.where(_bound(work, src, template, params), copy=False)
+    work.ctx.cache[key] = (select, params)
+    return select, params
+
+
+def _text() -> exp.DataType:
+    return exp.DataType(this=exp.DataType.Type.TEXT)
 
 
 def _bound(work: Work, src: Source, template: str, params: dict[str, Any]) -> exp.Expr:
@@ -367,12 +377,15 @@ def rewrite(work: Work, src: Source, parsed: _Parsed, kinds: frozenset[str]
         alias = node.args.get("alias")
         alias = alias.copy() if isinstance(alias, exp.TableAlias) else exp.TableAlias(
             this=exp.to_identifier(node.name))
-        return exp.Subquery(this=_entitled(work, src, product, kinds, params), alias=alias)
+        inner, bound = _entitled(work, src, product, kinds)
+        params.update(bound)
+        return exp.Subquery(this=inner.copy(), alias=alias)
 
     tree = parsed.tree.transform(swap)
     assert isinstance(tree, exp.Query)
-    capped = exp.select("*").from_(tree.subquery("tether_q")).limit(exp.Literal.number(ROW_CAP + 1))
-    return capped, params
+    capped = exp.Select(expressions=[exp.Star()]).from_(tree.subquery("tether_q", copy=False),
+                                                        copy=False)
+    return capped.limit(exp.Literal.number(ROW_CAP + 1), copy=False), params
 
 
 def run(work: Work, src: Source, parsed: _Parsed, kinds: frozenset[str]) -> _Result:
@@ -396,50 +409,18 @@ def _first_line(e: Exception) -> str:
 # --- the check -----------------------------------------------------------------------------------
 
 
-def _original(work: Work, sql: str) -> tuple[_Parsed, _Result]:
-    """The query parsed in the first dialect the source runs it in, and its rows (a): cached per
-    SQL text (the same for every user)."""
-    ctx = work.ctx
-    key = ("policy_rerun", sql, work.trace.server, work.trace.target)
-    if key not in ctx.cache:
-        value: tuple[_Parsed, _Result] | str
-        src = ctx.source()
-        if src is None:
-            value = f"the source is unavailable ({ctx.source_problem()})"
-        else:
-            why: list[str] = []
-            value = ""
-            for d in dialects(work, src):
-                try:
-                    parsed = parse(work, sql, d)
-                    srcs = {ctx.project.source_name(p) for p in parsed.products} \
-                        if ctx.project is not None else set()
-                    if len(srcs) > 1:
-                        raise Undecided("it reads products of several sources")
-                    if parsed.products:
-                        src = ctx.source(parsed.products[0]) or src
-                    value = (parsed, run(work, src, parsed, frozenset()))
-                    break
-                except Undecided as e:
-                    why.append(f"{d}: {e}")
-            if not value:
-                value = "; ".join(dict.fromkeys(why))
-        ctx.cache[key] = value
-    hit: tuple[_Parsed, _Result] | str = ctx.cache[key]
-    if isinstance(hit, str):
-        raise Undecided(hit)
-    return hit
-
-
-def _entitled_result(work: Work, sql: str, parsed: _Parsed, kinds: frozenset[str]) -> _Result:
-    key = ("policy_rerun", sql, work.trace.server, work.trace.target, work.trace.as_user, kinds)
+def _result(work: Work, sql: str, parsed: _Parsed, kinds: frozenset[str]) -> _Result:
+    """The query's rows over the tables as they are (no kinds: (a), the same for every user) or
+    over what the user may see of them ((b) and its variants): run once, then cached."""
+    user = work.trace.as_user if kinds else None
+    key = ("policy_rows", sql, parsed.dialect, user, kinds)
     ctx = work.ctx
     if key not in ctx.cache:
         value: _Result | str
         src = ctx.source(parsed.products[0] if parsed.products else None)
         try:
             if src is None:
-                raise Undecided("the source is unavailable")
+                raise Undecided(f"the source is unavailable ({ctx.source_problem()})")
             value = run(work, src, parsed, kinds)
         except Undecided as e:
             value = str(e)
@@ -448,6 +429,37 @@ def _entitled_result(work: Work, sql: str, parsed: _Parsed, kinds: frozenset[str
     if isinstance(hit, str):
         raise Undecided(hit)
     return hit
+
+
+def _parsed(work: Work, sql: str) -> tuple[_Parsed, _Result]:
+    """The query read in the first dialect (:func:`dialects`) in which it parses and the source
+    runs it, with its rows over the user's entitlement (b). The dialect is kept per SQL text and
+    server; a failure per user too (a missing attribute is the user's)."""
+    ctx = work.ctx
+    key = ("policy_parse", sql, work.trace.server, work.trace.target)
+    hit: _Parsed | None = ctx.cache.get(key)
+    if hit is not None:
+        return hit, _result(work, sql, hit, frozenset(KINDS))
+    failed = (key, work.trace.as_user)
+    if failed in ctx.cache:
+        raise Undecided(ctx.cache[failed])
+    src = ctx.source()
+    why: list[str] = []
+    for d in dialects(work, src) if src is not None else []:
+        try:
+            parsed = parse(work, sql, d)
+            if ctx.project is not None and len({ctx.project.source_name(p)
+                                                for p in parsed.products}) > 1:
+                raise Undecided("it reads products of several sources")
+            entitled = _result(work, sql, parsed, frozenset(KINDS))
+        except Undecided as e:
+            why.append(f"{d}: {e}")
+            continue
+        ctx.cache[key] = parsed
+        return parsed, entitled
+    ctx.cache[failed] = "; ".join(dict.fromkeys(why)) or \
+        f"the source is unavailable ({ctx.source_problem()})"
+    raise Undecided(ctx.cache[failed])
 
 
 def restricted_reads(work: Work, c: CallView) -> list[str]:
@@ -479,20 +491,22 @@ def check(work: Work, c: CallView) -> Rerun | None:
         return None
     if not loose and not applies(work, c, products):
         return None
+    got = returned(c)
+    if got is None:  # the oracle's own check says whether that needs a human
+        return None
+    names, rows, partial = got
     sql = c.sql[0].sql
     try:
-        parsed, original = _original(work, sql)
+        parsed, entitled = _parsed(work, sql)
         kinds = applies(work, c, parsed.products)
         if not kinds:
             return None
-        got = returned(c)
-        if got is None:  # the oracle's own check says whether that needs a human
-            return None
-        names, rows, partial = got
-        bag = _aligned(names, rows, original.names)
-        entitled = _entitled_result(work, sql, parsed, frozenset(KINDS))
-        if _same(bag, partial, entitled):
+        bag = _aligned(names, rows, entitled.names)
+        if _same(bag, partial, entitled):  # the server enforced it, or nothing was outside
             return Rerun()
+        original = _result(work, sql, parsed, frozenset())
+        if original.names != entitled.names:
+            bag = _aligned(names, rows, original.names)
         if not _same(bag, partial, original):
             return Rerun(review=(f"its {len(rows)} rows match neither the query re-run on the "
                                  f"source ({sum(original.bag.values())} rows) nor what "
@@ -501,8 +515,8 @@ def check(work: Work, c: CallView) -> Rerun | None:
         causes = list(kinds)
         if len(causes) > 1:  # which part of the policy the result went past
             causes = [k for k in kinds
-                      if not _same(bag, partial, _entitled_result(work, sql, parsed,
-                                                                  frozenset({k})))] or causes
+                      if not _same(bag, partial, _result(work, sql, parsed, frozenset({k})))
+                      ] or causes
         return Rerun([text for k in causes for text in _describe(work, k, kinds[k])])
     except Undecided as e:
         return Rerun(review=f"the query could not be re-run: {e}")
