@@ -324,8 +324,10 @@ def test_openai_constrained_json_loop(fake: FakeEndpoint) -> None:
     assert second["messages"][-1] == {"role": "user",
                                       "content": 'Result of net_revenue({"year": 2024}):\n1234.5'}
     assert second["response_format"] == fmt
-    assert "response_format" not in third  # the plain answer step
-    assert third["messages"][-1]["content"].startswith(ANSWER_NOW)
+    assert "response_format" not in third  # the plain answer step, without the JSON draft
+    assert [m["role"] for m in third["messages"]] == ["system", "user", "assistant", "user"]
+    assert third["messages"][-1]["content"] == (
+        f'Result of net_revenue({{"year": 2024}}):\n1234.5\n\n{ANSWER_NOW} Reply in plain text, not JSON.')
 
 
 def test_openai_constrained_clarification_and_json_schema_format(fake: FakeEndpoint) -> None:
