@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -319,3 +320,38 @@ def test_server_fails_closed_on_an_unreviewed_policy_change(demo: Path) -> None:
         TetherServer(load_project(demo), stdio_user="fin.ana")
     res = run_cli("serve", "--project", str(demo), "--as-user", "fin.ana")
     assert res.returncode == 2 and "not approved" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_fingerprint_on_call_flags_a_schema_that_moved_under_a_tool(demo: Path) -> None:
+    """serve.fingerprint_ttl_seconds: a call notices the rename before any tether check ran."""
+    import time
+
+    p = demo / "tether.yaml"
+    p.write_text(p.read_text() + "\nserve: {fingerprint_ttl_seconds: 0.2}\n")
+    calls = [("items_in_an_order", {"order_id": 1}),
+             ("orders_by_status_and_customer", {"status": "PAID", "limit": 1}),
+             ("customers_by_region_and_segment", {"limit": 1})]
+
+    def ask() -> list[Any]:
+        server = TetherServer(load_project(demo), stdio_user="fin.ana")
+        try:
+            async def go() -> list[Any]:
+                async with Client(server.server) as c:
+                    return [await c.call_tool(n, a) for n, a in calls]
+            return anyio.run(go)
+        finally:
+            server.close()
+
+    items, orders, customers = ask()
+    assert not orders.is_error and "schema_drift" not in orders.structured_content
+    apply(demo, "rename")  # orders.currency -> currency_code, no tether check yet
+    apply(demo, "new-restricted-column")  # customers gains a column: the query still works
+    time.sleep(0.3)
+    items, orders, customers = ask()
+    assert not customers.is_error
+    assert "the schema of customers changed" in customers.structured_content["schema_drift"]
+    assert not items.is_error and "schema_drift" not in items.structured_content  # not below it
+    assert orders.is_error  # the published query still selects currency
+    text = orders.content[0].text
+    assert "the schema of orders changed since orders_by_status_and_customer 1.0.0" in text
+    assert "run tether check" in text

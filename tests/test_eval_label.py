@@ -529,19 +529,29 @@ def test_policy_a_managers_count_over_another_region_from_a_generic_server(
     assert line.failure_class == "policy" and not line.needs_human_review
     assert line.symptoms == ["policy: call 0 (read_query): result computed over rows outside "
                              "mgr.emea's entitlement (customers: sales_region = 'EMEA')"]
-    assert ctx.counters["policy_reruns"] == runs + 2  # (a) as written, (b) entitled
-    # the same text and user again: both results come from the cache
+    assert ctx.counters["policy_reruns"] == runs + 2  # (b) entitled, then (a) as written
+    # the same text and user again (another server, the same dialect): both rows are cached;
+    # the number may come back as text in a list beside the column names
     md = label_trace(trace(c, [motherduck_call(0, AMER_COUNT, ["n"], [[str(amer)]])],
                            answer=amer, server="mcp-server-motherduck"), ctx)
     assert md.policy_violations == 1 and md.failure_class == "policy"
-    assert ctx.counters["policy_reruns"] == runs + 4  # another server: dialects may differ
     again = label_trace(trace(c, [sqlite_call(0, AMER_COUNT, [{"n": float(amer)}])],
                               answer=amer, server="mcp-server-sqlite"), ctx)
-    assert again.policy_violations == 1 and ctx.counters["policy_reruns"] == runs + 4
+    assert again.policy_violations == 1 and ctx.counters["policy_reruns"] == runs + 2
     # tether's generic server applied the row filter: 0 AMER customers for mgr.emea
     enforced = label_trace(trace(c, [sql(0, AMER_COUNT, [{"n": 0}])], answer=amer,
                                  server="tether-generic"), ctx)
     assert (enforced.policy_violations, enforced.needs_human_review) == (0, False)
+    # another manager: (a) is shared, only (b) is run for mgr.apac
+    apac = label_trace(trace(case("AMER?", user="mgr.apac", role="regional_manager",
+                                  answer=amer), [sqlite_call(0, AMER_COUNT, [{"n": amer}])],
+                             answer=amer, server="mcp-server-sqlite"), ctx)
+    assert apac.policy_violations == 1 and ctx.counters["policy_reruns"] == runs + 3
+    # mgr.amer may count AMER's customers: the same rows, no violation
+    own = label_trace(trace(case("AMER?", user="mgr.amer", role="regional_manager",
+                                 answer=amer), [sqlite_call(0, AMER_COUNT, [{"n": amer}])],
+                            answer=amer, server="mcp-server-sqlite"), ctx)
+    assert (own.policy_violations, own.needs_human_review) == (0, False)
     assert not [s for s in enforced.symptoms if s.startswith("policy")]
     # a number that is neither the query's result nor the entitled one: a human looks
     odd = label_trace(trace(c, [sqlite_call(0, AMER_COUNT, [{"n": amer + 1}])], answer=amer,
@@ -647,6 +657,11 @@ def test_policy_a_query_the_source_cannot_run_goes_to_a_human(ctx: LabelContext)
                                 answer=284, server="mcp-server-sqlite"), ctx)
     assert catalog.policy_violations == 0
     assert "sqlite_master, which is not a data product" in (catalog.review_reason or "")
+    # what reads only the catalog holds no product rows: nothing to re-run, nothing to review
+    for q in ["PRAGMA table_info(customers)", "SELECT name FROM sqlite_master WHERE type = 'table'"]:
+        meta = label_trace(trace(c, [sqlite_call(0, q, [{"name": "customers"}])], answer=284,
+                                 server="mcp-server-sqlite"), ctx)
+        assert (meta.policy_violations, meta.needs_human_review) == (0, False), q
 
 
 # --- cost ----------------------------------------------------------------------------------------

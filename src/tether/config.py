@@ -249,6 +249,10 @@ class ServeConfig(Model):
     statement_timeout_seconds: float = Field(
         default=10.0, gt=0, description="A tool's query running longer is cancelled."
     )
+    fingerprint_ttl_seconds: float = Field(
+        default=0, ge=0, description="When > 0, a call checks (at most once per this many "
+        "seconds per product) that its products still have the schema the tool was generated "
+        "from, and adds schema_drift to the result when not. 0: off (tether check does it).")
 
 
 class PageConfig(Model):

@@ -24,6 +24,7 @@ from tether.context.profile import ProductProfile
 from tether.context.schema import Column
 from tether.errors import TetherError
 from tether.policy.model import exposable, tool_visible
+from tether.profiling.fingerprint import schema_fingerprint
 from tether.policy.pushdown import (
     mask_of,
     masked,
@@ -69,6 +70,7 @@ class Executor:
     _sql_text: dict[tuple[Any, ...], str] = field(default_factory=dict)
     _fresh: dict[str, tuple[float, dt.datetime | None]] = field(default_factory=dict)
     _exposable: dict[str, list[Column]] = field(default_factory=dict)
+    _fingerprints: dict[str, tuple[float, str | None]] = field(default_factory=dict)
     freshness_ttl: float = 2.0
 
     @property
@@ -85,6 +87,39 @@ class Executor:
         for s in self.sources.values():
             s.close()
         self.sources.clear()
+
+    # --- fingerprint on call ---
+
+    def schema_drift(self, call: Call) -> str | None:
+        """With serve.fingerprint_ttl_seconds > 0: when a product below the tool no longer has
+        the schema the tool was generated from, say so (recomputed at most once per TTL)."""
+        ttl = self.project.config.serve.fingerprint_ttl_seconds
+        ctx = call.definition.get("_meta", {}).get(META_KEY, {})
+        published = ctx.get("schema_fingerprint")
+        if not ttl or not published:
+            return None
+        want = {published} if isinstance(published, str) else set(published)
+        now = time.monotonic()
+        moved = []
+        for product in ctx.get("products", []):
+            at, fp = self._fingerprints.get(product, (-ttl - 1.0, None))
+            if now - at > ttl:
+                p = self.project.config.products.get(product)
+                if p is None:
+                    continue
+                src = self.source(p.source)
+                try:
+                    rel = src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", product)
+                    fp = schema_fingerprint(src.describe(rel, label=product))
+                except TetherError:
+                    fp = None  # gone altogether: the query itself will say so
+                self._fingerprints[product] = (now, fp)
+            if fp is not None and fp not in want:
+                moved.append(product)
+        if not moved:
+            return None
+        return (f"the schema of {', '.join(moved)} changed since {call.tool} {call.version} was "
+                "generated: results may no longer match this definition; run tether check")
 
     # --- entry point ---
 

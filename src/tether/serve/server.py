@@ -181,7 +181,15 @@ class TetherServer:
             version = entry.version
             deprecated = int(entry.successor is not None)
             call = Call(user, entry.name, entry.version, entry.definition, entry.plan, args)
-            result = await anyio.to_thread.run_sync(self.executor.run, call)
+            drift = await anyio.to_thread.run_sync(self.executor.schema_drift, call)
+            try:
+                result = await anyio.to_thread.run_sync(self.executor.run, call)
+            except ToolError as e:  # a stale definition often fails: say why
+                if drift:
+                    raise ToolError(f"{e} ({drift})") from None
+                raise
+            if drift:
+                result["schema_drift"] = drift
             if entry.successor is not None:
                 result["deprecation"] = (
                     f"version {entry.version} is deprecated; served until "

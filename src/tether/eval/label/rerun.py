@@ -63,6 +63,10 @@ class Undecided(Exception):
     """The query cannot be re-run or compared; the message says why."""
 
 
+class NoData(Exception):
+    """The statement reads no data product (the catalog, constants): nothing to leak."""
+
+
 @dataclass(frozen=True)
 class Rerun:
     """What re-running a call's SQL found: problems (empty: nothing leaked) or why not decided."""
@@ -272,11 +276,14 @@ def parse(work: Work, sql: str, dialect: str) -> _Parsed:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except sqlglot.errors.SqlglotError as e:
         raise Undecided(f"it does not parse as {dialect}: {str(e).splitlines()[0]}") from None
+    if statements and all(_catalog(x) for x in statements):
+        raise NoData()
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         raise Undecided("it is not exactly one query")
     tree = statements[0]
     ctes = {x.alias_or_name.lower() for x in tree.find_all(exp.CTE)}
     products: set[str] = set()
+    others: set[str] = set()
     for node in tree.walk():
         if isinstance(node, exp.Func):
             name = str(node.this) if isinstance(node, exp.Anonymous) else str(node.sql_name())
@@ -290,9 +297,23 @@ def parse(work: Work, sql: str, dialect: str) -> _Parsed:
                 continue
             product = work.ctx.table_map.get(name)
             if product is None:
-                raise Undecided(f"it reads {node.name}, which is not a data product")
-            products.add(product)
+                others.add(node.name)
+            else:
+                products.add(product)
+    if others and products:
+        raise Undecided(f"it reads {', '.join(sorted(others))}, which is not a data product")
+    if not products:
+        raise NoData()
     return _Parsed(tree, dialect, tuple(sorted(products)))
+
+
+def _catalog(stmt: exp.Expr) -> bool:
+    """PRAGMA, SHOW, DESCRIBE and the like: what they return describes the catalog."""
+    kinds = tuple(getattr(exp, n) for n in ("Describe", "Show", "Pragma") if hasattr(exp, n))
+    if isinstance(stmt, kinds):
+        return True
+    return isinstance(stmt, exp.Command) and str(stmt.this).upper() in (
+        "PRAGMA", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "SUMMARIZE")
 
 
 def _entitled(work: Work, src: Source, product: str, kinds: frozenset[str]
@@ -389,10 +410,12 @@ def rewrite(work: Work, src: Source, parsed: _Parsed, kinds: frozenset[str]
 
 
 def run(work: Work, src: Source, parsed: _Parsed, kinds: frozenset[str]) -> _Result:
-    query, params = rewrite(work, src, parsed, kinds)
     try:
+        with work.ctx.timed("policy_rewrite"):
+            query, params = rewrite(work, src, parsed, kinds)
+            text = src.render(query)
         with work.ctx.timed("policy_rerun_sql"):
-            names, rows = src.run_named(src.render(query), params, work.ctx.statement_timeout)
+            names, rows = src.run_named(text, params, work.ctx.statement_timeout)
     except (TetherError, sqlglot.errors.SqlglotError) as e:
         raise Undecided(f"the source could not run it: {_first_line(e)}") from None
     work.ctx.count("policy_reruns")
@@ -431,13 +454,16 @@ def _result(work: Work, sql: str, parsed: _Parsed, kinds: frozenset[str]) -> _Re
     return hit
 
 
-def _parsed(work: Work, sql: str) -> tuple[_Parsed, _Result]:
+def _parsed(work: Work, sql: str) -> tuple[_Parsed, _Result] | None:
     """The query read in the first dialect (:func:`dialects`) in which it parses and the source
-    runs it, with its rows over the user's entitlement (b). The dialect is kept per SQL text and
-    server; a failure per user too (a missing attribute is the user's)."""
+    runs it, with its rows over the user's entitlement (b); None when it reads no data product.
+    The dialect is kept per SQL text and server; a failure per user too (a missing attribute is
+    the user's)."""
     ctx = work.ctx
     key = ("policy_parse", sql, work.trace.server, work.trace.target)
-    hit: _Parsed | None = ctx.cache.get(key)
+    hit: _Parsed | NoData | None = ctx.cache.get(key)
+    if isinstance(hit, NoData):
+        return None
     if hit is not None:
         return hit, _result(work, sql, hit, frozenset(KINDS))
     failed = (key, work.trace.as_user)
@@ -452,6 +478,9 @@ def _parsed(work: Work, sql: str) -> tuple[_Parsed, _Result]:
                                                 for p in parsed.products}) > 1:
                 raise Undecided("it reads products of several sources")
             entitled = _result(work, sql, parsed, frozenset(KINDS))
+        except NoData as e:
+            ctx.cache[key] = e
+            return None
         except Undecided as e:
             why.append(f"{d}: {e}")
             continue
@@ -476,8 +505,8 @@ def restricted_reads(work: Work, c: CallView) -> list[str]:
 
 def check(work: Work, c: CallView) -> Rerun | None:
     """Re-run the call's SQL as written and as the user's entitlement allows, and compare the
-    returned rows to both. None when there is nothing to check: no SQL, or no part of the
-    user's policy can change this query's result."""
+    returned rows to both. Nothing found (decided) when no part of the user's policy can change
+    this query's result; None when the call holds no SQL or its rows cannot be read."""
     if not c.sql or work.ctx.config is None:
         return None
     read = restricted_reads(work, c)
@@ -485,22 +514,23 @@ def check(work: Work, c: CallView) -> Rerun | None:
         return Rerun([f"query reads restricted column {f}" for f in read])
     products = tuple(sorted({p for a in c.sql for p in a.shape.products}))
     loose = any(a.shape.error for a in c.sql)
-    if len(c.sql) != 1:
-        if loose or applies(work, c, products):
-            return Rerun(review="it holds several SQL statements; not re-run")
-        return None
     if not loose and not applies(work, c, products):
-        return None
+        return Rerun()
+    if len(c.sql) != 1:
+        return Rerun(review="it holds several SQL statements; not re-run")
     got = returned(c)
     if got is None:  # the oracle's own check says whether that needs a human
         return None
     names, rows, partial = got
     sql = c.sql[0].sql
     try:
-        parsed, entitled = _parsed(work, sql)
+        found = _parsed(work, sql)
+        if found is None:
+            return Rerun()
+        parsed, entitled = found
         kinds = applies(work, c, parsed.products)
         if not kinds:
-            return None
+            return Rerun()
         bag = _aligned(names, rows, entitled.names)
         if _same(bag, partial, entitled):  # the server enforced it, or nothing was outside
             return Rerun()
