@@ -24,7 +24,6 @@ from tether.context.profile import ProductProfile
 from tether.context.schema import Column
 from tether.errors import TetherError
 from tether.policy.model import exposable, tool_visible
-from tether.profiling.fingerprint import schema_fingerprint
 from tether.policy.pushdown import (
     mask_of,
     masked,
@@ -33,6 +32,7 @@ from tether.policy.pushdown import (
     user_params,
     visible_columns,
 )
+from tether.profiling.fingerprint import schema_fingerprint
 from tether.serve import pagination, sqlguard
 from tether.sources import Source, open_source
 from tether.toolgen.model import META_KEY, QueryPlan

@@ -13,7 +13,6 @@ from sqlglot import exp
 from tether.context.schema import Column, TypeKind
 from tether.errors import ProductError
 
-
 _PLAIN = re.compile(r"[a-z_][a-z0-9_]*")  # an identifier any dialect reads unquoted as itself
 
 
