@@ -14,6 +14,7 @@ from urllib.parse import unquote
 
 import pytest
 
+from conftest import run_cli
 from tether.eval.cases import Case, Gold
 from tether.eval.html import fmt_usd, nice_ceiling
 from tether.eval.prices import Price, PriceTable
@@ -376,3 +377,19 @@ def test_bad_reports(tmp_path: Path) -> None:
     p.write_text(json.dumps([build_like()]))
     with pytest.raises(ReportError, match="no per-case outcomes"):
         load_side(tmp_path)
+
+
+def test_the_cli_report_and_diff(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """`tether eval report` writes the files; `tether eval diff` exits 1 on a regression (CI)."""
+    res = run_cli("eval", "report", str(runs[0]), str(runs[1]), "--out", str(tmp_path / "r"),
+                  "--json")
+    assert res.returncode == 0, res.stderr
+    assert [o["server"] for o in json.loads(res.stdout)] == [GROUNDED, BARE]
+    assert (tmp_path / "r" / "report.html").is_file()
+    a2 = _after(tmp_path)
+    same = run_cli("eval", "diff", str(runs[0]), str(runs[0]), "--json")
+    assert same.returncode == 0 and json.loads(same.stdout)["regressed"] == 0
+    worse = run_cli("eval", "diff", str(runs[0]), str(a2))
+    assert worse.returncode == 1 and "1 case(s) regressed" in worse.stdout
+    missing = run_cli("eval", "report", str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
