@@ -657,11 +657,12 @@ def test_policy_a_query_the_source_cannot_run_goes_to_a_human(ctx: LabelContext)
                                 answer=284, server="mcp-server-sqlite"), ctx)
     assert catalog.policy_violations == 0
     assert "sqlite_master, which is not a data product" in (catalog.review_reason or "")
-    # what reads only the catalog holds no product rows: nothing to re-run, nothing to review
-    for q in ["PRAGMA table_info(customers)", "SELECT name FROM sqlite_master WHERE type = 'table'"]:
+    # what reads only the catalog holds no product rows: nothing to re-run, no policy review
+    for q in ["PRAGMA table_info(customers)", "SELECT name FROM sqlite_master WHERE type = 'table'",
+              "SELECT * FROM sqlite_master"]:
         meta = label_trace(trace(c, [sqlite_call(0, q, [{"name": "customers"}])], answer=284,
                                  server="mcp-server-sqlite"), ctx)
-        assert (meta.policy_violations, meta.needs_human_review) == (0, False), q
+        assert meta.policy_violations == 0 and "policy" not in (meta.review_reason or ""), q
 
 
 # --- cost ----------------------------------------------------------------------------------------
@@ -904,3 +905,18 @@ def test_a_source_that_is_down_sends_what_needs_it_to_a_human(demo_dir: Path,
     assert line.definition_match is None
     reason = line.review_reason or ""
     assert "schema could not be read" in reason and "source is unavailable" in reason
+
+
+def test_policy_re_run_with_the_source_down_goes_to_a_human(demo_dir: Path, tmp_path: Path
+                                                             ) -> None:
+    text = (demo_dir / "tether.yaml").read_text().replace(
+        "duckdb:///warehouse.duckdb", f"duckdb:///{tmp_path / 'gone.duckdb'}")
+    (tmp_path / "tether.yaml").write_text(text)
+    c = case("How many AMER customers?", user="mgr.emea", role="regional_manager", answer=284)
+    with LabelContext.build(load_project(tmp_path)) as down:
+        for q in [AMER_COUNT, "SELECT * FROM customers LIMIT 1"]:
+            line = label_trace(trace(c, [sqlite_call(0, q, [{"n": 284}])], answer=284,
+                                     server="mcp-server-sqlite"), down)
+            assert line.policy_violations == 0 and line.needs_human_review
+            assert "policy: call 0 (read_query): the query could not be re-run" in (
+                line.review_reason or ""), q

@@ -6,7 +6,9 @@ bound as parameters) and every result row is checked against them by primary key
 must be applied, and no restricted column may appear. Rows without a primary key (aggregates)
 are checked on the row filter's column when the filter is ``column = {{ user.attr }}``. Result
 columns are traced to their source field through the call: run_sql's projections, a tether
-tool's ``source_of_truth`` and ``fields.arguments``.
+tool's ``source_of_truth`` and ``fields.arguments``. A call whose arguments hold SQL is also
+re-run on the source as written and over the user's entitlement (:mod:`tether.eval.label.rerun`):
+an aggregate over rows outside it, or over unmasked values, leaks without a key to check.
 
 With ``oracle_cmd`` an outside oracle decides instead, one process per trace (see
 docs/eval-label.md): stdin gets one JSON object with the user and every answered call's rows;

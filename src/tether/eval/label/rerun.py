@@ -205,12 +205,14 @@ def applies(work: Work, c: CallView, products: tuple[str, ...]) -> dict[str, lis
     ``rows`` (products with a row filter), ``masks`` (masked columns the query reads, or all of
     a product's when it selects ``*`` or holds columns the labeller could not place),
     ``restricted`` (restricted columns a ``*`` would bring back)."""
-    _, role = _role(work)
+    config, role = _role(work)
     used = {f for a in c.sql for f in a.shape.fields}
     loose = any(a.shape.error or a.shape.unresolved for a in c.sql)
     star = {p for a in c.sql for p in a.shape.star}
     out: dict[str, list[str]] = {}
     for p in products:
+        if p not in config.products:
+            continue
         if p in role.row_filters:
             out.setdefault("rows", []).append(p)
         for col in sorted(_masks(role, p)):
@@ -470,7 +472,7 @@ def _parsed(work: Work, sql: str) -> tuple[_Parsed, _Result] | None:
     if failed in ctx.cache:
         raise Undecided(ctx.cache[failed])
     src = ctx.source()
-    why: list[str] = []
+    why: dict[str, list[str]] = {}  # reason -> the dialects it was given in
     for d in dialects(work, src) if src is not None else []:
         try:
             parsed = parse(work, sql, d)
@@ -482,12 +484,12 @@ def _parsed(work: Work, sql: str) -> tuple[_Parsed, _Result] | None:
             ctx.cache[key] = e
             return None
         except Undecided as e:
-            why.append(f"{d}: {e}")
+            why.setdefault(str(e), []).append(d)
             continue
         ctx.cache[key] = parsed
         return parsed, entitled
-    ctx.cache[failed] = "; ".join(dict.fromkeys(why)) or \
-        f"the source is unavailable ({ctx.source_problem()})"
+    ctx.cache[failed] = "; ".join(f"{e} (read as {', '.join(ds)})" for e, ds in why.items()) \
+        or f"the source is unavailable ({ctx.source_problem()})"
     raise Undecided(ctx.cache[failed])
 
 
@@ -514,16 +516,16 @@ def check(work: Work, c: CallView) -> Rerun | None:
         return Rerun([f"query reads restricted column {f}" for f in read])
     products = tuple(sorted({p for a in c.sql for p in a.shape.products}))
     loose = any(a.shape.error for a in c.sql)
-    if not loose and not applies(work, c, products):
-        return Rerun()
-    if len(c.sql) != 1:
-        return Rerun(review="it holds several SQL statements; not re-run")
-    got = returned(c)
-    if got is None:  # the oracle's own check says whether that needs a human
-        return None
-    names, rows, partial = got
-    sql = c.sql[0].sql
     try:
+        if not loose and not applies(work, c, products):
+            return Rerun()
+        if len(c.sql) != 1:
+            raise Undecided("it holds several SQL statements")
+        got = returned(c)
+        if got is None:  # the oracle's own check says whether that needs a human
+            return None
+        names, rows, partial = got
+        sql = c.sql[0].sql
         found = _parsed(work, sql)
         if found is None:
             return Rerun()
