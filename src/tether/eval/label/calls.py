@@ -150,6 +150,22 @@ def parse_text(text: str | None) -> Any:
         return None
 
 
+def payload_of(call: ToolCall) -> Any:
+    """structuredContent, else the text parsed. A structuredContent that only wraps another
+    value (``{"result": "<JSON text>"}``, as FastMCP servers send a non-object return) is
+    unwrapped, so the rows inside are read like any other server's."""
+    s = call.structured
+    if isinstance(s, dict) and len(s) == 1:
+        (inner,) = s.values()
+        if isinstance(inner, str):
+            parsed = parse_text(inner)
+            if parsed is not None:
+                return parsed
+        elif isinstance(inner, list) and "result" in s:
+            return inner
+    return s if s is not None else parse_text(call.text)
+
+
 def is_sql_argument(ctx: LabelContext, tool: ToolInfo, arg: str, value: Any) -> bool:
     if not isinstance(value, str):
         return False
@@ -180,6 +196,6 @@ def call_views(ctx: LabelContext, trace: Trace) -> list[CallView]:
             if is_sql_argument(ctx, info, arg, value):
                 view.sql_arguments.add(arg)
                 view.sql.extend(analyse(ctx, value))
-        view.payload = call.structured if call.structured is not None else parse_text(call.text)
+        view.payload = payload_of(call)
         out.append(view)
     return out
