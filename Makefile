@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO   ?= demo-out
 SCALE  ?= 1
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean proof
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "tether needs Python 3.11+"'
@@ -51,7 +51,7 @@ test: $(STAMP) ## the whole test suite (PostgreSQL tests run when TETHER_TEST_PG
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench proof
 	$(BIN)/mypy
 
 bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
@@ -59,6 +59,10 @@ bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/serve.py
 	$(BIN)/python bench/drift.py
+	$(BIN)/python bench/label.py
+
+proof: $(STAMP) ## a real local model against tether's generic, bare and grounded tools and a third-party server; writes docs/proof.md
+	$(BIN)/python -m proof.run --cases $(or $(PROOF_CASES),all) --out $(DEMO)/proof --doc docs/proof.md
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .mypy_cache .ruff_cache

