@@ -274,13 +274,19 @@ def failures_section(run: ProofRun) -> list[str]:
 def pick_cases(run: ProofRun, left: str, right: str, count: int = 3) -> list[str]:
     """Three informative questions, chosen by rule: the article's active-customers case, the first
     case (in case-file order) where the two configurations' outcomes differ, and the first where
-    the right-hand configuration was not correct and grounded; then file order fills up."""
+    the right-hand configuration was not correct and grounded; for the last two a case whose
+    right-hand tools differ from those already shown is preferred (not the same question for
+    another region). File order fills up."""
     order: list[str] = list(run.record.get("cases", {}).get("ids", []))
     a, b = run.labels.get(left, {}), run.labels.get(right, {})
     order = [c for c in order if c in a and c in b] or [c for c in a if c in b]
 
     def success(line: Mapping[str, Any]) -> bool:
         return line.get("correct") is True and line.get("grounded") is True
+
+    def tools(case_id: str) -> set[str]:
+        trace = run.trace(right, case_id) or {}
+        return {str(c.get("name")) for c in trace.get("tool_calls", [])}
 
     picks: list[str] = []
     rules: list[Callable[[str], bool]] = [
@@ -289,9 +295,11 @@ def pick_cases(run: ProofRun, left: str, right: str, count: int = 3) -> list[str
         lambda c: not success(b[c]),
     ]
     for rule in rules:
-        found = next((c for c in order if c not in picks and rule(c)), None)
-        if found is not None:
-            picks.append(found)
+        candidates = [c for c in order if c not in picks and rule(c)]
+        shown = set().union(*(tools(c) for c in picks)) if picks else set()
+        fresh = [c for c in candidates if not tools(c) & shown]
+        if fresh or candidates:
+            picks.append((fresh or candidates)[0])
     picks += [c for c in order if c not in picks]  # file order fills up
     return picks[:count]
 

@@ -312,6 +312,15 @@ def test_pick_cases_by_rule(tmp_path: Path) -> None:
     latest.record["cases"]["ids"] = list(reversed(CASES))
     assert render.pick_cases(latest, "generic", "grounded") == [
         "active-emea-fy27q1", "backlog-now", "tax-id-restricted"]
+    # a case whose grounded tools were not shown yet is preferred to the next in file order
+    latest.record["cases"]["ids"] = CASES
+    latest.labels["generic"]["tax-id-restricted"].update(correct=True, grounded=True)
+    trace = latest.path / "grounded" / "traces" / "tax-id-restricted.json"
+    data = json.loads(trace.read_text())
+    data["tool_calls"][0]["name"] = "resolve_customer_ids"
+    trace.write_text(json.dumps(data))
+    assert render.pick_cases(latest, "generic", "grounded") == [
+        "active-emea-fy27q1", "tax-id-restricted", "backlog-now"]
 
 
 def test_relabel_comparison(tmp_path: Path) -> None:
