@@ -20,6 +20,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -350,7 +351,14 @@ def prepare_only() -> int:
     return 0
 
 
+def _terminated(signum: int, _frame: object) -> None:
+    # SIGTERM (make interrupted, a CI timeout) unwinds like Ctrl-C: the server is stopped and the
+    # run folder says it did not finish, instead of an orphaned server and a run "running" forever
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _terminated)
     p = argparse.ArgumentParser(prog="python -m proof.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", default=os.environ.get("PROOF_CASES", "all"),
                    help="all (default), a count N spread over the case file, or case ids a,b,c")
