@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 
 from tether.config import PROJECT_FILE, parse_project
+from tether.demo.cases import write_cases
 from tether.demo.warehouse import TABLES, Step, build_warehouse
 from tether.errors import ProjectExistsError, SourceError
 from tether.sources.sqlalchemy import libpq_url, redact
@@ -86,9 +87,7 @@ def init_demo(
     text = demo_project_text(url, schema if source_url else None)
     parse_project(text, project_file)  # the shipped file must always load
     project_file.write_text(text, encoding="utf-8")
-    from tether.demo.cases import write_cases  # gold answers are computed on the new warehouse
-
-    if step:
+    if step:  # gold answers are computed on the new warehouse
         step("computing the evaluation cases' gold answers")
     write_cases(target)
     return DemoResult(target, url, rows)

@@ -20,8 +20,9 @@ from tether.errors import ConfigError
 from tether.eval.agents import make_agent
 from tether.eval.label.pipeline import LABELS_FILE, label_run
 from tether.eval.prices import load_prices
+from tether.eval.report import load_labels
 from tether.eval.runner import INDEX, TRACES, Identity, RunOptions, run_cases
-from tether.eval.trace import LabelLine, RunIndex, Trace
+from tether.eval.trace import RunIndex, Trace
 
 OUTCOME = ("correct", "grounded", "failure_class")
 
@@ -36,15 +37,6 @@ class RegressionResult:
     def to_json(self) -> dict[str, Any]:
         return {"suite": str(self.suite), "run_dir": str(self.run_dir), "cases": self.cases,
                 "flipped": self.flipped}
-
-
-def _labels(path: Path) -> dict[str, LabelLine]:
-    out = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            lab = LabelLine.model_validate_json(line)
-            out[lab.case_id] = lab
-    return out
 
 
 def suite_dir(project: Project) -> Path | None:
@@ -82,7 +74,7 @@ def rerun(project: Project, publication: int) -> RegressionResult | None:
     prices = project.config.eval.price_table
     new = {lab.case_id: lab for lab in label_run(
         out, project, load_prices(project.root / prices if prices else None))}
-    old = _labels(suite / LABELS_FILE)
+    old = {lab.case_id: lab for lab in load_labels(suite / LABELS_FILE)}
     result = RegressionResult(suite, out, cases=len(cases))
     for cid, before in sorted(old.items()):
         after = new.get(cid)

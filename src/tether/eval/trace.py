@@ -6,7 +6,9 @@ labelling, ``labels.jsonl`` (LabelLine). The JSON Schemas are committed under ``
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -136,6 +138,39 @@ class LabelLine(_M):
     review_reason: str | None
     symptoms: list[str] = Field(default_factory=list, description="The trace symptoms seen, "
                                 "each naming its class, e.g. 'semantic: forbidden field ...'.")
+
+
+def parse_text(text: str | None) -> Any:
+    """A text result as data: JSON, else a Python literal (some servers print repr of rows)."""
+    if not text:
+        return None
+    s = text.strip()
+    if not s or s[0] not in "[{":
+        return None
+    try:
+        return json.loads(s)
+    except ValueError:
+        pass
+    try:
+        return ast.literal_eval(s)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def result_payload(call: ToolCall) -> Any:
+    """structuredContent, else the text parsed. A structuredContent that only wraps another
+    value (``{"result": "<JSON text>"}``, as FastMCP servers send a non-object return) is
+    unwrapped, so the rows inside are read like any other server's."""
+    s = call.structured
+    if isinstance(s, dict) and len(s) == 1:
+        (inner,) = s.values()
+        if isinstance(inner, str):
+            parsed = parse_text(inner)
+            if parsed is not None:
+                return parsed
+        elif isinstance(inner, list) and "result" in s:
+            return inner
+    return s if s is not None else parse_text(call.text)
 
 
 def schemas() -> dict[str, dict[str, Any]]:

@@ -22,7 +22,6 @@ point of measuring it against grounded tools.
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 from typing import Any, ClassVar
@@ -30,7 +29,7 @@ from typing import Any, ClassVar
 from sqlglot import exp
 
 from tether.eval.agents.base import Agent, AgentContext, Answer, register
-from tether.eval.trace import ModelTurn, RequestedCall, ToolCall
+from tether.eval.trace import ModelTurn, RequestedCall, ToolCall, result_payload
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*|\d+")
 _STOP = frozenset("a an and are as at be by did do does for from had has have how i in is it many "
@@ -109,21 +108,9 @@ def arguments(question: str, tool: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_result(call: ToolCall) -> Any:
-    """The rows a result carries: structuredContent, else JSON or a Python literal in the text."""
-    if isinstance(call.structured, dict):
-        values = list(call.structured.values())
-        if len(values) == 1 and isinstance(values[0], str):  # {"result": "<JSON text>"}
-            text = values[0]
-        else:
-            return call.structured
-    else:
-        text = call.text or ""
-    for parse in (json.loads, ast.literal_eval):
-        try:
-            return parse(text)
-        except (ValueError, SyntaxError, TypeError):
-            continue
-    return text
+    """The data a result carries (tether.eval.trace.result_payload), else its text."""
+    payload = result_payload(call)
+    return payload if payload is not None else (call.text or "")
 
 
 def rows_of(result: Any) -> list[dict[str, Any]]:

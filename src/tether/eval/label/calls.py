@@ -3,16 +3,16 @@ analysed, and its result's rows, as_of and next_cursor however the server sent t
 
 from __future__ import annotations
 
-import ast
 import datetime as dt
-import json
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
 from tether.eval.label.context import LabelContext
 from tether.eval.label.sqlshape import SqlAnalysis, analyse
-from tether.eval.trace import ToolCall, Trace
+from tether.eval.trace import ToolCall, Trace, result_payload
+
+payload_of = result_payload  # the labeller's name for it
 
 META_KEY = "tether/context"  # the provenance key of every tether tool (CONTRACTS.md)
 
@@ -131,39 +131,6 @@ def parse_time(raw: Any) -> dt.datetime | None:
     else:
         return None
     return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-
-
-def parse_text(text: str | None) -> Any:
-    """A text result as data: JSON, else a Python literal (some servers print repr of rows)."""
-    if not text:
-        return None
-    s = text.strip()
-    if not s or s[0] not in "[{":
-        return None
-    try:
-        return json.loads(s)
-    except ValueError:
-        pass
-    try:
-        return ast.literal_eval(s)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return None
-
-
-def payload_of(call: ToolCall) -> Any:
-    """structuredContent, else the text parsed. A structuredContent that only wraps another
-    value (``{"result": "<JSON text>"}``, as FastMCP servers send a non-object return) is
-    unwrapped, so the rows inside are read like any other server's."""
-    s = call.structured
-    if isinstance(s, dict) and len(s) == 1:
-        (inner,) = s.values()
-        if isinstance(inner, str):
-            parsed = parse_text(inner)
-            if parsed is not None:
-                return parsed
-        elif isinstance(inner, list) and "result" in s:
-            return inner
-    return s if s is not None else parse_text(call.text)
 
 
 def is_sql_argument(ctx: LabelContext, tool: ToolInfo, arg: str, value: Any) -> bool:
