@@ -62,7 +62,7 @@ bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/label.py
 
 proof: $(STAMP) ## a real local model against tether's generic, bare and grounded tools and a third-party server; writes docs/proof.md
-	$(BIN)/python -m proof.run --cases $(or $(PROOF_CASES),all) --out $(DEMO)/proof --doc docs/proof.md
+	$(BIN)/python -m proof.run --cases $(or $(PROOF_CASES),core) --out $(DEMO)/proof --doc docs/proof.md
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .mypy_cache .ruff_cache

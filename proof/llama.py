@@ -3,9 +3,12 @@ server process on loopback.
 
 ``llama-cpp-python`` 0.3.36 is published as source only, and its default build compiles for the
 build machine's own CPU (``GGML_NATIVE``), which died with "Illegal instruction" at the first
-request on the machines this was measured on. The wheel is built with the CPU features named in
-:data:`CMAKE_ARGS` (override with ``$PROOF_CMAKE_ARGS``) and cached under a key of the version and
-those arguments, so a changed build setting builds a new wheel instead of reusing a wrong one.
+request on a machine this was measured on. The wheel is built instead for the CPU features
+``/proc/cpuinfo`` names (:func:`cmake_args`: AVX-512 where the CPU has it, about 1.35x faster
+prompt reading than AVX2 here, else AVX2, else plain), without the multimodal library the server
+never loads. ``$PROOF_CMAKE_ARGS`` overrides the choice. Wheels are cached under a key of the
+version and those arguments, so another CPU or setting builds its own wheel instead of reusing a
+wrong one; a wheel whose first completion fails is replaced by the :data:`PORTABLE` build.
 """
 
 from __future__ import annotations
@@ -26,15 +29,44 @@ from pathlib import Path
 from proof.model import ProofError
 
 LLAMA_VERSION = "0.3.36"
-CMAKE_ARGS = ("-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
-              "-DGGML_AVX512=OFF")
-CHAT_FORMAT = "chatml-function-calling"
+COMMON = "-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"
+PORTABLE = (f"{COMMON} -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON "
+            "-DGGML_AVX512=OFF")
+AVX512_BASE = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})
+AVX512_EXTRAS = (("avx512vbmi", "GGML_AVX512_VBMI"), ("avx512_vnni", "GGML_AVX512_VNNI"),
+                 ("avx512_bf16", "GGML_AVX512_BF16"))
+# Plain ChatML: the agent's constrained loop (proof/run.py) sends no `tools`, so the function-
+# calling handler (which drops tool descriptions from the prompt) is not needed.
+CHAT_FORMAT = "chatml"
 N_CTX = 8192
 LAUNCHER = Path(__file__).with_name("llama_launch.py")
 
 
-def cmake_args() -> str:
-    return os.environ.get("PROOF_CMAKE_ARGS", CMAKE_ARGS)
+def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The first CPU's feature flags (empty where there is no /proc/cpuinfo)."""
+    try:
+        text = cpuinfo.read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def cmake_args(flags: frozenset[str] | None = None) -> str:
+    """The build's CPU settings: ``$PROOF_CMAKE_ARGS``, else the best this CPU's flags allow."""
+    if "PROOF_CMAKE_ARGS" in os.environ:
+        return os.environ["PROOF_CMAKE_ARGS"]
+    flags = cpu_flags() if flags is None else flags
+    if not {"avx2", "fma", "f16c"} <= flags:
+        avx = "ON" if "avx" in flags else "OFF"
+        return (f"{COMMON} -DGGML_AVX={avx} -DGGML_AVX2=OFF -DGGML_FMA=OFF -DGGML_F16C=OFF "
+                "-DGGML_AVX512=OFF")
+    if not flags >= AVX512_BASE:
+        return PORTABLE
+    extras = " ".join(f"-D{opt}={'ON' if flag in flags else 'OFF'}" for flag, opt in AVX512_EXTRAS)
+    return PORTABLE.replace("-DGGML_AVX512=OFF", "-DGGML_AVX512=ON") + " " + extras
 
 
 def build_key(version: str = LLAMA_VERSION, args: str | None = None) -> str:
@@ -58,14 +90,18 @@ def wheel_env(args: str | None = None, jobs: int = 2) -> dict[str, str]:
 
 
 def server_command(python: str, model: Path, port: int, threads: int = 2, n_ctx: int = N_CTX,
-                   alias: str | None = None) -> list[str]:
+                   alias: str | None = None, chat_format: str = CHAT_FORMAT) -> list[str]:
     """The server's command line: llama_cpp.server (through the grammar-fixing launcher)."""
-    cmd = [python, str(LAUNCHER), "--model", str(model), "--chat_format", CHAT_FORMAT,
+    cmd = [python, str(LAUNCHER), "--model", str(model), "--chat_format", chat_format,
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
            "--n_threads", str(threads)]
     if alias:
         cmd += ["--model_alias", alias]
     return cmd
+
+
+class FirstCompletionError(ProofError):
+    """The server started but died or failed on its first token: a wheel built for another CPU."""
 
 
 @dataclass(frozen=True)
@@ -84,10 +120,11 @@ def _run(cmd: list[str], log: Path, what: str, env: dict[str, str] | None = None
         raise ProofError(f"{what} failed (exit {done.returncode}); see {log}.")
 
 
-def ensure_wheel(cache: Path, log: Path) -> Built:
+def ensure_wheel(cache: Path, log: Path, args: str | None = None) -> Built:
     """The built llama-cpp-python wheel for these CPU settings, building it once (minutes)."""
     started = time.perf_counter()
-    folder = cache / "wheels" / build_key()
+    args = cmake_args() if args is None else args
+    folder = cache / "wheels" / build_key(args=args)
     found = sorted(folder.glob(f"llama_cpp_python-{LLAMA_VERSION}-*.whl"))
     if found:
         return Built(found[0], False, time.perf_counter() - started)
@@ -97,7 +134,7 @@ def ensure_wheel(cache: Path, log: Path) -> Built:
         _run([sys.executable, "-m", "venv", "--clear", str(builder)], log, "making the build venv")
     _run(wheel_command(str(builder / "bin" / "python"), folder), log,
          f"building llama-cpp-python=={LLAMA_VERSION} (needs cmake-able C/C++ compilers)",
-         env=wheel_env())
+         env=wheel_env(args))
     found = sorted(folder.glob(f"llama_cpp_python-{LLAMA_VERSION}-*.whl"))
     if not found:
         raise ProofError(f"pip wheel wrote no llama_cpp_python wheel into {folder}; see {log}.")
@@ -108,7 +145,7 @@ def ensure_server_venv(cache: Path, wheel: Path, log: Path) -> Built:
     """A venv with the wheel and the server's dependencies, made once per wheel."""
     started = time.perf_counter()
     stamp = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    venv = cache / f"venv-{build_key()}"
+    venv = cache / f"venv-{wheel.parent.name}"
     ok = venv / ".ok"
     if ok.is_file() and ok.read_text().strip() == stamp:
         return Built(venv, False, time.perf_counter() - started)
@@ -156,8 +193,11 @@ class Server:
         deadline = started + wait_s
         while True:
             if not self.alive():
-                raise ProofError(f"the llama.cpp server exited (code {self.proc.returncode}) while "
-                                 f"starting; see {self.log}.")
+                code = self.proc.returncode
+                # SIGILL while loading (weights are repacked with the build's SIMD code)
+                kind = FirstCompletionError if code in (-4, 132) else ProofError
+                raise kind(f"the llama.cpp server exited (code {code}) while starting; see "
+                           f"{self.log}.")
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=5) as r:
                     if r.status == 200:
@@ -175,9 +215,10 @@ class Server:
         except (urllib.error.URLError, OSError) as e:
             code = self.proc.poll() if self.proc else None
             self.stop()
-            raise ProofError(f"the llama.cpp server failed its first completion ({e}; exit code "
-                             f"{code}); see {self.log}. A wheel built for another CPU dies here: "
-                             f"delete the cached wheel, set PROOF_CMAKE_ARGS and rerun.") from None
+            raise FirstCompletionError(
+                f"the llama.cpp server failed its first completion ({e}; exit code {code}); see "
+                f"{self.log}. A wheel built for another CPU dies here: set PROOF_CMAKE_ARGS (see "
+                f"proof/llama.py) and rerun.") from None
         self.ready_s = time.perf_counter() - started
 
     def stop(self) -> None:

@@ -1,7 +1,8 @@
 """Start ``llama_cpp.server`` with one fix to llama-cpp-python 0.3.36 (runs in the server's venv).
 
-With ``--chat_format chatml-function-calling`` the server constrains a tool call's arguments by a
-grammar made from the tool's JSON Schema. Its converter copies a regex shorthand such as ``\\d``
+The server turns a JSON Schema into a grammar, both for a request's ``response_format`` schema
+(the agent's constrained loop) and, with ``--chat_format chatml-function-calling``, for a tool
+call's arguments. Its converter copies a regex shorthand such as ``\\d``
 from a ``pattern`` into the grammar verbatim; llama.cpp's grammar parser rejects it ("unknown
 escape") and the server process dies on that request, so every later case fails. tether's
 grounded tools carry such patterns (``^FY\\d{4}-Q[1-4]$``, ``^A-\\d{7}$``). Before the schema is
@@ -9,7 +10,7 @@ converted, this launcher rewrites the shorthands as the character classes they s
 (``\\d`` -> ``[0-9]``), which the converter handles. Only the grammar changes: the prompt still
 shows the model each tool's schema exactly as the server sent it.
 
-    python proof/llama_launch.py --model FILE --chat_format chatml-function-calling ...
+    python proof/llama_launch.py --model FILE --chat_format chatml ...
 takes exactly the arguments of ``python -m llama_cpp.server``.
 """
 

@@ -488,12 +488,10 @@ def reproduce_section(run: ProofRun, root: Path) -> list[str]:
            f"- Agent: `{agent.get('name', 'openai')}`, options "
            f"{', '.join(f'`{k}={v}`' for k, v in opts.items() if k not in ('base_url', 'model'))}; "
            f"at most {agent.get('max_turns')} model turns per case, concurrency "
-           f"{agent.get('concurrency')}. `tool_result_role=user` and `after_tool_choice=none` "
-           f"are the handler's quirks (docs/eval-agents.md): the model gets one round of tool "
-           f"calls, then answers from their results.",
+           f"{agent.get('concurrency')}. " + agent_note(opts),
            f"- Cases: {r.get('cases', {}).get('count')} of the demo's {r.get('cases', {}).get('of')} "
-           f"(selection `{r.get('cases', {}).get('selection')}`; `make proof PROOF_CASES=N` runs "
-           f"N of them, spread over the file).",
+           f"(selection `{r.get('cases', {}).get('selection')}`: "
+           + cases_note(r.get("cases", {})) + ").",
            "- Reproducibility: the pipeline labelled and reported again from copies of the "
            "traces alone (`tether eval label` + `tether eval report`, no model): "
            + ("**identical** labels and report." if check.get("ok") else
@@ -501,6 +499,34 @@ def reproduce_section(run: ProofRun, root: Path) -> list[str]:
            "", "The commands, in order (`make proof` runs them):", "", "```sh",
            *cmds, "```", ""]
     return out
+
+
+def cases_note(cases: dict[str, Any]) -> str:
+    """What the selection means, and how to run another."""
+    ids = ", ".join(f"`{i}`" for i in cases.get("ids", []))
+    if cases.get("selection") == "core":
+        head = (f"one case per trap of the demo, so that a fresh 2-core machine finishes in under "
+                f"20 minutes: {ids}")
+    elif cases.get("count") == cases.get("of"):
+        head = "every case"
+    else:
+        head = ids
+    return (f"{head}; `make proof PROOF_CASES=all` runs all {cases.get('of')}, "
+            f"`PROOF_CASES=N` N spread over the file, `PROOF_CASES=id,id` those")
+
+
+def agent_note(opts: dict[str, str]) -> str:
+    """One sentence on how the agent talked to the server, read from the run's own options."""
+    if opts.get("constrained") == "true":
+        return ("`constrained=true`: no native tool calls; the system prompt lists every tool with "
+                "its description and JSON Schema, and each step is one JSON object (a tool call or "
+                "an answer) forced by the server's grammar (docs/eval-agents.md); "
+                f"`today={opts.get('today')}` is the demo warehouse's clock.")
+    if opts.get("after_tool_choice") == "none":
+        return ("`tool_result_role=user` and `after_tool_choice=none` are the function-calling "
+                "handler's quirks (docs/eval-agents.md): the model gets one round of tool calls, "
+                "then answers from their results.")
+    return "Native tool calls."
 
 
 def render(run: ProofRun, prev: ProofRun | None, root: Path, doc_dir: Path) -> str:

@@ -27,6 +27,7 @@ from tether.eval.agents.openai_agent import (
     OpenAIAgent,
     parse_choice,
     parse_value,
+    truncate,
 )
 from tether.eval.cases import Case, Gold
 from tether.eval.trace import ModelTurn, ToolCall
@@ -257,6 +258,42 @@ def test_openai_llamacpp_quirk_options(fake: FakeEndpoint) -> None:
                                       "content": 'Result of net_revenue({"year": 2024}):\n1234.5'}
 
 
+def test_openai_quirk_options_still_allow_a_data_call_after_a_clarification(
+        fake: FakeEndpoint) -> None:
+    # after_tool_choice=none forbids tools after a tool RESULT; the user's answer to ask_user is not
+    # one, so the next request must still offer the data tools with the first-turn tool_choice
+    fake.reply(chat(None, fn_call("q", "ask_user", {"question": "Fiscal or calendar?"}),
+                    finish="tool_calls"),
+               chat(None, fn_call("c", "net_revenue", {"year": 2024}), finish="tool_calls"),
+               chat("1234.5 EUR"))
+    runner = Runner(results={"net_revenue": "1234.5"})
+    run(openai_agent(fake, tool_result_role="user", after_tool_choice="none"), runner.ctx())
+
+    assert [s.body["tool_choice"] for s in fake.seen] == ["auto", "auto", "none"]
+    assert runner.kinds == ["clarification", "model", "answer"]
+    assert runner.calls == [("net_revenue", {"year": 2024}, 1)]
+    assert fake.seen[1].body["messages"][-1] == {"role": "user",
+                                                 "content": "The user answered: The fiscal year."}
+
+
+def test_openai_describe_tools_and_today_reach_the_system_prompt(fake: FakeEndpoint) -> None:
+    fake.reply(chat("1"))
+    run(openai_agent(fake, describe_tools="system", today="2026-08-20"), Runner().ctx())
+    system = fake.seen[0].body["messages"][0]["content"]
+    # a chat format that drops tool descriptions from the prompt still shows them to the model
+    assert "- net_revenue: Net revenue in EUR for a fiscal year." in system
+    assert "Today's date is 2026-08-20." in system
+    assert fake.seen[0].body["tools"][0]["function"]["description"]  # still sent natively too
+    fake.reply(chat("1"))
+    run(openai_agent(fake), Runner().ctx())
+    plain = fake.seen[1].body["messages"][0]["content"]
+    assert "net_revenue:" not in plain and "Today's date" not in plain
+    with pytest.raises(AgentError, match="today='last tuesday' is not a date"):
+        openai_agent(fake, today="last tuesday")
+    with pytest.raises(AgentError, match="describe_tools='both' is not one of"):
+        openai_agent(fake, describe_tools="both")
+
+
 @pytest.mark.parametrize(("option", "sent"), [("", ""), ("null", None), ("omit", "absent")])
 def test_openai_empty_content_option(fake: FakeEndpoint, option: str, sent: str | None) -> None:
     fake.reply(chat(None, fn_call("c", "net_revenue", {"year": 2024}), finish="tool_calls"), chat("1"))
@@ -384,6 +421,23 @@ def test_agents_are_registered() -> None:
     assert isinstance(agent, OpenAIAgent) and agent.describe() == "qwen"
     assert isinstance(make_agent("anthropic", {"model": "claude", "api_key_env": "FAKE_KEY"}),
                       AnthropicAgent)
+
+
+def test_a_long_json_result_is_cut_inside_its_list_keeping_the_fields_after_it() -> None:
+    rows = [{"order_id": i, "status": "SHIPPED"} for i in range(200)]
+    text = json.dumps({"rows": rows, "row_count": 200, "truncated": True, "next_cursor": "abc"})
+    cut = truncate(text, 600)
+    assert len(cut) <= 600
+    body, note = cut.rsplit("\n", 1)
+    kept = json.loads(body)
+    # a model that counts rows needs row_count and the cursor, which come after the list
+    assert (kept["row_count"], kept["truncated"], kept["next_cursor"]) == (200, True, "abc")
+    assert kept["rows"] == rows[:len(kept["rows"])] and 5 < len(kept["rows"]) < 200
+    assert note == f"[shortened by the agent: the first {len(kept['rows'])} of 200 items of 'rows']"
+    assert truncate("plain " * 50, 20) == "plain " * 3 + "pl\n[truncated: the first 20 of 300 characters]"
+    long_sql = json.dumps({"sql": "x" * 500})
+    assert truncate(long_sql, 50).endswith("[truncated: the first 50 of 511 characters]")
+    assert truncate(text, 0) == text
 
 
 def test_parsing_helpers() -> None:

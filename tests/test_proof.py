@@ -78,15 +78,26 @@ def test_wheel_and_server_commands(monkeypatch: pytest.MonkeyPatch) -> None:
     cmd = llama.wheel_command("py", Path("/w"))
     assert cmd[-1] == "llama-cpp-python==0.3.36" and "--no-deps" in cmd and "--no-binary" in cmd
     env = llama.wheel_env()
-    assert "-DGGML_NATIVE=OFF" in env["CMAKE_ARGS"] and "-DGGML_AVX512=OFF" in env["CMAKE_ARGS"]
+    assert "-DGGML_NATIVE=OFF" in env["CMAKE_ARGS"] and "-DLLAVA_BUILD=OFF" in env["CMAKE_ARGS"]
     assert env["CMAKE_BUILD_PARALLEL_LEVEL"] == "2"
+    # the build follows the CPU's flags: never -march=native (it died with SIGILL on a host)
+    zen4 = frozenset("fma avx f16c avx2 avx512f avx512dq avx512bw avx512vl avx512_vnni".split())
+    assert llama.cmake_args(zen4) == (llama.PORTABLE.replace("AVX512=OFF", "AVX512=ON")
+                                      + " -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=ON "
+                                      "-DGGML_AVX512_BF16=OFF")
+    assert llama.cmake_args(frozenset({"fma", "avx", "f16c", "avx2"})) == llama.PORTABLE
+    old_cpu = llama.cmake_args(frozenset({"avx", "sse4_2"}))
+    assert "-DGGML_AVX=ON" in old_cpu and "-DGGML_AVX2=OFF" in old_cpu
+    assert "-DGGML_AVX=OFF" in llama.cmake_args(frozenset())
+    assert llama.cpu_flags(Path("/nonexistent/cpuinfo")) == frozenset()
+    assert len({llama.build_key(args=a) for a in (llama.PORTABLE, llama.cmake_args(zen4))}) == 2
     key = llama.build_key()
     monkeypatch.setenv("PROOF_CMAKE_ARGS", "-DGGML_NATIVE=ON")
     assert llama.build_key() != key  # another build setting never reuses the cached wheel
     srv = llama.server_command("py", Path("/m.gguf"), 8123, threads=2, alias="q")
     assert srv[:2] == ["py", str(llama.LAUNCHER)]
     pairs = dict(zip(srv[2::2], srv[3::2], strict=True))
-    assert pairs == {"--model": "/m.gguf", "--chat_format": "chatml-function-calling",
+    assert pairs == {"--model": "/m.gguf", "--chat_format": "chatml",
                      "--host": "127.0.0.1", "--port": "8123", "--n_ctx": "8192", "--n_threads": "2",
                      "--model_alias": "q"}
     assert int(pairs["--n_ctx"]) >= 8192
@@ -96,8 +107,9 @@ def test_eval_commands() -> None:
     cmd = run.eval_command("stdio:tether serve", Path("c.jsonl"), Path("out/g"),
                            "http://127.0.0.1:9/v1")
     opts = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--agent-option"]
-    assert {"tool_result_role=user", "after_tool_choice=none", "temperature=0",
+    assert {"constrained=true", "temperature=0", "today=2026-08-20",
             "base_url=http://127.0.0.1:9/v1", f"model={model.MODEL_NAME}"} <= set(opts)
+    assert "--cache" not in run.server_flags(2)  # it grew the server past 15 GB: never again
     assert cmd[cmd.index("--max-turns") + 1] == "6"
     assert cmd[cmd.index("--concurrency") + 1] == "1"
     assert cmd[cmd.index("--agent") + 1] == "openai"
@@ -121,6 +133,14 @@ def test_case_selection() -> None:
         run.select_cases(lines, "c1,nope")
     with pytest.raises(model.ProofError):
         run.select_cases(lines, "0")
+
+
+def test_the_core_selection_names_real_demo_cases(demo_dir: Path) -> None:
+    lines = [ln for ln in (demo_dir / "cases.jsonl").read_text().splitlines() if ln.strip()]
+    core = [json.loads(x)["case_id"] for x in run.select_cases(lines, "core")]
+    assert sorted(core) == sorted(run.CORE_CASES) and len(core) == 13
+    users = {json.loads(x)["as_user"] for x in run.select_cases(lines, "core")}
+    assert {"fin.ana", "sup.sam", "mgr.emea", "mgr.apac"} <= users  # every role of the demo
 
 
 def test_next_run_folder(tmp_path: Path) -> None:
@@ -242,7 +262,7 @@ def _run_folder(runs: Path, number: int, flip: bool = False, tmp_root: str = "/r
                           for k, s in configs.items()},
               "cases": {"selection": "all", "count": 3, "of": 35, "ids": CASES},
               "model": {"file": model.MODEL_FILE, "size": model.MODEL_SIZE, "sha256": model.MODEL_SHA256},
-              "llama": {"version": "0.3.36", "cmake_args": llama.CMAKE_ARGS,
+              "llama": {"version": "0.3.36", "cmake_args": llama.PORTABLE,
                         "env": {"OMP_WAIT_POLICY": "PASSIVE"}},
               "cache_timings": {"model_fetch": {"seconds": 20.0}, "wheel_build": {"seconds": 240.0}},
               "agent": {"name": "openai", "max_turns": 6, "concurrency": 1,

@@ -129,6 +129,12 @@ def test_pagination_cursor_is_signed_and_scoped(project_dir: Path) -> None:
         assert ids2[0] > ids1[-1] and not set(ids1) & set(ids2)
         assert forged.is_error and "cursor" in forged.content[0].text
         assert other_args.is_error and "another" in other_args.content[0].text
+        # a placeholder a model writes for "no cursor" is the first page, not a forgery
+        _, placeholders = call_all(server, [
+            (tool, {"limit": 7, "status": "SHIPPED", "cursor": c}) for c in ("null", "", None)])
+        for r in placeholders:
+            assert not r.is_error, r.content[0].text
+            assert [x["order_id"] for x in r.structured_content["rows"]] == ids1
     finally:
         server.close()
     other = TetherServer(project, stdio_user="mgr.amer")

@@ -7,6 +7,7 @@ allowed; the server turns it into an `isError` result and stays up.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import json
@@ -127,6 +128,7 @@ class Executor:
         config = self.project.config
         if not tool_visible(config, call.user, call.tool):
             raise ToolError(f"unknown tool {call.tool!r} for this user")
+        call = without_empty_cursor(call)
         validate(call.definition, call.args)
         self._refuse_masked_filters(call)
         kind = call.plan.kind
@@ -360,6 +362,16 @@ class Executor:
 
 
 _VALIDATORS: dict[str, Any] = {}
+NO_CURSOR = (None, "", "null", "none", "None", "NULL")
+
+
+def without_empty_cursor(call: Call) -> Call:
+    """A first page asked for with a placeholder cursor (null, "", "null": models write these)
+    is a first page, not a forged cursor."""
+    if "cursor" in call.args and call.args["cursor"] in NO_CURSOR:
+        return dataclasses.replace(call, args={k: v for k, v in call.args.items() if k != "cursor"})
+    return call
+
 
 
 def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:

@@ -78,7 +78,7 @@ class _Messages:
     def __init__(self, client: anthropic.AsyncAnthropic, agent: AnthropicAgent, tools: ToolSet,
                  question: str):
         self.client, self.agent, self.tools = client, agent, tools
-        self.system = system_prompt(tools.ask, agent.common.system)
+        self.system = system_prompt(tools.ask, agent.common.system, agent.common.today)
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
 
     @property

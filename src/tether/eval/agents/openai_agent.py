@@ -9,6 +9,7 @@ tool results); the loop decides what is a tool call, a clarification or the fina
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -31,13 +32,17 @@ LIMIT_NOTE = ("You have reached the turn limit: no more tool calls. Answer the q
 LIMIT_SUFFIX = "(Stopped at the turn limit: this answer uses only the tool results gathered so far.)"
 
 COMMON_OPTIONS = frozenset({"model", "base_url", "api_key_env", "temperature", "max_tokens", "timeout",
-                            "max_retries", "system", "clarify", "max_result_chars", "extra_body"})
+                            "max_retries", "system", "clarify", "max_result_chars", "extra_body",
+                            "today"})
 
 
-def system_prompt(ask_name: str | None, extra: str) -> str:
+def system_prompt(ask_name: str | None, extra: str, today: dt.date | None = None) -> str:
     """What the agent is told before the question."""
     parts = ["You answer a user's question about their data. Use the tools to get the facts; "
-             "do not guess numbers or values the tools can give you."]
+             "do not guess numbers or values the tools can give you. Pass only the arguments the "
+             "question needs: leave an optional filter out unless the question names its value."]
+    if today is not None:
+        parts.append(f"Today's date is {today.isoformat()}.")
     if ask_name:
         parts.append(f"If the question is ambiguous (which period, which definition of a business "
                      f"term, which customer, product or region it means), call the `{ask_name}` "
@@ -166,9 +171,44 @@ def render_result(call: ToolCall, limit: int) -> str:
 
 
 def truncate(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters. A JSON object is cut inside its lists instead, so the
+    fields after a long list (row counts, next cursors, as_of) still reach the model."""
     if limit <= 0 or len(text) <= limit:
         return text
+    fitted = _fit_json(text, limit)
+    if fitted is not None:
+        return fitted
     return text[:limit] + f"\n[truncated: the first {limit} of {len(text)} characters]"
+
+
+def _fit_json(text: str, limit: int) -> str | None:
+    """The object with its longest list shortened until it fits, and a note saying how much of
+    which list is shown; None when the text is not a JSON object or cannot be made to fit."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict):
+        return None
+    lists = [k for k, v in value.items() if isinstance(v, list) and v]
+    if not lists:
+        return None
+    key = max(lists, key=lambda k: len(json.dumps(value[k], default=str)))
+    items = value[key]
+
+    def shown(n: int) -> str:
+        note = f"[shortened by the agent: the first {n} of {len(items)} items of {key!r}]"
+        return json.dumps({**value, key: items[:n]}, default=str) + "\n" + note
+
+    lo, hi = 0, len(items)  # the most items that fit: binary search on the count
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(shown(mid)) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    out = shown(lo)
+    return out if len(out) <= limit else None
 
 
 _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
@@ -241,6 +281,7 @@ class CommonOptions:
     clarify: bool
     max_result_chars: int
     extra_body: dict[str, Any]
+    today: dt.date | None = None  # told to the model: "last quarter" needs a date to mean anything
 
 
 class OptionReader:
@@ -294,6 +335,15 @@ class OptionReader:
         except ValueError:
             raise self.bad(key, "a number") from None
 
+    def date(self, key: str) -> dt.date | None:
+        value = self.options.get(key, "").strip()
+        if not value or value.lower() == "none":
+            return None
+        try:
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            raise self.bad(key, "a date (YYYY-MM-DD)") from None
+
     def common(self, key_env: str, url_env: str) -> CommonOptions:
         model = self.options.get("model", "").strip()
         if not model:
@@ -325,7 +375,8 @@ class OptionReader:
             temperature=self.number("temperature", 0.0), max_tokens=self.integer("max_tokens", None),
             timeout=timeout if timeout is not None else 120.0,
             max_retries=retries if retries is not None else 2, system=self.text("system"),
-            clarify=self.flag("clarify", True), max_result_chars=chars or 0, extra_body=extra_body)
+            clarify=self.flag("clarify", True), max_result_chars=chars or 0, extra_body=extra_body,
+            today=self.date("today"))
 
 
 def endpoint_error(provider: str, url: str, status: int | None, detail: str, key_env: str
@@ -373,6 +424,7 @@ class OpenAIOptions:
     empty_content: str | None  # what an assistant message without text carries; "omit" drops the key
     constrained: bool
     constrained_format: str
+    describe_tools: str  # "request": only in the tools field; "system": also in the prompt
 
 
 @register
@@ -382,7 +434,7 @@ class OpenAIAgent(Agent):
     name: ClassVar[str] = "openai"
     known_options: ClassVar[frozenset[str]] = COMMON_OPTIONS | {
         "tool_choice", "after_tool_choice", "tool_result_role", "empty_content", "constrained",
-        "constrained_format"}
+        "constrained_format", "describe_tools"}
 
     def __init__(self, options: dict[str, str] | None = None):
         super().__init__(options)
@@ -396,7 +448,8 @@ class OpenAIAgent(Agent):
             empty_content=None if empty.lower() == "null" else empty,
             constrained=r.flag("constrained", False),
             constrained_format=r.choice("constrained_format", ("json_object", "json_schema"),
-                                        "json_object"))
+                                        "json_object"),
+            describe_tools=r.choice("describe_tools", ("request", "system"), "request"))
 
     async def run(self, ctx: AgentContext) -> Answer:
         import openai
@@ -415,8 +468,11 @@ class _Chat:
 
     def __init__(self, client: openai.AsyncOpenAI, settings: OpenAIOptions, tools: ToolSet, question: str):
         self.client, self.s, self.tools = client, settings, tools
+        prompt = system_prompt(tools.ask, settings.common.system, settings.common.today)
+        if settings.describe_tools == "system" and not settings.constrained:
+            prompt += "\n\n" + describe_tools(tools)
         self.messages: list[dict[str, Any]] = [
-            {"role": "system", "content": system_prompt(tools.ask, settings.common.system)},
+            {"role": "system", "content": prompt},
             {"role": "user", "content": question}]
         self.after_tool = False
 
@@ -488,7 +544,9 @@ class _Chat:
         self.messages.append(msg)
 
     def add_results(self, results: list[Result], note: str | None) -> None:
-        self.after_tool = True
+        # a user's answer to ask_user is not a tool result: the next request still offers the tools
+        # with the first-turn tool_choice (after_tool_choice=none would forbid every data call)
+        self.after_tool = self.after_tool or any(not r.clarification for r in results)
         if self.s.tool_result_role == "user":
             self.messages.append({"role": "user", "content": results_as_text(results, note)})
             return
@@ -519,7 +577,8 @@ class _ConstrainedChat:
     def __init__(self, chat: _Chat):
         self.chat = chat
         tools = chat.tools
-        chat.messages[0]["content"] = constrained_prompt(tools, chat.s.common.system)
+        chat.messages[0]["content"] = constrained_prompt(tools, chat.s.common.system,
+                                                         chat.s.common.today)
         schema = step_schema(tools)
         self.response_format: dict[str, Any] = (
             {"type": "json_object", "schema": schema} if chat.s.constrained_format == "json_object"
@@ -571,11 +630,16 @@ def step_schema(tools: ToolSet) -> dict[str, Any]:
     return {"anyOf": choices}
 
 
-def constrained_prompt(tools: ToolSet, extra: str) -> str:
-    lines = [system_prompt(tools.ask, extra), "", "Tools:"]
+def describe_tools(tools: ToolSet) -> str:
+    """Each tool's name and description, for a server whose chat format drops descriptions."""
+    return "Tools:\n" + "\n".join(f"- {s.wire}: {s.description}" for s in tools.specs)
+
+
+def constrained_prompt(tools: ToolSet, extra: str, today: dt.date | None = None) -> str:
+    lines = [system_prompt(tools.ask, extra, today), "", "Tools:"]
     for s in tools.specs:
         lines.append(f"- {s.wire}: {s.description}")
-        lines.append(f"  arguments (JSON Schema): {json.dumps(s.parameters)}")
+        lines.append(f"  arguments (JSON Schema): {json.dumps(s.parameters, separators=(',', ':'))}")
     lines += ["", 'Reply with exactly one JSON object: {"tool": NAME, "arguments": {...}} to call a '
               'tool, or {"answer": TEXT} when you can answer.']
     return "\n".join(lines)
