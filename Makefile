@@ -5,6 +5,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 DEMO   ?= demo-out
 SCALE  ?= 1
+# when this make started: `make proof` reports its whole wall time, the venv step included
+MAKE_T0 := $(shell date +%s)
 
 .PHONY: demo test lint bench clean proof
 
@@ -62,7 +64,7 @@ bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/label.py
 
 proof: $(STAMP) ## a real local model against tether's generic, bare and grounded tools and a third-party server; writes docs/proof.md
-	$(BIN)/python -m proof.run --cases $(or $(PROOF_CASES),core) --out $(DEMO)/proof --doc docs/proof.md
+	$(BIN)/python -m proof.run --cases $(or $(PROOF_CASES),core) --out $(DEMO)/proof --doc docs/proof.md --make-started $(MAKE_T0)
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .mypy_cache .ruff_cache

@@ -433,6 +433,9 @@ def timings_section(run: ProofRun) -> list[str]:
     rows.append(["report", seconds(steps.get("report", {}).get("seconds")), ""])
     rows.append(["relabel check", seconds(steps.get("relabel_check", {}).get("seconds")), ""])
     rows.append(["**total, this run**", f"**{seconds(r.get('total_s'))}**", ""])
+    if r.get("make_s") is not None:
+        rows.append(["**`make proof`, start to end** (its venv step included)",
+                     f"**{seconds(r.get('make_s'))}**", ""])
     host = r.get("host", {})
     load = ", ".join(f"{x:.1f}" for x in host.get("load_average_at_start", []))
     out = ["## Timings", "",
@@ -441,7 +444,7 @@ def timings_section(run: ProofRun) -> list[str]:
     known = r.get("cache_timings", {})
     fetch = known.get("model_fetch", {}).get("seconds")
     build = known.get("wheel_build", {}).get("seconds")
-    fresh = r.get("total_s", 0.0)
+    fresh = r.get("make_s") or r.get("total_s", 0.0)
     missing = []
     if not steps.get("model", {}).get("fetched"):
         if fetch is None:

@@ -176,8 +176,9 @@ def remember(fetched: bool, fetch_s: float, built: bool, build_s: float,
 
 class Pipeline:
     def __init__(self, out: Path, cases_spec: str, doc: Path, threads: int,
-                 configs: Sequence[Config]):
+                 configs: Sequence[Config], make_started: float | None = None):
         self.out, self.cases_spec, self.doc, self.threads = out.resolve(), cases_spec, doc, threads
+        self.make_started = make_started
         self.configs = list(configs)
         self.run_dir = next_run_dir(self.out / "runs")
         self.started = time.perf_counter()
@@ -199,6 +200,8 @@ class Pipeline:
 
     def save(self) -> None:
         self.record["total_s"] = round(time.perf_counter() - self.started, 1)
+        if self.make_started is not None:  # `make proof`: its own venv step counts too
+            self.record["make_s"] = round(time.time() - self.make_started, 1)
         (self.run_dir / PROOF_JSON).write_text(json.dumps(self.record, indent=2) + "\n")
 
     def step(self, name: str, seconds: float, **extra: Any) -> None:
@@ -423,6 +426,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=int(os.environ.get("PROOF_THREADS", "2")))
     p.add_argument("--configs", default="generic,bare,grounded,motherduck",
                    help="comma-separated subset of generic,bare,grounded,motherduck")
+    p.add_argument("--make-started", type=float, default=None,
+                   help="when `make proof` started (Unix seconds): the record then also holds "
+                   "the time from there, its venv step included")
     p.add_argument("--render-only", action="store_true",
                    help="only rewrite the doc from the runs already in OUT/runs")
     p.add_argument("--prepare-only", action="store_true",
@@ -440,7 +446,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             raise ProofError(f"unknown configuration {unknown[0]!r}.")
         configs = [c for c in CONFIGS if c.key in keys]
-        return Pipeline(a.out, a.cases, a.doc, a.threads, configs).main()
+        return Pipeline(a.out, a.cases, a.doc, a.threads, configs, a.make_started).main()
     except ProofError as e:
         print(f"make proof: {e}", file=sys.stderr)
         return 2

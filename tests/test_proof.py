@@ -312,6 +312,17 @@ def test_render_doc_from_hand_made_runs(tmp_path: Path) -> None:
     assert again.count(render.HAND_MARK) == 1
 
 
+def test_make_wall_time_counts_in_the_fresh_estimate(tmp_path: Path) -> None:
+    d = _run_folder(tmp_path / "runs", 1)
+    record = json.loads((d / render.PROOF_JSON).read_text())
+    record["make_s"] = 640.0  # `make proof` from its start: its venv step (40 s) included
+    (d / render.PROOF_JSON).write_text(json.dumps(record))
+    latest, _ = render.latest_runs(d.parent)
+    text = render.render(latest, None, tmp_path, tmp_path)
+    assert "| **`make proof`, start to end** (its venv step included) | **640 s (10.7 min)** |" in text
+    assert "Estimated fresh-machine total: **900 s (15.0 min)**" in text  # 640 + fetch + build
+
+
 def test_only_one_run_says_so(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     _run_folder(runs, 1)

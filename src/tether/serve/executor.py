@@ -357,6 +357,10 @@ class Executor:
             raw = src.query(q)[0][0]
             if isinstance(raw, dt.datetime):
                 value = raw if raw.tzinfo else raw.replace(tzinfo=dt.UTC)
+        elif p.freshness and p.freshness.load_time:
+            loaded = self.source(p.source).loaded_at()
+            # a fixed project clock is "now": nothing was loaded after it
+            value = min(loaded, self.project.now()) if loaded is not None else None
         self._fresh[product] = (time.monotonic() + self.freshness_ttl, value)
         return value
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import re
 from abc import ABC, abstractmethod
@@ -24,6 +25,11 @@ class Source(ABC):
     def __init__(self, name: str, url_for_humans: str):
         self.name = name
         self.url_for_humans = url_for_humans
+
+    def loaded_at(self) -> dt.datetime | None:
+        """When the source was last written, where the engine can tell (``freshness:
+        {load_time: true}``); None where it cannot."""
+        return None
 
     @abstractmethod
     def tables(self) -> list[str]:

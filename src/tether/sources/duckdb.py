@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,15 @@ class DuckDBSource(Source):
                 hint="Another process may hold it open for writing; close it and retry.",
             ) from None
         self.schema = schema
+        self.path = path
         if schema:
             self.con.execute(f"SET schema = '{schema.replace(chr(39), '')}'")
+
+    def loaded_at(self) -> dt.datetime | None:
+        """The database file's last write (its write-ahead log's, if newer)."""
+        times = [f.stat().st_mtime for f in (self.path, self.path.with_name(self.path.name + ".wal"))
+                 if f.is_file()]
+        return dt.datetime.fromtimestamp(max(times), dt.UTC) if times else None
 
     def run_named(self, sql: str, params: dict[str, Any] | None = None,
                   timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:

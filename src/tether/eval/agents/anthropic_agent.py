@@ -3,7 +3,7 @@
 Tool calls are ``tool_use`` blocks, results go back as ``tool_result`` blocks in the next user
 message, and thinking blocks (option ``thinking``) are recorded as the turn's reasoning
 and sent back unchanged, as the API requires. The loop itself is shared with the ``openai``
-agent (openai_agent.run_loop).
+agent (loop.run_loop).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.eval.agents.base import Agent, AgentContext, Answer, register
-from tether.eval.agents.openai_agent import (
+from tether.eval.agents.loop import (
     COMMON_OPTIONS,
     Call,
     CommonOptions,
