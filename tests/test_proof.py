@@ -103,6 +103,24 @@ def test_wheel_and_server_commands(monkeypatch: pytest.MonkeyPatch) -> None:
     assert int(pairs["--n_ctx"]) >= 8192
 
 
+def test_a_server_killed_by_sigill_asks_for_the_portable_build(tmp_path: Path) -> None:
+    def fake(name: str, body: str) -> str:
+        f = tmp_path / name
+        f.write_text(f"#!/bin/sh\n{body}\n")
+        f.chmod(0o755)
+        return str(f)
+
+    # a wheel built for CPU features this machine lacks dies with SIGILL while loading the model
+    sigill = llama.Server([fake("ill", "kill -ILL $$")], llama.free_port(), tmp_path / "a.log")
+    with pytest.raises(llama.FirstCompletionError, match="exited"):
+        sigill.start(wait_s=10)
+    # any other early exit is an ordinary error: no pointless rebuild
+    broken = llama.Server([fake("bad", "exit 3")], llama.free_port(), tmp_path / "b.log")
+    with pytest.raises(model.ProofError, match="code 3") as err:
+        broken.start(wait_s=10)
+    assert not isinstance(err.value, llama.FirstCompletionError)
+
+
 def test_eval_commands() -> None:
     cmd = run.eval_command("stdio:tether serve", Path("c.jsonl"), Path("out/g"),
                            "http://127.0.0.1:9/v1")
