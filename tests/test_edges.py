@@ -143,3 +143,69 @@ def test_one_row_currency_table(tmp_path: Path) -> None:
 def test_lint_missing_file_is_clean(tmp_path: Path) -> None:
     res = run_cli("lint", str(tmp_path / "nope.json"))
     assert res.returncode == 2 and "does not exist" in res.stderr and "Traceback" not in res.stderr
+
+
+MIXED = """\
+sources:
+  main: {{url: "{url}", schema: "{schema}"}}
+products:
+  Orders:
+    table: Orders
+    primary_key: [OrderId]
+    tool: {{name: orders_by_status}}
+policies:
+  roles:
+    manager:
+      tools: ["*"]
+      row_filters: {{Orders: '"Region" = {{{{ user.region }}}}'}}
+  users:
+    mia: {{role: manager, region: EMEA}}
+"""
+
+
+def test_mixed_case_postgres_names_are_quoted(tmp_path: Path, pg_url: str) -> None:
+    # PostgreSQL folds an unquoted Orders to orders, another (here missing) table: tether must
+    # quote the names exactly as the catalog spells them, in profiles, plans and policy filters
+    import psycopg
+
+    schema = f"tether_mixed_{tmp_path.name[-8:].lower().replace('-', '_')}"
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE; CREATE SCHEMA "{schema}"')
+        c.execute(f'CREATE TYPE "{schema}".channel AS ENUM (\'web\', \'store\', \'phone\')')
+        c.execute(f'CREATE TABLE "{schema}"."Orders" ("OrderId" int PRIMARY KEY, '
+                  f'"Status" text NOT NULL, "Region" text NOT NULL, '
+                  f'"Channel" "{schema}".channel NOT NULL)')
+        c.execute(f'INSERT INTO "{schema}"."Orders" SELECT g, '
+                  "CASE WHEN g % 3 = 0 THEN 'NEW' ELSE 'PAID' END, "
+                  "CASE WHEN g % 2 = 0 THEN 'EMEA' ELSE 'AMER' END, "
+                  "CASE WHEN g % 5 = 0 THEN 'store' ELSE 'web' END::"
+                  f'"{schema}".channel FROM generate_series(1, 60) g')
+    try:
+        (tmp_path / "tether.yaml").write_text(MIXED.format(url=pg_url, schema=schema))
+        project = load_project(tmp_path)
+        profiles = {p.product: p for p in profile_project(project)}
+        status = next(c for c in profiles["Orders"].columns if c.column.name == "Status")
+        assert sorted(e.value for e in status.enum or []) == ["NEW", "PAID"]
+        # a native ENUM column is a string column: its observed values become the tool's enum
+        channel = next(c for c in profiles["Orders"].columns if c.column.name == "Channel")
+        assert channel.column.kind == "string"
+        assert sorted(e.value for e in channel.enum or []) == ["store", "web"]
+        tool = next(t for t in generate(project, profiles) if t.name == "orders_by_status")
+        run_sql = next(t for t in generate(project, profiles, "generic") if t.name == "run_sql")
+        ex = Executor(project, load_key(tmp_path / "k"))
+        try:
+            out = ex.run(Call("mia", tool.name, "1", tool.wire(), tool.plan,
+                              {"Status": "NEW", "limit": 200}))
+            counted = ex.run(Call("mia", "run_sql", "1", run_sql.wire(), run_sql.plan,
+                                  {"sql": 'SELECT count(*) AS n FROM "Orders"'}))
+        finally:
+            ex.close()
+        assert counted["rows"] == [{"n": 30}]  # the guarded SQL path, row filter applied
+        assert tool.input_schema["properties"]["Channel"]["enum"] == ["store", "web"]
+        rows = out["rows"]
+        # g % 3 = 0 and g % 2 = 0 for g in 1..60: the ten multiples of 6, all EMEA
+        assert sorted(r["OrderId"] for r in rows) == list(range(6, 61, 6))
+        assert {(r["Status"], r["Region"]) for r in rows} == {("NEW", "EMEA")}
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

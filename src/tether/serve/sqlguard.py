@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from tether.config import TetherConfig
 from tether.policy.pushdown import mask_of, masked, row_filter
+from tether.sources.base import table_ref
 
 
 class GuardError(ValueError):
@@ -93,7 +94,7 @@ def apply_policy(query: exp.Query, config: TetherConfig, user: str, tables: dict
             return node
         product = tables[node.name.lower()]
         alias = node.alias_or_name
-        base = exp.to_table(config.products[product].table or product, dialect=dialect)
+        base = table_ref(config.products[product].table or product, dialect)
         base.set("alias", exp.TableAlias(this=exp.to_identifier("t")))
         projections: list[exp.Expr] = []
         for col in columns[product]:  # already exposable: no restricted column or field

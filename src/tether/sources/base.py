@@ -15,6 +15,23 @@ from tether.context.schema import Column, TypeKind
 from tether.errors import ProductError
 
 _PLAIN = re.compile(r"[a-z_][a-z0-9_]*")  # an identifier any dialect reads unquoted as itself
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")  # one plain-looking name part, any case
+
+
+def table_ref(table: str, dialect: str) -> exp.Table:
+    """A product's ``table`` (``name``, ``schema.name``, ``catalog.schema.name``) as a table
+    expression. Each part is kept as the catalog spells it: quoted unless every dialect reads it
+    unquoted as itself (PostgreSQL folds an unquoted Orders to orders, another table). Anything
+    else (already quoted parts) goes through the dialect's parser."""
+    parts = table.split(".")
+    if 1 <= len(parts) <= 3 and all(_NAME.fullmatch(p) for p in parts):  # no parser needed
+        ids = [exp.to_identifier(p, quoted=not _PLAIN.fullmatch(p)) for p in parts]
+        return exp.table_(ids[-1], db=ids[-2] if len(ids) > 1 else None,
+                          catalog=ids[0] if len(ids) == 3 else None)
+    try:
+        return exp.to_table(table, dialect=dialect)
+    except sqlglot.errors.ParseError as e:
+        raise ProductError(f"{table!r} is not a table name ({e}).") from None
 
 
 class Source(ABC):
@@ -79,14 +96,7 @@ class Source(ABC):
     # --- relations ---
 
     def table_expr(self, table: str) -> exp.Table:
-        parts = table.split(".")
-        if 1 <= len(parts) <= 3 and all(_PLAIN.fullmatch(p) for p in parts):  # no parser needed
-            return exp.table_(parts[-1], db=parts[-2] if len(parts) > 1 else None,
-                              catalog=parts[0] if len(parts) == 3 else None)
-        try:
-            return exp.to_table(table, dialect=self.dialect)
-        except sqlglot.errors.ParseError as e:
-            raise ProductError(f"{table!r} is not a table name ({e}).") from None
+        return table_ref(table, self.dialect)
 
     def sql_expr(self, sql: str, product: str) -> exp.Subquery:
         """A product's SQL as a subquery; it must be exactly one SELECT."""

@@ -147,8 +147,10 @@ class SQLAlchemySource(Source):
         out = []
         for c in insp.get_columns(t.name, schema=schema):
             type_name = c["type"].compile(dialect=self.engine.dialect).upper()
+            # a native ENUM type compiles to its own name (ORDER_STATUS): its values are strings
+            kind = "string" if isinstance(c["type"], sa.Enum) else kind_of(type_name)
             out.append(
-                Column(name=c["name"], type=type_name, kind=kind_of(type_name),
+                Column(name=c["name"], type=type_name, kind=kind,
                        nullable=bool(c.get("nullable", True)))
             )
         return out
@@ -162,19 +164,23 @@ class SQLAlchemySource(Source):
                 names = [d[0] for d in desc]
                 codes = [d[1] for d in desc]
                 types: dict[Any, str] = {}
+                enums: set[Any] = set()
                 if self.dialect == "postgres" and codes:
                     rows = c.execute(
-                        sa.text("SELECT oid, format_type(oid, NULL) FROM pg_type "
+                        sa.text("SELECT oid, format_type(oid, NULL), typtype FROM pg_type "
                                 "WHERE oid = ANY(:oids)"),
                         {"oids": list(set(codes))},
                     )
-                    types = {r[0]: r[1].upper() for r in rows}
+                    for oid, name, typtype in rows:
+                        types[oid] = name.upper()
+                        if typtype == "e":  # a native ENUM type
+                            enums.add(oid)
         except sa.exc.SQLAlchemyError as e:
             reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
             raise ProductError(f"{label}: the source rejected its SQL: {reason}") from None
         return [
-            Column(name=n, type=types.get(code, "UNKNOWN"), kind=kind_of(types.get(code, "")),
-                   nullable=True)
+            Column(name=n, type=types.get(code, "UNKNOWN"),
+                   kind="string" if code in enums else kind_of(types.get(code, "")), nullable=True)
             for n, code in zip(names, codes, strict=True)
         ]
 

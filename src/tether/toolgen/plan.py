@@ -18,6 +18,7 @@ from sqlglot import exp
 from tether.config import TetherConfig
 from tether.context.calendar import quarter, quarter_of
 from tether.errors import ProductError
+from tether.sources.base import table_ref
 from tether.toolgen.model import QueryPlan
 
 
@@ -112,7 +113,7 @@ def _table(config: TetherConfig, product: str, dialect: str) -> exp.Expr:
     p = config.products[product]
     alias = exp.TableAlias(this=exp.to_identifier(product, quoted=True))
     if p.table:
-        t = exp.to_table(p.table, dialect=dialect)
+        t = table_ref(p.table, dialect)
         t.set("alias", alias)
         return t
     return exp.Subquery(this=parse(p.sql or "", dialect), alias=alias)

@@ -346,7 +346,7 @@ def _entitled(work: Work, src: Source, product: str, kinds: frozenset[str]
             projections.append(ref)
             continue
         projections.append(exp.alias_(value, name, quoted=True))
-    base: exp.Expr = (exp.to_table(p.table, dialect=src.dialect) if p.table
+    base: exp.Expr = (src.table_expr(p.table) if p.table
                       else src.sql_expr(p.sql or "", product))
     select = exp.Select(expressions=projections).from_(base, copy=False)
     params: dict[str, Any] = {}
