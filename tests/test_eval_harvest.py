@@ -21,14 +21,13 @@ from tether.eval.harvest import (
     PLACEHOLDER,
     call_log_candidates,
     harvest_call_log,
-    harvest_otel,
     keep_discriminating,
-    otel_candidates,
     quota_for,
     strata,
     stratify,
     write_candidates,
 )
+from tether.eval.otlp import harvest_otel, otel_candidates
 from tether.eval.trace import LabelLine
 from tether.serve.server import TetherServer
 

@@ -240,11 +240,11 @@ def harvest(
     from tether.eval.harvest import (
         call_log_candidates,
         keep_discriminating,
-        otel_candidates,
         strata,
         stratify,
         write_candidates,
     )
+    from tether.eval.otlp import otel_candidates
 
     items: list[Any]
     if cases_file is not None:
