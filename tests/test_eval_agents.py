@@ -20,15 +20,8 @@ import pytest
 from conftest import free_port
 from tether.eval.agents.anthropic_agent import AnthropicAgent
 from tether.eval.agents.base import AgentContext, AgentError, Answer, agent_names, make_agent
-from tether.eval.agents.openai_agent import (
-    ANSWER_NOW,
-    LIMIT_NOTE,
-    LIMIT_SUFFIX,
-    OpenAIAgent,
-    parse_choice,
-    parse_value,
-    truncate,
-)
+from tether.eval.agents.loop import ANSWER_NOW, LIMIT_NOTE, LIMIT_SUFFIX, parse_value, truncate
+from tether.eval.agents.openai_agent import OpenAIAgent, parse_choice
 from tether.eval.cases import Case, Gold
 from tether.eval.trace import ModelTurn, ToolCall
 

@@ -938,16 +938,15 @@ def test_policy_re_run_with_the_source_down_goes_to_a_human(demo_dir: Path, tmp_
 def test_a_wrapped_structured_result_is_read_like_the_text() -> None:
     """FastMCP servers (mcp-server-motherduck) send structuredContent {"result": "<JSON text>"}:
     the rows inside must be read, or a leak in them goes unseen."""
-    from tether.eval.label.calls import payload_of
-    from tether.eval.trace import ToolCall
+    from tether.eval.trace import ToolCall, result_payload
 
     inner = {"success": True, "columns": ["n"], "rows": [[1427]], "rowCount": 1}
     wrapped = ToolCall(index=0, turn=0, name="execute_query", arguments={"sql": "SELECT 1"},
                        structured={"result": json.dumps(inner)}, text=json.dumps(inner))
-    assert payload_of(wrapped) == inner
+    assert result_payload(wrapped) == inner
     listed = ToolCall(index=0, turn=0, name="t", structured={"result": [{"a": 1}]})
-    assert payload_of(listed) == [{"a": 1}]
+    assert result_payload(listed) == [{"a": 1}]
     plain = ToolCall(index=0, turn=0, name="t", structured={"rows": [], "row_count": 0})
-    assert payload_of(plain) == {"rows": [], "row_count": 0}
+    assert result_payload(plain) == {"rows": [], "row_count": 0}
     text_only = ToolCall(index=0, turn=0, name="t", text="[{'n': 3}]")
-    assert payload_of(text_only) == [{"n": 3}]
+    assert result_payload(text_only) == [{"n": 3}]

@@ -121,6 +121,57 @@ def test_a_server_killed_by_sigill_asks_for_the_portable_build(tmp_path: Path) -
     assert not isinstance(err.value, llama.FirstCompletionError)
 
 
+FAKE_SERVER = """
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+port = int(sys.argv[sys.argv.index("--port") + 1])
+class H(BaseHTTPRequestHandler):
+    def answer(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(json.dumps({"data": [], "choices": []}).encode())
+    do_GET = do_POST = answer
+    def log_message(self, *a):
+        pass
+HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def test_a_wheel_that_dies_on_this_cpu_is_replaced_by_the_portable_build(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PROOF_CMAKE_ARGS", raising=False)
+    monkeypatch.setattr(run, "CACHE", tmp_path / "cache")
+    (tmp_path / "fake_server.py").write_text(FAKE_SERVER)
+    fast = llama.cmake_args(frozenset("fma avx f16c avx2 avx512f avx512dq avx512bw avx512vl".split()))
+    venvs = {}
+    for args, body in ((fast, "kill -ILL $$"),  # built for features this CPU lacks
+                       (llama.PORTABLE, f'exec {sys.executable} {tmp_path / "fake_server.py"} "$@"')):
+        wheels = run.CACHE / "wheels" / llama.build_key(args=args)
+        wheels.mkdir(parents=True)
+        wheel = wheels / f"llama_cpp_python-{llama.LLAMA_VERSION}-py3-none-any.whl"
+        wheel.write_bytes(args.encode())
+        venv = run.CACHE / f"venv-{wheels.name}"
+        (venv / "bin").mkdir(parents=True)
+        (venv / ".ok").write_text(hashlib.sha256(wheel.read_bytes()).hexdigest() + "\n")
+        (venv / "bin" / "python").write_text(f"#!/bin/sh\n{body}\n")
+        (venv / "bin" / "python").chmod(0o755)
+        venvs[args] = venv
+    pipe = run.Pipeline(tmp_path / "out", "core", tmp_path / "proof.md", 2, [])
+    (pipe.run_dir / "logs").mkdir(parents=True)
+    assert pipe.server_venv(fast) == venvs[fast]  # both wheels are cached: nothing is built
+    server, venv = pipe.start_server_or_portable(tmp_path / "m.gguf", venvs[fast])
+    try:
+        assert server.alive() and venv == venvs[llama.PORTABLE]
+        assert pipe.record["llama"]["cmake_args"] == llama.PORTABLE
+        assert pipe.record["llama"]["failed_cmake_args"] == fast  # the doc can say what failed
+    finally:
+        server.stop()
+    monkeypatch.setenv("PROOF_CMAKE_ARGS", fast)  # settings the user chose are never replaced
+    pipe.server_venv(fast)
+    with pytest.raises(llama.FirstCompletionError):
+        pipe.start_server_or_portable(tmp_path / "m.gguf", venvs[fast])
+
+
 def test_eval_commands() -> None:
     cmd = run.eval_command("stdio:tether serve", Path("c.jsonl"), Path("out/g"),
                            "http://127.0.0.1:9/v1")
@@ -339,6 +390,11 @@ def test_make_wall_time_counts_in_the_fresh_estimate(tmp_path: Path) -> None:
     text = render.render(latest, None, tmp_path, tmp_path)
     assert "| **`make proof`, start to end** (its venv step included) | **640 s (10.7 min)** |" in text
     assert "Estimated fresh-machine total: **900 s (15.0 min)**" in text  # 640 + fetch + build
+    assert "died on its first token" not in text
+    record["llama"]["failed_cmake_args"] = "-DGGML_AVX512=ON"
+    (d / render.PROOF_JSON).write_text(json.dumps(record))
+    text = render.render(render.latest_runs(d.parent)[0], None, tmp_path, tmp_path)
+    assert "`-DGGML_AVX512=ON`, died on its first token and was replaced" in text
 
 
 def test_only_one_run_says_so(tmp_path: Path) -> None:

@@ -366,16 +366,15 @@ class Executor:
 
 
 _VALIDATORS: dict[str, Any] = {}
-NO_CURSOR = (None, "", "null", "none", "None", "NULL")
 
 
 def without_empty_cursor(call: Call) -> Call:
-    """A first page asked for with a placeholder cursor (null, "", "null": models write these)
-    is a first page, not a forged cursor."""
-    if "cursor" in call.args and call.args["cursor"] in NO_CURSOR:
+    """A first page asked for with a placeholder cursor (null, "", "null", "none": models write
+    these) is a first page, not a forged cursor."""
+    cursor = call.args.get("cursor", "?")
+    if cursor is None or (isinstance(cursor, str) and cursor.strip().lower() in ("", "null", "none")):
         return dataclasses.replace(call, args={k: v for k, v in call.args.items() if k != "cursor"})
     return call
-
 
 
 def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:

@@ -15,10 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.eval.agents.base import Agent, AgentContext, AgentError, Answer, register
 from tether.eval.agents.loop import (
-    ANSWER_NOW,
     COMMON_OPTIONS,
-    LIMIT_NOTE,
-    LIMIT_SUFFIX,
     Call,
     CommonOptions,
     Conversation,
@@ -29,18 +26,14 @@ from tether.eval.agents.loop import (
     endpoint_error,
     error_detail,
     parse_arguments,
-    parse_value,
     run_loop,
     system_prompt,
-    truncate,
 )
 from tether.eval.trace import Usage
 
 if TYPE_CHECKING:
     import openai
 
-__all__ = ["ANSWER_NOW", "LIMIT_NOTE", "LIMIT_SUFFIX", "OpenAIAgent", "parse_choice", "parse_value",
-           "truncate"]
 
 # --- the OpenAI-compatible agent -------------------------------------------------------------
 

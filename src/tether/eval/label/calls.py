@@ -12,8 +12,6 @@ from tether.eval.label.context import LabelContext
 from tether.eval.label.sqlshape import SqlAnalysis, analyse
 from tether.eval.trace import ToolCall, Trace, result_payload
 
-payload_of = result_payload  # the labeller's name for it
-
 META_KEY = "tether/context"  # the provenance key of every tether tool (CONTRACTS.md)
 
 
@@ -163,6 +161,6 @@ def call_views(ctx: LabelContext, trace: Trace) -> list[CallView]:
             if is_sql_argument(ctx, info, arg, value):
                 view.sql_arguments.add(arg)
                 view.sql.extend(analyse(ctx, value))
-        view.payload = payload_of(call)
+        view.payload = result_payload(call)
         out.append(view)
     return out
