@@ -1,8 +1,9 @@
 """`cases.jsonl`: one evaluation case per line, with exactly the fields of the evaluation article.
 
 Extensions (CONTRACTS.md): ``gold.definition_sql`` holds the governed predicate for machine
-comparison. ``label`` and ``cost`` may be null (cases with gold only). A bad line is reported
-with its line number and field, and the valid lines still load.
+comparison. ``label`` and ``cost`` may be null (cases with gold only). A bad line (not UTF-8
+text, not JSON, not a valid case) is reported with its line number and field, and the valid lines
+still load; a file that is not text at all is refused whole (see :func:`load_cases`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from tether.textfiles import decode_text, read_bytes, text_problem
+
 FailureClass = Literal["entity", "semantic", "structural", "temporal", "policy"]
 FAILURE_CLASSES: tuple[str, ...] = ("entity", "semantic", "structural", "temporal", "policy")
+_BOM = b"\xef\xbb\xbf"
 
 
 class _M(BaseModel):
@@ -96,25 +100,47 @@ class CaseSet:
 
 
 def load_cases(path: Path) -> CaseSet:
-    """Every valid case in the file; each bad line becomes a CaseError naming line and field."""
+    """Every valid case in the file; each bad line becomes a CaseError naming line and field.
+
+    A line that is not UTF-8 text (binary garbage), not JSON or not a valid case is skipped and
+    named. A file that is not text at all (a binary or compressed file, UTF-16: some line is not
+    UTF-8 text and not one line is JSON) is a ConfigError, as is a directory or a missing file:
+    the caller then runs nothing."""
+    what = "the cases file"
+    hint = "cases.jsonl is UTF-8 text, one JSON case per line (docs/eval.md)."
+    data = read_bytes(path, what, hint=hint)
     out = CaseSet()
-    text = path.read_text(encoding="utf-8")
-    for n, raw in enumerate(text.splitlines(), start=1):
+    json_lines = 0
+    for n, raw_bytes in enumerate(data.splitlines(), start=1):  # \n, \r\n or \r only
+        if n == 1 and raw_bytes.startswith(_BOM):
+            raw_bytes = raw_bytes[len(_BOM):]
+        problem = text_problem(raw_bytes)
+        if problem is not None:
+            offset, byte, _ = problem
+            out.errors.append(CaseError(str(path), n, "", f"not UTF-8 text: byte {offset} of "
+                                        f"the line is {byte}"))
+            continue
+        raw = raw_bytes.decode("utf-8")
         if not raw.strip() or raw.lstrip().startswith("//"):
             continue
         try:
-            data = json.loads(raw)
+            obj = json.loads(raw)
         except json.JSONDecodeError as e:
             out.errors.append(CaseError(str(path), n, "", f"not JSON ({e.msg} at column {e.colno})"))
             continue
+        except (ValueError, RecursionError) as e:  # a 5,000-digit number, [[[[...
+            why = "nested too deeply" if isinstance(e, RecursionError) else str(e)
+            out.errors.append(CaseError(str(path), n, "", f"not readable JSON ({why})"))
+            continue
+        json_lines += 1
         try:
-            case = Case.model_validate(data)
+            case = Case.model_validate(obj)
         except ValidationError as e:
             for err in e.errors():
                 loc = ".".join(str(p) for p in err["loc"])
                 msg = "unknown field (see schemas/cases.schema.json)" \
                     if err["type"] == "extra_forbidden" else err["msg"]
-                cid = data.get("case_id") if isinstance(data, dict) else None
+                cid = obj.get("case_id") if isinstance(obj, dict) else None
                 out.errors.append(CaseError(str(path), n, loc,
                                             f"{msg}" + (f" (case {cid!r})" if cid else "")))
             continue
@@ -125,6 +151,9 @@ def load_cases(path: Path) -> CaseSet:
             continue
         out.lines[case.case_id] = n
         out.cases.append(case)
+    whole = text_problem(data)
+    if whole is not None and json_lines == 0:  # nothing in it is text: refuse the file
+        decode_text(data, path, what, hint=hint)  # raises, naming the first bad byte and line
     return out
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tether.errors import ConfigError
+from tether.textfiles import load_yaml, read_text
 
 
 class Price(BaseModel):
@@ -52,16 +52,24 @@ class PriceTable(BaseModel):
 
 
 def load_prices(path: Path | None) -> PriceTable:
+    """The price table at ``path`` (the default table without one). A missing, directory, binary
+    or non-UTF-8 file, invalid YAML or an alias bomb, or a wrong shape is a ConfigError naming
+    the file (and line)."""
     if path is None:
         return PriceTable()
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        return PriceTable.model_validate(data)
-    except FileNotFoundError:
+    if not path.exists():
         raise ConfigError(f"price table {str(path)!r} not found.",
-                          hint="Give an existing file or drop eval.price_table.") from None
-    except (yaml.YAMLError, ValidationError) as e:
-        raise ConfigError(f"price table {str(path)!r} is not valid: {e}".splitlines()[0],
-                          where=str(path),
-                          hint="Expected {default: {input_per_million, output_per_million}, "
-                          "models: {GLOB: {...}}}.") from None
+                          hint="Give an existing file or drop eval.price_table.")
+    text = read_text(path, "the price table", hint=_SHAPE)
+    data = load_yaml(text, str(path), hint=_SHAPE) or {}
+    try:
+        return PriceTable.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "(top)"
+        raise ConfigError(f"price table {str(path)!r} is not valid: {loc}: {first['msg']}.",
+                          where=str(path), hint=_SHAPE) from None
+
+
+_SHAPE = ("Expected {default: {input_per_million, output_per_million}, "
+          "models: {GLOB: {...}}}.")

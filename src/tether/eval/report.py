@@ -29,6 +29,7 @@ from tether.eval.cases import FAILURE_CLASSES
 from tether.eval.html import outcome_text, render_report
 from tether.eval.prices import PriceTable
 from tether.eval.trace import LabelLine, RunIndex
+from tether.textfiles import read_text
 
 REPORT_FIELDS: tuple[str, ...] = (
     "server", "run_id", "cases", "correct", "correct_and_grounded", "grounding_precision",
@@ -79,11 +80,16 @@ class Run:
 
 
 def _read_json(path: Path, what: str) -> Any:
+    hint = "Rewrite it with the command that made it."
+    text = read_text(path, what, error=ReportError, hint=hint)  # a directory, binary, not UTF-8
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise ReportError(f"{what} is not JSON ({e.msg}).", where=f"{path}:{e.lineno}",
-                          hint="Rewrite it with the command that made it.") from None
+                          hint=hint) from None
+    except (ValueError, RecursionError):
+        raise ReportError(f"{what} is not readable JSON (nested too deeply or a number too "
+                          "long).", where=str(path), hint=hint) from None
 
 
 def _first_error(e: ValidationError) -> str:
@@ -95,15 +101,20 @@ def load_labels(path: Path, server: str | None = None) -> list[LabelLine]:
     """Every line of a labels.jsonl; a bad or duplicate line is an error naming file:line."""
     out: list[LabelLine] = []
     seen: dict[str, int] = {}
-    for n, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    text = read_text(path, "labels.jsonl", error=ReportError,
+                     hint="Relabel the run: tether eval label RUN_DIR.")
+    for n, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
         where = f"{path}:{n}"
         try:
-            line = LabelLine.model_validate(json.loads(raw))
-        except json.JSONDecodeError as e:
-            raise ReportError(f"label line is not JSON ({e.msg}).", where=where,
+            obj = json.loads(raw)
+        except (ValueError, RecursionError) as e:
+            why = e.msg if isinstance(e, json.JSONDecodeError) else "unreadable"
+            raise ReportError(f"label line is not JSON ({why}).", where=where,
                               hint="Relabel the run: tether eval label RUN_DIR.") from None
+        try:
+            line = LabelLine.model_validate(obj)
         except ValidationError as e:
             raise ReportError(f"label line is not valid: {_first_error(e)}.", where=where,
                               hint="See schemas/label.schema.json, or relabel the run.") from None

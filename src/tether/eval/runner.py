@@ -34,6 +34,7 @@ from tether.eval.trace import (
     ToolCall,
     Trace,
 )
+from tether.textfiles import read_text
 
 TRACES = "traces"
 INDEX = "index.json"
@@ -118,9 +119,10 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def _load_index(out: Path, opts: RunOptions, agent: Agent) -> RunIndex:
     f = out / INDEX
-    if f.is_file():
+    if f.exists() or f.is_symlink():  # a directory or binary file here is an error, not "new"
+        text = read_text(f, "the run index", hint="Give a fresh --out folder.")
         try:
-            idx = RunIndex.model_validate_json(f.read_text(encoding="utf-8"))
+            idx = RunIndex.model_validate_json(text)
         except ValueError as e:
             raise ConfigError(f"{f} is not a tether run index: {str(e).splitlines()[0]}",
                               hint="Give a fresh --out folder.") from None
@@ -143,8 +145,15 @@ async def run_cases(cases: list[Case], agent: Agent, opts: RunOptions,
     case); the users' sessions run concurrently, up to ``opts.concurrency``. A session that
     fails is reopened for the user's next case."""
     note = progress or (lambda _m: None)
-    (opts.out / TRACES).mkdir(parents=True, exist_ok=True)
-    index = _load_index(opts.out, opts, agent)
+    if opts.out.exists() and not opts.out.is_dir():
+        raise ConfigError(f"--out {opts.out} is a file, not a run folder.",
+                          hint="Give a folder (it is created when missing).")
+    index = _load_index(opts.out, opts, agent)  # refuses a foreign index before writing anything
+    traces = opts.out / TRACES
+    if traces.exists() and not traces.is_dir():
+        raise ConfigError(f"{traces} is a file; a run folder keeps its traces in a folder there.",
+                          hint="Move the file away or give another --out folder.")
+    traces.mkdir(parents=True, exist_ok=True)
     done = {e.case_id for e in index.entries if e.status == "done"
             and (opts.out / e.file).is_file()}
     index.entries = [e for e in index.entries if e.case_id in done]
@@ -316,8 +325,8 @@ async def _drive(case: Case, agent: Agent, opts: RunOptions, trace: Trace,
     recorded: dict[str, Any] = {}
     if opts.recorded is not None:
         f = opts.recorded / TRACES / f"{_safe(case.case_id)}.json"
-        if f.is_file():
-            recorded = json.loads(f.read_text(encoding="utf-8"))
+        if f.exists():
+            recorded = _recorded(f)
     ctx = AgentContext(case=case, tools=trace.tools, call_tool=call_tool, ask_user=ask_user,
                        record_turn=record_turn, max_turns=opts.max_turns, trace=recorded)
     answer = await agent.run(ctx)
@@ -325,3 +334,18 @@ async def _drive(case: Case, agent: Agent, opts: RunOptions, trace: Trace,
     trace.answer = answer.value
     if answer.model:
         trace.model = answer.model
+
+
+def _recorded(f: Path) -> dict[str, Any]:
+    """A recorded trace for the replay agent; a directory, binary or non-JSON file is this
+    case's error (a TetherError naming the file), not the run's."""
+    hint = "Record the run again (`tether eval run --out DIR`) and replay that folder."
+    text = read_text(f, "the recorded trace", error=TetherError, hint=hint)
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        raise TetherError("the recorded trace is not a JSON trace object.", where=str(f),
+                          hint=hint)
+    return data

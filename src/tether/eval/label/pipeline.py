@@ -21,6 +21,7 @@ from tether.eval.label.verdict import verdict
 from tether.eval.label.work import Scorer, Work
 from tether.eval.prices import PriceTable
 from tether.eval.trace import IndexEntry, LabelLine, RunIndex, Trace
+from tether.textfiles import read_text
 
 SCORERS: tuple[Scorer, ...] = (cost, correctness, grounding, definition, freshness, policy,
                                entity, structure, timing, verdict)
@@ -61,15 +62,37 @@ def label_trace(trace: Trace, ctx: LabelContext | None = None,
 
 def read_index(run_dir: Path) -> RunIndex:
     path = run_dir / "index.json"
-    try:
-        return RunIndex.model_validate_json(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists():
         raise TetherError(f"{run_dir} is not a run folder: it has no index.json.",
-                          hint="Label the folder `tether eval run` wrote (RUN_DIR).") from None
+                          hint="Label the folder `tether eval run` wrote (RUN_DIR).")
+    hint = "Re-run the cases; index.json was written by another version or damaged."
+    text = read_text(path, "the run index", error=TetherError, hint=hint)
+    try:
+        return RunIndex.model_validate_json(text)
     except ValidationError as e:
-        raise TetherError(f"{path} is not a run index: {str(e).splitlines()[0]}",
-                          hint="Re-run the cases; index.json was written by another version "
-                          "or damaged.") from None
+        raise TetherError(f"{path} is not a run index: {_invalid(e, 'run index')}.",
+                          hint=hint) from None
+
+
+def _invalid(e: ValidationError, what: str) -> str:
+    """The first problem pydantic found, in words: 'not JSON (...)' or 'field: message'."""
+    errors = e.errors()
+    first = errors[0]
+    if first["type"] == "json_invalid":
+        return f"not JSON ({first['msg'].removeprefix('Invalid JSON: ')})"
+    loc = ".".join(str(p) for p in first["loc"]) or "(top)"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"not a valid {what}: {loc}: {first['msg']}{more}"
+
+
+def read_trace(path: Path, name: str) -> Trace:
+    """The trace at ``path``; a missing, directory, binary, non-JSON or invalid file is a
+    TetherError whose message names ``name`` and what is wrong (the label's review reason)."""
+    text = read_text(path, f"trace file {name}", error=TetherError)
+    try:
+        return Trace.model_validate_json(text)
+    except ValidationError as e:
+        raise TetherError(f"trace file {name} is {_invalid(e, 'trace')}.") from None
 
 
 def _unreadable(index: RunIndex, entry: IndexEntry, why: str) -> LabelLine:
@@ -98,15 +121,14 @@ def label_run(run_dir: Path, project: Project | None, prices: PriceTable | None 
     try:
         for entry in index.entries:
             path = _trace_path(run_dir, entry)
-            try:
-                trace = Trace.model_validate_json(path.read_text(encoding="utf-8"))
-            except FileNotFoundError:
+            if not path.exists():
                 lines.append(_unreadable(index, entry, f"trace file {entry.file} is missing"
                                          + (f" (run error: {entry.error})" if entry.error else "")))
                 continue
-            except ValidationError as e:
-                lines.append(_unreadable(index, entry, f"trace file {entry.file} is not a trace: "
-                                         f"{str(e).splitlines()[0]}"))
+            try:  # a bad trace gets a null label for a person; the others are still labelled
+                trace = read_trace(path, entry.file)
+            except TetherError as e:
+                lines.append(_unreadable(index, entry, e.message.rstrip(".")))
                 continue
             lines.append(label_trace(trace, ctx, scorers))
     finally:
@@ -118,6 +140,9 @@ def label_run(run_dir: Path, project: Project | None, prices: PriceTable | None 
 
 def write_labels(path: Path, lines: list[LabelLine]) -> None:
     """One JSON object per line, written to a temporary file and renamed into place."""
+    if path.is_dir():
+        raise TetherError(f"{path} is a directory; the labels go in a file there.",
+                          hint="Move the directory away and label the run again.")
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         for line in lines:
