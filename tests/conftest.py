@@ -106,3 +106,97 @@ def http_process(argv: list[str], port: int, timeout: float = 60) -> Iterator[No
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+# --- second warehouse (tests/warehouse2) ---
+# A clinic network in another domain than the demo (tests/warehouse2/__init__.py describes it).
+SECOND_SCALE = 0.25
+
+
+@pytest.fixture(scope="session")
+def second_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The second warehouse's project on a DuckDB file, with cases.jsonl (scale 0.25: ~12k rows)."""
+    from warehouse2 import build_second
+
+    return build_second(tmp_path_factory.mktemp("second"), scale=SECOND_SCALE)
+
+
+@pytest.fixture(scope="session")
+def pg_second_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iterator[Path]:
+    """The same second warehouse loaded into its own fresh PostgreSQL schema, dropped at the end."""
+    import psycopg
+
+    from warehouse2 import build_second
+
+    schema = f"tether_second_{uuid.uuid4().hex[:8]}"
+    try:
+        yield build_second(tmp_path_factory.mktemp("pgsecond"), scale=SECOND_SCALE,
+                           source_url=pg_url, schema=schema)
+    finally:
+        with psycopg.connect(pg_url) as c:
+            c.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+# --- end second warehouse ---
+
+
+# --- least-privilege PostgreSQL role ---
+def reader_role(pg_url: str, schema: str) -> str:
+    """A login role that may only read the tables of ``schema`` (no superuser, no writes, no
+    file or server functions beyond PUBLIC's), made for this test session; returns its URL.
+    tether's serving role should look like this (tether doctor checks it)."""
+    import psycopg
+    from psycopg import sql
+
+    role = f"tether_reader_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE").format(
+            sql.Identifier(role)))
+        c.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+            sql.Identifier(schema), sql.Identifier(role)))
+        c.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+            sql.Identifier(schema), sql.Identifier(role)))
+    return pg_url.replace("://postgres@", f"://{role}@", 1)
+
+
+def drop_role(pg_url: str, reader_url: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    role = reader_url.split("://", 1)[1].split("@", 1)[0]
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        c.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+def as_reader(project_dir: Path, dst: Path, pg_url: str, reader_url: str) -> Path:
+    """A copy of a PostgreSQL project whose source connects as the least-privilege role."""
+    dst.mkdir(parents=True, exist_ok=True)
+    (dst / "tether.yaml").write_text(
+        (project_dir / "tether.yaml").read_text().replace(pg_url, reader_url))
+    return dst
+
+
+@pytest.fixture(scope="session")
+def pg_reader_demo_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str,
+                       pg_demo_dir: Path, pg_schema: str) -> Iterator[Path]:
+    """The PostgreSQL demo served by a least-privilege role (SELECT on its schema only)."""
+    url = reader_role(pg_url, pg_schema)
+    try:
+        yield as_reader(pg_demo_dir, tmp_path_factory.mktemp("pgreader"), pg_url, url)
+    finally:
+        drop_role(pg_url, url)
+
+
+@pytest.fixture(scope="session")
+def pg_reader_second_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str,
+                         pg_second_dir: Path) -> Iterator[Path]:
+    """The PostgreSQL second warehouse served by a least-privilege role."""
+    import yaml
+
+    schema = yaml.safe_load((pg_second_dir / "tether.yaml").read_text())["sources"]
+    schema = next(iter(schema.values()))["schema"]
+    url = reader_role(pg_url, schema)
+    try:
+        yield as_reader(pg_second_dir, tmp_path_factory.mktemp("pgreader2"), pg_url, url)
+    finally:
+        drop_role(pg_url, url)
+# --- end least-privilege PostgreSQL role ---

@@ -32,6 +32,7 @@ from tether.eval.trace import (
     Trace,
     Usage,
 )
+from tether.sources.duckdb import READ_ONLY_CONFIG
 
 CLOCK = "2026-08-20T09:00:00+00:00"
 FRESH = "2026-08-20T08:00:00+00:00"  # subscriptions.loaded_at in the demo: one hour old
@@ -164,7 +165,8 @@ def ctx(project: Project) -> Iterator[LabelContext]:
 
 @pytest.fixture(scope="module")
 def db(demo_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    con = duckdb.connect(str(demo_dir / "warehouse.duckdb"), read_only=True)
+    con = duckdb.connect(str(demo_dir / "warehouse.duckdb"), read_only=True,
+                          config=dict(READ_ONLY_CONFIG))
     yield con
     con.close()
 

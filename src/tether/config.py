@@ -20,8 +20,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tether.errors import ConfigError
+from tether.textfiles import check_yaml_aliases, read_text
 
 PROJECT_FILE = "tether.yaml"
+PII_SELECTOR = "pii"
+"""A role's ``masks`` key that means every column classified pii."""
 
 Loc = tuple[str | int, ...]
 
@@ -200,14 +203,26 @@ class CalendarConfig(Model):
 # --- policy --------------------------------------------------------------------------------------
 
 
+class TableRule(Model):
+    allow: list[str] = Field(default_factory=lambda: ["*"],
+                             description="Products the role may read (globs on product names).")
+    deny: list[str] = Field(default_factory=list,
+                            description="Products the role may never read (globs); deny wins.")
+
+
 class RoleConfig(Model):
     tools: list[str] = Field(default_factory=lambda: ["*"], description="Visible tools (globs).")
+    tables: TableRule = Field(
+        default_factory=TableRule,
+        description="Which products the role may read at all, through any tool, run_sql, the "
+        "probe or search; a denied product is absent for the role.")
     row_filters: dict[str, str] = Field(
         default_factory=dict,
         description="product -> SQL predicate; `{{ user.attr }}` becomes a bound parameter.",
     )
     masks: dict[str, Literal["redact", "hash", "null"]] = Field(
-        default_factory=dict, description="product.column -> mask."
+        default_factory=dict, description="product.column -> mask (redact | hash | null); the "
+        "selector `pii` masks every column classified pii."
     )
     description: str | None = Field(default=None, description="Who holds the role.")
 
@@ -246,6 +261,14 @@ class RegistryConfig(Model):
 class ServeConfig(Model):
     tokens_file: str = Field(default=".tether/tokens.json", description="Hashed bearer tokens.")
     cursor_key_file: str = Field(default=".tether/cursor.key", description="Cursor signing key.")
+    mask_key_file: str = Field(
+        default=".tether/mask.key", description="Secret key of the `hash` mask (created once, "
+        "mode 600): masked values hash equal within a project and cannot be guessed outside it.")
+    max_result_rows: int = Field(
+        default=1000, ge=1, description="Most rows any one call returns, enforced while fetching.")
+    max_result_bytes: int = Field(
+        default=1_048_576, ge=1024, description="Most bytes of values any one call returns, "
+        "enforced while fetching (default 1 MiB).")
     statement_timeout_seconds: float = Field(
         default=10.0, gt=0, description="A tool's query running longer is cancelled."
     )
@@ -363,13 +386,19 @@ def load_project(project_dir: str | Path = ".") -> Project:
     """Read and validate ``tether.yaml`` in ``project_dir``; every error names file and line."""
     root = Path(project_dir).resolve()
     path = root / PROJECT_FILE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         hint = (
             "Run `tether init --source URL` to write one from a live source, or "
             "`tether demo init` for the embedded demo; or pass --project DIR."
         )
         raise ConfigError(f"no {PROJECT_FILE} in {root}.", hint=hint)
-    text = path.read_text(encoding="utf-8")
+    if path.is_dir():
+        raise ConfigError(f"the project file {PROJECT_FILE} is a directory, not a file.",
+                          where=str(path), hint="Move the directory away and write tether.yaml "
+                          "there (`tether init --source URL`), or pass --project DIR.")
+    # unreadable, binary or non-UTF-8: one paragraph naming the file (and the line, the byte)
+    text = read_text(path, f"the project file {PROJECT_FILE}",
+                     hint=f"{PROJECT_FILE} must be a UTF-8 YAML file (docs/config.md).")
     return parse_project(text, path)
 
 
@@ -398,37 +427,49 @@ def parse_project(text: str, path: Path) -> Project:
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """SafeLoader that refuses duplicate keys (a silent last-one-wins is a classic config bug)."""
+    """SafeLoader that refuses duplicate keys (a silent last-one-wins is a classic config bug).
+
+    Aliases are checked before the document is built (:func:`tether.textfiles.check_yaml_aliases`):
+    a recursive alias, or aliases adding more than ``ALIAS_BUDGET`` (100,000) nodes when expanded
+    (an alias bomb), is a ConfigError naming the file and line."""
+
+    file_name = PROJECT_FILE
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> Any:
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
+        if key_node.tag == _MERGE_TAG:  # `<<: *defaults`: merged keys may be overridden
+            continue
         key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:  # construct_mapping reports an unhashable key with its line
+            continue
         if key in seen:
             raise ConfigError(
                 f"key {key!r} appears twice in one mapping (first on line {seen[key]}).",
-                where=f"{PROJECT_FILE}:{key_node.start_mark.line + 1}",
+                where=f"{loader.file_name}:{key_node.start_mark.line + 1}",
                 hint="Keep one of them; YAML would silently keep only the last.",
             )
         seen[key] = key_node.start_mark.line + 1
     return loader.construct_mapping(node, deep=deep)
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def _read_yaml(text: str, path: Path) -> tuple[Any, dict[Loc, int]]:
     try:
+        check_yaml_aliases(text, path.name)  # before anything is built or walked
         loader = _Loader(text)  # one parse: the nodes give line numbers, then the values
+        loader.file_name = path.name
         try:
             node = loader.get_single_node()
             data = loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
-    except ConfigError as e:
-        e.where = (e.where or "").replace(PROJECT_FILE, path.name, 1)
-        raise
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 1
@@ -448,16 +489,21 @@ def _read_yaml(text: str, path: Path) -> tuple[Any, dict[Loc, int]]:
 
 
 def _index(node: yaml.Node, loc: Loc, out: dict[Loc, int]) -> None:
-    out.setdefault(loc, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            key = k.value
-            out[(*loc, key)] = k.start_mark.line + 1
-            _index(v, (*loc, key), out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            out[(*loc, i)] = item.start_mark.line + 1
-            _index(item, (*loc, i), out)
+    """The line of every key and item, by location. Iterative (no recursion limit); an aliased
+    node is walked at each place it is used, which the alias budget keeps bounded."""
+    todo: list[tuple[yaml.Node, Loc]] = [(node, loc)]
+    while todo:
+        node, loc = todo.pop()
+        out.setdefault(loc, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                key = k.value
+                out[(*loc, key)] = k.start_mark.line + 1
+                todo.append((v, (*loc, key)))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                out[(*loc, i)] = item.start_mark.line + 1
+                todo.append((item, (*loc, i)))
 
 
 def _line_for(lines: dict[Loc, int], loc: Loc) -> int:
@@ -671,11 +717,32 @@ def _cross_check(project: Project) -> None:
                         (loc, f"template {{{{ {ref} }}}} must be `{{{{ user.ATTRIBUTE }}}}`")
                     )
         for target in r.masks:
-            if "." not in target:
-                problems.append(
-                    (("policies", "roles", rname, "masks", target),
-                     f"mask target {target!r} must be product.column")
-                )
+            mloc: Loc = ("policies", "roles", rname, "masks", target)
+            table, dot, column = target.partition(".")
+            if target == PII_SELECTOR:
+                continue
+            if not dot or not column:
+                problems.append((mloc, f"mask target {target!r} must be product.column (or "
+                                 f"the selector {PII_SELECTOR!r})"))
+            elif table not in c.products:
+                problems.append((mloc, f"mask target {target!r} names unknown product "
+                                 f"{table!r}. " + _did_you_mean(table, c.products)))
+        for key in ("allow", "deny"):
+            for i, pattern in enumerate(getattr(r.tables, key)):
+                if not _is_glob(pattern) and pattern not in c.products:
+                    problems.append(
+                        (("policies", "roles", rname, "tables", key, i),
+                         f"tables.{key} names unknown product {pattern!r}. "
+                         + _did_you_mean(pattern, c.products)))
+    for i, entry in enumerate(c.policies.restricted):
+        table, dot, column = entry.partition(".")
+        if not dot or not column:
+            problems.append((("policies", "restricted", i),
+                             f"restricted entry {entry!r} must be product.column (globs allowed)"))
+        elif not _is_glob(table) and table not in c.products:
+            problems.append((("policies", "restricted", i),
+                             f"restricted entry {entry!r} names unknown product {table!r}. "
+                             + _did_you_mean(table, c.products)))
     if problems:
         loc, first = problems[0]
         rest = [f"line {_line_for(project._lines, lo)}: {msg.strip()}." for lo, msg in problems[1:5]]
@@ -708,6 +775,10 @@ def _metric_problems(c: TetherConfig, name: str, m: MetricConfig) -> list[tuple[
         out.append((("metrics", name), f"metric {name!r}: a {window} window needs `time:` "
                     "(product.column), or set window: current"))
     return out
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
 
 
 def _valid_tz(name: str) -> bool:

@@ -35,6 +35,15 @@ class SourceError(TetherError):
     """A data source cannot be reached or answered with an error."""
 
 
+class QueryError(SourceError):
+    """The engine refused or failed a query; ``reason`` is the engine's own first line (which may
+    quote values: scrub it before showing it to a caller who may not see every row)."""
+
+    def __init__(self, source: str, reason: str):
+        super().__init__(f"source {source!r}: query failed: {reason}")
+        self.reason = reason
+
+
 class ProductError(TetherError):
     """A data product does not match its source (missing table, bad SQL, unknown column)."""
 

@@ -30,25 +30,36 @@ def _mode(value: str) -> Mode:
 
 def build(project: Path = ProjectOpt, mode: str = ModeOpt, as_json: bool = JsonOpt) -> None:
     """Generate tool definitions from the data and tether.yaml; publish grounded ones as
-    versions in the registry and export each as tools/NAME.json (the MCP wire form)."""
+    versions in the registry (through the same gate as tether check) and export each as
+    tools/NAME.json (the MCP wire form). Exit 0 published or unchanged, 11 something waits for
+    review, 12 blocked, 2 error."""
     proj = load_project(project)
     m = _mode(mode)
     with progress(len(proj.config.products) + 2, f"building {m} tools") as step:
         result = run_build(proj, m, progress=step)
     if as_json:
         print_json({"mode": result.mode, "publication": result.publication,
-                    "export_dir": str(result.export_dir),
+                    "export_dir": str(result.export_dir), "exit_code": result.exit_code,
+                    "reviews": result.reviews,
                     "tools": [o.__dict__ for o in result.outcomes]})
-        return
-    t = Table(show_edge=False, header_style="bold")
-    for h in ("tool", "version", "outcome", "change"):
-        t.add_column(h)
-    for o in result.outcomes:
-        t.add_row(o.name, o.version or "", o.outcome, o.change_level or "")
-    out.print(t)
-    published = sum(o.outcome == "published" for o in result.outcomes)
-    out.print(f"{m}: {len(result.outcomes)} tools, {published} published; exported to "
-              f"{result.export_dir}")
+    else:
+        t = Table(show_edge=False, header_style="bold")
+        for h in ("tool", "version", "outcome", "change"):
+            t.add_column(h)
+        for o in result.outcomes:
+            t.add_row(o.name, o.version or "", o.outcome + (f" (review {o.review})"
+                                                            if o.review else ""),
+                      f"{o.change_level or ''} {o.change_kind or ''}".strip())
+        out.print(t)
+        counts = {k: sum(o.outcome == k for o in result.outcomes)
+                  for k in ("published", "pending", "blocked")}
+        out.print(f"{m}: {len(result.outcomes)} tools, {counts['published']} published"
+                  + (f", {counts['pending']} waiting for review (tether review list)"
+                     if counts["pending"] else "")
+                  + (f", {counts['blocked']} blocked" if counts["blocked"] else "")
+                  + f"; exported to {result.export_dir}")
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
 
 
 def tools(

@@ -9,6 +9,7 @@ import typer
 from tether import __version__
 from tether.cli import build as build_cmd
 from tether.cli import demo as demo_cmd
+from tether.cli import doctor as doctor_cmd
 from tether.cli import drift as drift_cmd
 from tether.cli import eval as eval_cmd
 from tether.cli import init as init_cmd
@@ -31,6 +32,7 @@ app.command("build")(build_cmd.build)
 app.command("tools")(build_cmd.tools)
 app.command("lint")(lint_cmd.lint)
 app.command("serve")(serve_cmd.serve)
+app.command("doctor")(doctor_cmd.doctor)
 app.command("versions")(serve_cmd.versions)
 app.add_typer(serve_cmd.token_app, name="token")
 app.command("check")(drift_cmd.check)

@@ -33,10 +33,13 @@ def serve(
 ) -> None:
     """Serve the published tools over MCP (stdio or streamable HTTP) with the caller's identity
     and policy enforced in every query."""
+    from tether.serve.doctor import startup_warnings
     from tether.serve.server import TetherServer, log, stdio_user_from_env
 
     proj = load_project(project)
     m = _mode(mode)
+    for line in startup_warnings(proj):  # stderr: stdout is the MCP channel on stdio
+        log(line)
     if transport == "stdio":
         user = stdio_user_from_env(as_user)
         if user is None:

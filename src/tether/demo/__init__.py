@@ -17,6 +17,7 @@ from tether.config import PROJECT_FILE, parse_project
 from tether.demo.cases import write_cases
 from tether.demo.warehouse import TABLES, Step, build_warehouse
 from tether.errors import ProjectExistsError, SourceError
+from tether.sources.duckdb import READ_ONLY_CONFIG
 from tether.sources.sqlalchemy import libpq_url, redact
 
 WAREHOUSE_FILE = "warehouse.duckdb"
@@ -113,7 +114,7 @@ def copy_to_postgres(db: Path, url: str, schema: str, replace: bool = False) -> 
     from psycopg import sql
 
     libpq = libpq_url(url)
-    src = duckdb.connect(str(db), read_only=True)
+    src = duckdb.connect(str(db), read_only=True, config=dict(READ_ONLY_CONFIG))
     try:
         with psycopg.connect(libpq) as pg:
             exists = pg.execute(

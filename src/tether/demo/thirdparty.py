@@ -25,6 +25,8 @@ from pathlib import Path
 
 import duckdb
 
+from tether.sources.duckdb import READ_ONLY_CONFIG
+
 SERVERS: dict[str, tuple[list[str], str]] = {
     "sqlite": (["mcp-server-sqlite==2025.4.25", "mcp<2"], "mcp-server-sqlite"),
     "motherduck": (["mcp-server-motherduck==1.1.0"], "mcp-server-motherduck"),
@@ -62,7 +64,7 @@ def _plain(v: object) -> object:
 
 def sqlite_copy(warehouse: Path, dest: Path) -> Path:
     """The demo's tables in a SQLite file (values as SQLite stores them: text times, JSON)."""
-    src = duckdb.connect(str(warehouse), read_only=True)
+    src = duckdb.connect(str(warehouse), read_only=True, config=dict(READ_ONLY_CONFIG))
     db = sqlite3.connect(dest)
     try:
         for (table,) in src.execute("SELECT table_name FROM duckdb_tables() ORDER BY 1").fetchall():

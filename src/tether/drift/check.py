@@ -12,10 +12,6 @@ import datetime as dt
 import difflib
 import hashlib
 import json
-import os
-import subprocess
-import sys
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,18 +19,26 @@ from typing import Any
 from sqlglot import exp
 
 from tether.config import Project
-from tether.drift import audit
-from tether.drift.classify import classify
+from tether.drift import audit, gate
 from tether.drift.detectors import DetectContext, Event, run_detectors, snapshot
+from tether.drift.gate import related
 from tether.drift.publish import TOOLS_DIR, export, open_registry
+from tether.errors import TetherError
+from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
 from tether.registry import FIRST, NewVersion, Registry, bump, content_hash
-from tether.registry.semver import Level
 from tether.sources import open_product_source
 from tether.toolgen import GeneratedTool, generate
 from tether.toolgen.model import META_KEY
 
-META_KEY_STATE = "check:last"  # what the last check generated against
+META_KEY_STATE = "check:last"
+
+
+class Blocked(TetherError):
+    """A publication the gate blocked (exit 12)."""
+
+    exit_code = 12
+  # what the last check generated against
 EXIT = {"error": 2, "blocked": 12, "review": 11, "published": 10, "none": 0}
 
 
@@ -78,25 +82,26 @@ def check(project: Project, progress: Callable[[str], None] | None = None,
     note = progress or (lambda _m: None)
     registry = open_registry(project)
     try:
-        return _check(project, registry, note, full)
+        return run_pass(project, registry, note, full)
     finally:
         registry.close()
 
 
-def _check(project: Project, registry: Registry, note: Callable[[str], None],
-           full: bool) -> CheckResult:
+def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
+             full: bool) -> CheckResult:
     now = project.now()
     stamp = now.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
     old = registry.state()
     cache = {k.split(":", 1)[1]: v for k, v in old.items() if k.startswith(PROFILE_KEY)}
     listed, cache, redone = profile_changed(project, cache, full=full, progress=note)
     profiles = {p.product: p for p in listed}
-    new = snapshot(project, profiles)
+    check_profiled(project, profiles)  # a policy naming a missing column fails closed
+    new = sticky_restrictions(snapshot(project, profiles), old)
     note("running detectors")
     events = run_detectors(old, new, DetectContext(_first_seen(project), stamp,
                                                    project.config.drift.vanish_after_checks))
-    registry.add_events(events)
     cached = {PROFILE_KEY + n: v for n, v in cache.items()}
+    restricted = gate.restricted_by(project, old, new)
     current = registry.current()
     open_reviews = [r for r in registry.reviews() if r["status"] in ("pending", "blocked")]
     # nothing moved since a check that found every tool current: generation would give the
@@ -109,7 +114,7 @@ def _check(project: Project, registry: Registry, note: Callable[[str], None],
         return CheckResult(outcomes=[Outcome(n, "unchanged", v.version)
                                      for n, v in sorted(current.items())])
     tools = generate(project, profiles, "grounded")
-    waiting = {(t["name"], t["hash"]): r["id"] for r in open_reviews
+    waiting = {(t["name"], t["hash"]): (r["id"], r["status"]) for r in open_reviews
                for t in r["body"]["tools"]}
     result = CheckResult(events=events)
     routes: dict[str, list[tuple[GeneratedTool, dict[str, Any], Outcome]]] = {
@@ -120,8 +125,8 @@ def _check(project: Project, registry: Registry, note: Callable[[str], None],
         if prev is not None and prev.content_hash == content_hash(wire):
             result.outcomes.append(Outcome(t.name, "unchanged", prev.version))
             continue
-        route, level, kind = _route(project, t, wire, prev.definition if prev else None,
-                                    events, old, new)
+        route, level, kind = gate.route(t, wire, prev.definition if prev else None, events,
+                                        restricted)
         version = bump(prev.version, level) if prev else FIRST
         change_note = _note(project, t, events, kind, new) if prev else "New tool."
         _stamp(wire, version, prev.version if prev else None, level, kind, change_note, stamp,
@@ -129,9 +134,10 @@ def _check(project: Project, registry: Registry, note: Callable[[str], None],
         outcome = Outcome(t.name, "published" if route == "auto" else
                           ("blocked" if route == "blocked" else "pending"),
                           version, level, kind, change_note)
-        review = waiting.get((t.name, content_hash(wire)))
-        if review is not None:  # the same candidate already waits: do not ask twice
-            outcome.review = review
+        held = waiting.get((t.name, content_hash(wire)))
+        if held is not None:  # the same candidate already waits (or is blocked): ask once
+            outcome.review = held[0]
+            outcome.outcome = "blocked" if held[1] == "blocked" else "pending"
             result.outcomes.append(outcome)
             continue
         routes[route].append((t, wire, outcome))
@@ -153,12 +159,26 @@ def _check(project: Project, registry: Registry, note: Callable[[str], None],
             for _, _, o in routes[route]:
                 o.review = rid
             if route == "blocked":
-                _page(project, rid, [t.name for t, _, _ in routes[route]])
+                gate.page_blocked(project, rid, [t.name for t, _, _ in routes[route]])
     export(project.root / TOOLS_DIR, [v.definition for v in registry.current().values()])
     clean = all(o.outcome == "unchanged" for o in result.outcomes)
+    # the events and the state they were detected against land in one transaction: a check
+    # killed before it records nothing, and the next one detects the same events once
     registry.save_state(new | cached | {META_KEY_STATE: {
-        "key": key, "publication": registry.latest_publication(), "clean": clean}}, now)
+        "key": key, "publication": registry.latest_publication(), "clean": clean}}, now,
+        events=events)
     return result
+
+
+def sticky_restrictions(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
+    """A column the gate once saw restricted stays restricted for the gate: lifting the
+    restriction in tether.yaml must not, one check later, publish what it blocked."""
+    for key, value in new.items():
+        before = old.get(key)
+        if key.startswith("product:") and isinstance(before, dict):
+            value["restricted"] = sorted(set(value.get("restricted", []))
+                                         | set(before.get("restricted", [])))
+    return new
 
 
 def _generation_key(project: Project, now: dt.datetime) -> str:
@@ -186,69 +206,12 @@ def _first_seen(project: Project) -> Callable[[str, str, str], str | None]:
     return first
 
 
-def _related(t: GeneratedTool, events: list[Event]) -> list[Event]:
-    ctx = t.meta.get(META_KEY, {})
-    products = set(ctx.get("products", []))
-    terms = set(ctx.get("definitions", []))
-    out = []
-    for e in events:
-        subject = e["subject"]
-        if e["kind"] == "definition_changed":
-            kind, _, name = subject.partition(":")
-            if (kind == "term" and name in terms) or (kind == "metric" and t.plan.kind == "metric"
-                                                      and name in _metric_of(t)):
-                out.append(e)
-        elif e["kind"] == "policy_changed":
-            if subject.split(":", 1)[1] in products:
-                out.append(e)
-        elif subject.split(".")[0] in products:
-            out.append(e)
-    return out
-
-
-def _metric_of(t: GeneratedTool) -> set[str]:
-    truth = t.meta.get(META_KEY, {}).get("source_of_truth", {})
-    return {str(v).split(":", 1)[1] for v in truth.values() if str(v).startswith("metric:")}
-
-
-def _route(project: Project, t: GeneratedTool, wire: dict[str, Any],
-           prev: dict[str, Any] | None, events: list[Event], old: dict[str, Any],
-           new: dict[str, Any]) -> tuple[str, Level, str]:
-    """(route, level, kind) for a changed tool."""
-    level: Level
-    level, kind = ("minor", "additive") if prev is None else classify(prev, wire)
-    related = _related(t, events)
-    if any(e["kind"] == "definition_changed" for e in related):
-        level, kind = "major", "semantic"
-    elif any(e["kind"] == "policy_changed" for e in related):
-        level, kind = ("major" if level == "major" else "minor"), "policy"
-    if _exposes(wire, old, new):
-        return "blocked", level, kind
-    if kind in ("breaking", "semantic", "policy"):
-        return "human", level, kind
-    return "auto", level, kind
-
-
-def _exposes(wire: dict[str, Any], old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Fields of the definition that read a column restricted now or at the last check:
-    the gate's own check, independent of generation (defence in depth)."""
-    truth = wire.get("_meta", {}).get(META_KEY, {}).get("source_of_truth", {})
-    exposed = []
-    for ref in truth.values():
-        product, _, column = str(ref).partition(".")
-        restricted = set(old.get(f"product:{product}", {}).get("restricted", [])) | set(
-            new.get(f"product:{product}", {}).get("restricted", []))
-        if column in restricted or column.split(".")[0] in restricted:
-            exposed.append(ref)
-    return exposed
-
-
 def _note(project: Project, t: GeneratedTool, events: list[Event], kind: str,
           new: dict[str, Any]) -> str:
     """Plain words: what changed, when it first appeared, how many rows, what it means.
     Restricted columns are never named."""
     parts = []
-    for e in _related(t, events):
+    for e in related(t, events):
         d = e["details"]
         if e["kind"] == "enum_value_added":
             when = f" first seen {d['first_seen'][:16]}Z" if d.get("first_seen") else ""
@@ -355,27 +318,6 @@ def _flatten(node: Any, path: str = "") -> dict[str, Any]:
     return {path: node}
 
 
-def _page(project: Project, review: int, tools: list[str]) -> None:
-    """A blocked change pages a human: the configured command and/or webhook, and the log."""
-    message = (f"tether: blocked review {review}: {', '.join(tools)} would expose a restricted "
-               "column; nothing was published.")
-    print(message, file=sys.stderr, flush=True)
-    page = project.config.drift.page
-    if page is None:
-        return
-    if page.command:
-        env = {**os.environ, "TETHER_REVIEW_ID": str(review), "TETHER_MESSAGE": message}
-        subprocess.run(page.command, shell=True, env=env, timeout=30, check=False)
-    if page.webhook:
-        data = json.dumps({"review": review, "tools": tools, "message": message}).encode()
-        req = urllib.request.Request(page.webhook, data=data,
-                                     headers={"Content-Type": "application/json"})
-        try:
-            urllib.request.urlopen(req, timeout=10).close()
-        except OSError as e:
-            print(f"tether: the page webhook failed: {e}", file=sys.stderr, flush=True)
-
-
 def decide(project: Project, review_id: int, approve: bool, by: str) -> int | None:
     """Approve (publish its versions atomically) or reject a pending review."""
     from tether.errors import ConfigError
@@ -389,6 +331,17 @@ def decide(project: Project, review_id: int, approve: bool, by: str) -> int | No
         if review["status"] != "pending":
             raise ConfigError(f"review {review_id} is {review['status']}, not pending.",
                               hint="Blocked reviews are never published; fix the policy.")
+        restricted = gate.restricted_by(project, registry.state(prefix="product:"))
+        exposed = {t["name"]: gate.exposes(t["definition"], restricted)
+                   for t in review["body"]["tools"]} if approve else {}
+        if any(exposed.values()):  # the policy moved since the review was opened
+            registry.decide_review(review_id, "blocked", by, project.now())
+            names = sorted(n for n, e in exposed.items() if e)
+            gate.page_blocked(project, review_id, names,
+                              sorted({f for e in exposed.values() for f in e}))
+            raise Blocked(f"review {review_id} would expose a restricted column "
+                          f"({', '.join(names)}); it is now blocked and nothing was published.",
+                          hint="Restricted columns are never published; fix the policy.")
         versions = [NewVersion(t["name"], t["version"], _reviewed(t["definition"], by),
                                t["plan"]) for t in review["body"]["tools"]] if approve else None
         pid = registry.decide_review(review_id, "approved" if approve else "rejected", by,

@@ -27,6 +27,11 @@ def _hash(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+TERM_GOVERNS = {"definition", "predicate", "fields"}
+METRIC_GOVERNS = {"measure", "predicate", "time", "time_end", "window", "outputs", "dimensions",
+                  "calendar", "term"}
+
+
 def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
     """The state a check compares against next time."""
     c = project.config
@@ -50,10 +55,15 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
                                       if f"product:{n}" in state else tables[n]
                                       for n in nodes if f"product:{n}" in state or n in tables},
         }
+    # what a definition governs, not its wording: an edited description or synonym is a
+    # wording change of the tools, a changed predicate or measure is semantic
     for term, g in c.glossary.items():
-        state[f"term:{term}"] = {"hash": _hash(g.model_dump()), "definition": g.definition}
+        state[f"term:{term}"] = {"hash": _hash(g.model_dump(include=TERM_GOVERNS)),
+                                 "definition": g.definition}
     for metric, m in c.metrics.items():
-        state[f"metric:{metric}"] = {"hash": _hash(m.model_dump())}
+        governs = m.model_dump(include=METRIC_GOVERNS)
+        governs["outputs"] = {k: o["sql"] for k, o in governs.get("outputs", {}).items()}
+        state[f"metric:{metric}"] = {"hash": _hash(governs)}
     for role, r in c.policies.roles.items():
         for product, p in c.products.items():
             # the rules as written, not the columns they match today: a new column caught by an

@@ -12,6 +12,7 @@ from typing import Any
 
 from tether.config import Project
 from tether.drift.classify import classify
+from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
 from tether.registry import FIRST, NewVersion, Registry, bump, content_hash
 from tether.toolgen import GeneratedTool, Mode, generate
@@ -24,9 +25,10 @@ TOOLS_DIR = "tools"
 class Outcome:
     name: str
     version: str | None
-    outcome: str  # published | unchanged | generated
+    outcome: str  # published | unchanged | generated | pending | blocked
     change_level: str | None = None
     change_kind: str | None = None
+    review: int | None = None
 
 
 @dataclass
@@ -35,6 +37,14 @@ class BuildResult:
     publication: int | None
     outcomes: list[Outcome] = field(default_factory=list)
     export_dir: Path | None = None
+    reviews: list[int] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """As `tether check` exits, but 0 when something was published: 12 blocked, 11 waits
+        for review, else 0."""
+        kinds = {o.outcome for o in self.outcomes}
+        return 12 if "blocked" in kinds else 11 if "pending" in kinds else 0
 
 
 def open_registry(project: Project) -> Registry:
@@ -43,10 +53,19 @@ def open_registry(project: Project) -> Registry:
 
 def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], None] | None = None
           ) -> BuildResult:
-    """Regenerate the tools of ``mode``; grounded tools are published and versioned."""
+    """Regenerate the tools of ``mode``; grounded tools are published and versioned, the first
+    set by the rule `initial`, every later one through the gate as `tether check` does."""
     note = progress or (lambda _m: None)
+    if mode == "grounded":
+        registry = open_registry(project)
+        try:
+            if registry.latest_publication():
+                return _through_check(project, registry, note)
+        finally:
+            registry.close()
     listed, cache, _ = profile_changed(project, {}, full=True, progress=note)
     profiles = {p.product: p for p in listed}
+    check_profiled(project, profiles)  # a policy naming a missing column fails closed
     note("generating tool definitions")
     tools = generate(project, profiles, mode)
     if mode != "grounded":
@@ -71,14 +90,37 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
         registry.close()
 
 
+def _through_check(project: Project, registry: Registry, note: Callable[[str], None]
+                   ) -> BuildResult:
+    """A build after the first publication is a full check: the same gate, routes and reviews
+    (a breaking change waits for a person, an exposure is blocked), wherever it comes from."""
+    from tether.drift.check import run_pass
+
+    checked = run_pass(project, registry, note, full=True)
+    outcomes = [Outcome(o.tool, o.version, o.outcome, o.change_level, o.change_kind, o.review)
+                for o in checked.outcomes]
+    return BuildResult("grounded", checked.publication, outcomes, project.root / TOOLS_DIR,
+                       checked.reviews)
+
+
 def _publish(project: Project, registry: Registry, tools: list[GeneratedTool]) -> BuildResult:
+    """The first publication: every tool by the rule `initial`, except one that would expose a
+    restricted column (the gate's own check), which is blocked and paged."""
+    from tether.drift import gate
+
     current = registry.current()
     now = project.now()
     stamp = now.isoformat().replace("+00:00", "Z")
     new: list[NewVersion] = []
     outcomes: list[Outcome] = []
+    restricted = gate.restricted_by(project)
     for t in tools:
         wire = t.wire()
+        exposed = gate.exposes(wire, restricted)
+        if exposed:
+            outcomes.append(Outcome(t.name, None, "blocked"))
+            gate.page_blocked(project, None, [t.name], exposed)
+            continue
         prev = current.get(t.name)
         if prev is not None and prev.content_hash == content_hash(wire):
             outcomes.append(Outcome(t.name, prev.version, "unchanged"))

@@ -1,6 +1,15 @@
-"""Access policy: who sees which tools, rows and columns. The model and its checks; SQL pushdown
-and the independent oracle build on these."""
+"""Access policy: who sees which tools, products, rows and columns. The model and its checks
+(model.py), the one policy path every read goes through (entitle.py), and the independent oracle
+(oracle.py) that checks results without it."""
 
+from tether.policy.entitle import (
+    REFUSAL_META,
+    Entitled,
+    MaskKey,
+    Refusal,
+    entitle,
+    table_allowed,
+)
 from tether.policy.model import (
     exposable,
     restricted_columns,
@@ -9,4 +18,5 @@ from tether.policy.model import (
     user_names,
 )
 
-__all__ = ["exposable", "restricted_columns", "role_of", "tool_visible", "user_names"]
+__all__ = ["REFUSAL_META", "Entitled", "MaskKey", "Refusal", "entitle", "exposable",
+           "restricted_columns", "role_of", "table_allowed", "tool_visible", "user_names"]

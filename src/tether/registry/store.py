@@ -19,6 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tether.errors import SourceError
+from tether.keyfile import private_file
 from tether.sources.sqlalchemy import driver_url
 
 SCHEMA_VERSION = 1
@@ -95,7 +96,7 @@ def registry_url(url: str, root: Path) -> str:
     """sqlite:///relative paths resolve against the project directory."""
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
         path = root / url[len("sqlite:///"):]
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_file(path)  # the call log holds every user's arguments: mode 600
         return f"sqlite:///{path}"
     return driver_url(url)
 
@@ -189,7 +190,14 @@ class Registry:
 
     # --- drift: last-check state, events, reviews ---
 
-    def state(self) -> dict[str, Any]:
+    def state(self, prefix: str | None = None) -> dict[str, Any]:
+        """The last check's state; with ``prefix``, only the keys starting with it (a read
+        that does not change what :meth:`save_state` compares against)."""
+        if prefix is not None:
+            with self._tx() as c:
+                rows = c.execute(sa.text("SELECT key, value FROM check_state WHERE key LIKE :p"),
+                                 {"p": prefix.replace("%", "") + "%"}).fetchall()
+            return {k: json.loads(v) for k, v in rows}
         with self._tx() as c:
             rows = c.execute(sa.text("SELECT key, value FROM check_state")).fetchall()
         self._saved = dict(rows)
@@ -197,14 +205,18 @@ class Registry:
         self._saved_values = {k: json.loads(v) for k, v in rows}  # a copy callers cannot mutate
         return parsed
 
-    def save_state(self, state: dict[str, Any], at: dt.datetime) -> None:
+    def save_state(self, state: dict[str, Any], at: dt.datetime,
+                   events: list[dict[str, Any]] | None = None) -> None:
         """Replace the state in one transaction, writing only the keys whose value changed
-        since :meth:`state` read it (a no-drift check rewrites almost nothing)."""
+        since :meth:`state` read it (a no-drift check rewrites almost nothing); ``events``,
+        detected against the old state, are recorded in the same transaction."""
         stamp = at.astimezone(dt.UTC).isoformat()
         saved = self._saved
         texts = {k: saved[k] if k in saved and self._saved_values.get(k) == v
                  else json.dumps(v, sort_keys=True, default=str) for k, v in state.items()}
         with self._tx() as c:
+            if events:
+                self._add_events(c, events)
             if not saved:
                 c.execute(sa.text("DELETE FROM check_state"))
             for k in set(saved) - set(texts):
@@ -221,18 +233,21 @@ class Registry:
         self._saved = texts
 
     def add_events(self, events: list[dict[str, Any]]) -> list[int]:
-        ids = []
         with self._tx() as c:
-            start = int(c.execute(sa.text("SELECT COALESCE(MAX(id), 0) FROM drift_events")
-                                  ).scalar_one())
-            for i, e in enumerate(events, start + 1):
-                c.execute(sa.text(
-                    "INSERT INTO drift_events (id, kind, subject, details, first_observed_at, "
-                    "detected_at) VALUES (:id, :kind, :subject, :details, :first, :detected)"),
-                    {"id": i, "kind": e["kind"], "subject": e["subject"],
-                     "details": json.dumps(e["details"], sort_keys=True, default=str),
-                     "first": e.get("first_observed_at"), "detected": e["detected_at"]})
-                ids.append(i)
+            return self._add_events(c, events)
+
+    def _add_events(self, c: sa.Connection, events: list[dict[str, Any]]) -> list[int]:
+        ids = []
+        start = int(c.execute(sa.text("SELECT COALESCE(MAX(id), 0) FROM drift_events")
+                              ).scalar_one())
+        for i, e in enumerate(events, start + 1):
+            c.execute(sa.text(
+                "INSERT INTO drift_events (id, kind, subject, details, first_observed_at, "
+                "detected_at) VALUES (:id, :kind, :subject, :details, :first, :detected)"),
+                {"id": i, "kind": e["kind"], "subject": e["subject"],
+                 "details": json.dumps(e["details"], sort_keys=True, default=str),
+                 "first": e.get("first_observed_at"), "detected": e["detected_at"]})
+            ids.append(i)
         return ids
 
     def events(self) -> list[dict[str, Any]]:

@@ -1,8 +1,11 @@
-"""Execute one tool call as one user: validate, push the policy into the query, run, shape.
+"""Execute one tool call as one user: validate, read through the policy path, run, shape.
 
-Every result carries rows, row_count, as_of and units (and truncated and next_cursor where the
-tool pages). Invalid arguments raise ToolError, whose message says what was wrong and what is
-allowed; the server turns it into an `isError` result and stays up.
+Every read of a product goes through the caller's entitled relation (policy/entitle.py): the
+product's table in a query is replaced by it, so row filters, masks, restricted columns and
+denied tables hold for listings, metrics, run_sql, the probe and freshness alike. Every result
+carries rows, row_count, as_of and units (and truncated and next_cursor where the tool pages),
+read under the per-call caps on rows and bytes. Invalid arguments raise ToolError, whose message
+says what was wrong and what is allowed; a refusal carries its reason.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import jsonschema
@@ -23,19 +28,21 @@ from sqlglot import exp
 from tether.config import Project
 from tether.context.profile import ProductProfile
 from tether.context.schema import Column
-from tether.errors import TetherError
-from tether.policy.model import exposable, tool_visible
-from tether.policy.pushdown import (
-    mask_of,
-    masked,
-    row_filter,
-    row_filter_applies,
-    user_params,
-    visible_columns,
+from tether.errors import QueryError, TetherError
+from tether.keyfile import load_secret
+from tether.policy.entitle import (
+    Entitled,
+    MaskKey,
+    Refusal,
+    column_masks,
+    entitle,
+    equality_scope,
+    table_allowed,
 )
+from tether.policy.model import role_of, tool_visible
 from tether.profiling.fingerprint import schema_fingerprint
 from tether.serve import pagination, sqlguard
-from tether.sources import Source, open_source
+from tether.sources import Fetched, Source, open_source
 from tether.toolgen.model import META_KEY, QueryPlan
 from tether.toolgen.plan import (
     ArgumentError,
@@ -47,7 +54,12 @@ from tether.toolgen.plan import (
 
 
 class ToolError(Exception):
-    """A call the model can fix: the message says what was wrong and what is allowed."""
+    """A call the model can fix: the message says what was wrong and what is allowed. A policy
+    refusal carries ``refusal`` ({reason, detail}) for the result's ``_meta``."""
+
+    def __init__(self, message: str, refusal: dict[str, str] | None = None):
+        super().__init__(message)
+        self.refusal = refusal
 
 
 @dataclass
@@ -62,16 +74,20 @@ class Call:
 
 @dataclass
 class Executor:
-    """Holds the project, one read-only connection per source, the cursor key and caches."""
+    """Holds the project, one read-only connection per source, the keys and caches."""
 
     project: Project
     cursor_key: bytes
+    mask_key: MaskKey | None = None
     sources: dict[str, Source] = field(default_factory=dict)
     profiles: dict[str, ProductProfile] = field(default_factory=dict)
     _sql_text: dict[tuple[Any, ...], str] = field(default_factory=dict)
-    _fresh: dict[str, tuple[float, dt.datetime | None]] = field(default_factory=dict)
-    _exposable: dict[str, list[Column]] = field(default_factory=dict)
+    _fresh: dict[tuple[Any, ...], tuple[float, dt.datetime | None]] = field(default_factory=dict)
+    _columns: dict[str, list[Column]] = field(default_factory=dict)
+    _relations: dict[tuple[str, str], Entitled] = field(default_factory=dict)
+    _catalog: dict[str, set[str]] = field(default_factory=dict)
     _fingerprints: dict[str, tuple[float, str | None]] = field(default_factory=dict)
+    probes: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = field(default_factory=dict)
     freshness_ttl: float = 2.0
 
     @property
@@ -89,6 +105,78 @@ class Executor:
             s.close()
         self.sources.clear()
 
+    # --- the policy path ---
+
+    def keys(self) -> MaskKey:
+        if self.mask_key is None:
+            path = self.project.root / self.project.config.serve.mask_key_file
+            self.mask_key = MaskKey.from_secret(load_secret(path))
+        return self.mask_key
+
+    def columns(self, product: str) -> list[Column]:
+        """The product's top-level columns as its source describes them (read once)."""
+        if product not in self._columns:
+            p = self.project.config.products[product]
+            src = self.source(p.source)
+            self._columns[product] = src.describe(self.base(product), label=product)
+        return self._columns[product]
+
+    def base(self, product: str) -> exp.Expr:
+        """The product as it is: its table, or its SQL as a subquery (only for entitle)."""
+        p = self.project.config.products[product]
+        src = self.source(p.source)
+        return src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", product)
+
+    def relation(self, user: str, product: str) -> Entitled:
+        """What ``user`` may read of ``product`` (Refusal for a denied product)."""
+        key = (user, product)
+        if key not in self._relations:
+            config = self.project.config
+            src = self.source(config.products[product].source)
+            masks = column_masks(config, user, product)
+            self._relations[key] = entitle(
+                config, user, product, self.columns(product), self.base(product), src.dialect,
+                self.keys() if "hash" in masks.values() else None)
+        return self._relations[key]
+
+    def secure(self, query: exp.Expr, user: str) -> tuple[exp.Expr, dict[str, Any]]:
+        """A plan's query with each product it reads (a FROM or JOIN source aliased by the
+        product's name) replaced by the user's entitled relation, and that relation's params."""
+        products = self.project.config.products
+        found: dict[int, str] = {}
+        for node in query.find_all(exp.Table, exp.Subquery):
+            alias = node.alias
+            if alias in products and isinstance(node.parent, exp.From | exp.Join):
+                found[id(node)] = alias
+        params: dict[str, Any] = {}
+
+        def swap(node: exp.Expr) -> exp.Expr:
+            product = found.get(id(node))
+            if product is None:
+                return node
+            rel = self.relation(user, product)
+            params.update(rel.params)
+            return rel.subquery(product)
+
+        return query.transform(swap, copy=False), params
+
+    def scope_key(self, user: str) -> tuple[str, str]:
+        """Users whose role and attributes are equal read the same relations."""
+        role, _ = role_of(self.project.config, user)
+        attrs = self.project.config.policies.users[user].attributes()
+        return role, json.dumps(attrs, sort_keys=True, default=str)
+
+    def fetch(self, src: Source, sql: str, params: dict[str, Any], max_rows: int,
+              known: tuple[str, ...] = ()) -> Fetched:
+        """Run under the per-call caps and timeout; an engine error's text is scrubbed of
+        values the caller did not write (they may come from rows outside the entitlement)."""
+        serve = self.project.config.serve
+        try:
+            return src.fetch(sql, params, self.timeout, min(max_rows, serve.max_result_rows),
+                             serve.max_result_bytes)
+        except QueryError as e:
+            raise ToolError("the query failed: " + sqlguard.scrub(e.reason, *known)) from None
+
     # --- fingerprint on call ---
 
     def schema_drift(self, call: Call) -> str | None:
@@ -105,13 +193,11 @@ class Executor:
         for product in ctx.get("products", []):
             at, fp = self._fingerprints.get(product, (-ttl - 1.0, None))
             if now - at > ttl:
-                p = self.project.config.products.get(product)
-                if p is None:
+                if product not in self.project.config.products:
                     continue
-                src = self.source(p.source)
+                src = self.source(self.project.config.products[product].source)
                 try:
-                    rel = src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", product)
-                    fp = schema_fingerprint(src.describe(rel, label=product))
+                    fp = schema_fingerprint(src.describe(self.base(product), label=product))
                 except TetherError:
                     fp = None  # gone altogether: the query itself will say so
                 self._fingerprints[product] = (now, fp)
@@ -130,28 +216,47 @@ class Executor:
             raise ToolError(f"unknown tool {call.tool!r} for this user")
         call = without_empty_cursor(call)
         validate(call.definition, call.args)
-        self._refuse_masked_filters(call)
         kind = call.plan.kind
-        handlers = {"list": self._list, "metric": self._metric, "probe": self._probe,
-                    "catalog": self._catalog, "describe": self._describe, "sql": self._sql}
+        from tether.serve import generic, probe
+
+        handlers: dict[str, Callable[[Call], dict[str, Any]]] = {
+            "list": self._list, "metric": self._metric,
+            "probe": partial(probe.explain, self), "catalog": partial(generic.catalog, self),
+            "describe": partial(generic.describe, self), "sql": partial(generic.run_sql, self)}
         try:
-            if kind in handlers:
-                return handlers[kind](call)
+            if kind not in handlers:
+                raise ToolError(f"tool {call.tool!r} has a plan of unknown kind {kind!r}")
+            for product in _products(call.definition) or ([call.plan.product]
+                                                          if call.plan.product else []):
+                if product in config.products and not table_allowed(config, call.user, product):
+                    raise Refusal("denied_table", f"your role may not read {product}")
+            self._refuse_filters(call)
+            return handlers[kind](call)
+        except Refusal as e:
+            raise ToolError(e.paragraph(), refusal=e.meta()) from None
         except (ArgumentError, pagination.CursorError, sqlguard.GuardError) as e:
             raise ToolError(str(e)) from None
-        except TetherError as e:  # policy refusals, a timeout, a source that is down
+        except TetherError as e:  # a timeout, a source that is down
             raise ToolError(e.paragraph()) from None
-        raise ToolError(f"tool {call.tool!r} has a plan of unknown kind {kind!r}")
 
-    def _refuse_masked_filters(self, call: Call) -> None:
-        """Filtering on a column masked for the caller would reveal its values one guess at a
-        time, so such a filter is refused."""
+    def _refuse_filters(self, call: Call) -> None:
+        """A filter on a column masked for the caller would reveal its values one guess at a
+        time; a filter pinning a row-filtered column to a value outside the caller's scope asks
+        for rows the caller may not see. Both are refused, not answered with nothing."""
+        config = self.project.config
         for f in call.plan.filters:
+            value = call.args.get(f.param)
             table, _, column = f.column.rpartition(".")
-            if call.args.get(f.param) is not None and mask_of(
-                    self.project.config, call.user, table, column):
-                raise ToolError(f"{f.param}: {column} is masked for your role, so it cannot be "
-                                "used as a filter")
+            if value is None or table not in config.products:
+                continue
+            if column in column_masks(config, call.user, table):
+                raise Refusal("masked_predicate", f"{f.param}: {column} is masked for your "
+                              "role, so it cannot be used as a filter")
+            allowed = equality_scope(config, call.user, table).get(column)
+            if f.op == "eq" and allowed is not None and str(value) not in {
+                    str(a) for a in allowed}:
+                raise Refusal("outside_entitlement", f"{f.param} {value} is outside your scope "
+                              f"({column}: {', '.join(sorted(map(str, allowed)))})")
 
     # --- listing ---
 
@@ -170,34 +275,34 @@ class Executor:
         if key not in self._sql_text:
             query, _ = compile_plan(plan, args, config, self.project.now())
             assert isinstance(query, exp.Select)
-            query = _mask_projection(query, config, call.user, product)
-            pred = row_filter(config, call.user, product, product, src.dialect)
-            if pred is not None:
-                query = query.where(pred)
             if call.args.get("cursor"):
                 keys = [qualified(k) for k in plan.order_by]
                 marks = [exp.Placeholder(this=f"k{i}") for i in range(len(keys))]
                 query = query.where(exp.GT(this=exp.Tuple(expressions=keys),
                                            expression=exp.Tuple(expressions=marks)))
-            self._sql_text[key] = src.render(query)
-        if row_filter_applies(config, call.user, product):
-            params.update(user_params(config, call.user))
+            secured, _ = self.secure(query, call.user)
+            self._sql_text[key] = src.render(secured)
+        params.update(self.relation(call.user, product).params)
         if call.args.get("cursor"):
             last = pagination.decode(self.cursor_key, str(call.args["cursor"]), call.user,
                                      call.tool, call.version, call.args)
             params.update({f"k{i}": v for i, v in enumerate(last)})
-        names, raw = src.run_named(self._sql_text[key], params, self.timeout)
-        rows = [dict(zip(names, map(jsonable, r), strict=True)) for r in raw]
         limit = int(params["limit"]) - 1
-        truncated = len(rows) > limit
-        rows = rows[:limit]
+        got = self.fetch(src, self._sql_text[key], params, limit, _known(call))
+        rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
+        truncated = got.capped is not None
         next_cursor = None
-        if truncated and rows:
+        if truncated and got.rows:
             pk = [k.rsplit(".", 1)[-1] for k in plan.order_by]
+            last_raw = dict(zip(got.names, got.rows[-1], strict=True))
             next_cursor = pagination.encode(self.cursor_key, call.user, call.tool, call.version,
-                                            call.args, [rows[-1][k] for k in pk])
-        return self._result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
-                            paged=True)
+                                            call.args, [last_raw[k] for k in pk])
+        out = self._result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
+                           paged=True)
+        if got.capped == "bytes":
+            out["capped"] = (f"stopped at {config.serve.max_result_bytes:,} bytes of values; "
+                             "next_cursor continues")
+        return out
 
     # --- metrics ---
 
@@ -208,22 +313,10 @@ class Executor:
         query, params = compile_plan(plan, call.args, config, now)
         assert isinstance(query, exp.Select)
         products = _products(call.definition)
-        dims = {f.param: f.column.rpartition(".") for f in plan.filters}
-        projections = []
-        for p in query.expressions:
-            table, _, column = dims.get(p.alias_or_name, ("", "", ""))
-            mask = mask_of(config, call.user, table, column) if table else None
-            projections.append(masked(p.this if isinstance(p, exp.Alias) else p, mask)
-                               .as_(p.alias_or_name) if mask else p)
-        query.set("expressions", projections)
-        for product in products:
-            pred = row_filter(config, call.user, product, product, src.dialect)
-            if pred is not None:
-                query = query.where(pred)
-                params.update(user_params(config, call.user))
-        names = [p.alias_or_name for p in query.expressions]
-        raw = src.query(query, params, self.timeout)
-        rows = [dict(zip(names, map(jsonable, r), strict=True)) for r in raw]
+        secured, policy_params = self.secure(query, call.user)
+        params.update(policy_params)
+        got = self.fetch(src, src.render(secured), params, plan.max_rows, _known(call))
+        rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
         if plan.window is not None and plan.window.kind == "period":
             from tether.context.calendar import quarter_of
 
@@ -234,89 +327,6 @@ class Executor:
                 r["fiscal_quarter"] = label
         return self._result(call, rows, products, paged=False)
 
-    # --- progressive disclosure ---
-
-    def _probe(self, call: Call) -> dict[str, Any]:
-        from tether.profiling import profile_product
-
-        config = self.project.config
-        product = str(call.args["product"])
-        p = config.products[product]
-        if product not in self.profiles:
-            self.profiles[product] = profile_product(self.project, product,
-                                                     source=self.source(p.source))
-        prof = self.profiles[product]
-        names = [c.column.name for c in prof.columns]
-        shown = set(visible_columns(config, product, names))
-        columns = []
-        for c in prof.columns:
-            if c.column.name not in shown:
-                continue
-            facts = p.columns.get(c.column.name)
-            hidden = mask_of(config, call.user, product, c.column.name) is not None
-            values = [] if hidden else [v.value for v in (c.enum or c.top_values)][:12]
-            columns.append({"name": c.column.name, "type": c.column.type,
-                            "description": facts.description if facts else None,
-                            "unit": c.unit_hint, "values": [jsonable(v) for v in values]})
-        terms = sorted(t for t, g in config.glossary.items()
-                       if any(f.split(".")[0] == product for f in g.fields))
-        upstream = [{"from": e.from_, "to": e.to, "via": e.via} for e in config.lineage
-                    if e.to == product]
-        return {"product": product, "grain": p.grain, "row_count": prof.row_count,
-                "columns": columns,
-                "definitions": [{"term": t, "definition": config.glossary[t].definition}
-                                for t in terms],
-                "lineage": upstream, "as_of": jsonable(prof.as_of)}
-
-    # --- generic mode ---
-
-    def _tables(self) -> dict[str, str]:
-        return {(p.table or name).split(".")[-1].lower(): name
-                for name, p in self.project.config.products.items() if p.table}
-
-    def _catalog(self, call: Call) -> dict[str, Any]:
-        rows = [{"table": t} for t in sorted(self._tables())]
-        return {"rows": rows, "row_count": len(rows)}
-
-    def _describe(self, call: Call) -> dict[str, Any]:
-        tables = self._tables()
-        name = str(call.args.get("table", "")).lower()
-        if name not in tables:
-            raise ToolError(f"unknown table {name!r}; tables: {', '.join(sorted(tables))}")
-        rows = [{"column": c.name, "type": c.type, "nullable": c.nullable}
-                for c in self._exposable_columns(tables[name])]
-        return {"rows": rows, "row_count": len(rows)}
-
-    def _exposable_columns(self, product: str) -> list[Column]:
-        """A product's top-level columns that may be selected (described once per server)."""
-        if product not in self._exposable:
-            p = self.project.config.products[product]
-            src = self.source(p.source)
-            cols = src.describe(src.table_expr(p.table or product), label=product)
-            shown = set(exposable(self.project.config, product, cols))
-            self._exposable[product] = [c for c in cols if c.name in shown]
-        return self._exposable[product]
-
-    def _sql(self, call: Call) -> dict[str, Any]:
-        config = self.project.config
-        src = self.source(call.plan.source)
-        tables = self._tables()
-        query = sqlguard.check(str(call.args.get("sql", "")), src.dialect, tables)
-        columns = {product: [c.name for c in self._exposable_columns(product)]
-                   for product in set(tables.values())}
-        secured = sqlguard.apply_policy(query, config, call.user, tables, columns, src.dialect,
-                                        call.plan.max_rows)
-        used = {p.name for p in secured.find_all(exp.Placeholder)}  # only filters in the query
-        params = {k: v for k, v in user_params(config, call.user).items() if k in used}
-        try:
-            names, raw = src.run_named(src.render(secured), params, self.timeout)
-        except TetherError as e:
-            raise ToolError(f"the query failed: {e.message}") from None
-        rows = [dict(zip(names, map(jsonable, r), strict=False)) for r in raw]
-        truncated = len(rows) > call.plan.max_rows
-        rows = rows[: call.plan.max_rows]
-        return {"rows": rows, "row_count": len(rows), "truncated": truncated}
-
     # --- shaping ---
 
     def _result(self, call: Call, rows: list[dict[str, Any]], products: list[str], *,
@@ -326,46 +336,53 @@ class Executor:
         if paged:
             out["truncated"] = truncated
             out["next_cursor"] = next_cursor
-        out["as_of"] = self._as_of(products)
+        out["as_of"] = self.as_of(call.user, products)
         units = _units(call.definition)
         if units:
             out["units"] = units
         return out
 
-    def _as_of(self, products: list[str]) -> str | None:
+    def as_of(self, user: str, products: list[str]) -> str | None:
         """The oldest of the products' newest freshness values (the data is as old as its
-        stalest input)."""
+        stalest input), over what the user may read of each."""
         oldest: dt.datetime | None = None
         for product in products:
-            value = self._freshness(product)
+            value = self._freshness(user, product)
             if value is not None:
                 oldest = value if oldest is None or value < oldest else oldest
         return oldest.isoformat() if oldest else None
 
-
-    def _freshness(self, product: str) -> dt.datetime | None:
-        """Newest value of the product's freshness column, cached for freshness_ttl seconds."""
-        cached = self._fresh.get(product)
+    def _freshness(self, user: str, product: str) -> dt.datetime | None:
+        """Newest value of the product's freshness column among the rows the user may read,
+        cached for freshness_ttl seconds per scope."""
+        key = (product, *self.scope_key(user))
+        cached = self._fresh.get(key)
         if cached and time.monotonic() < cached[0]:
             return cached[1]
         p = self.project.config.products[product]
         value = None
         if p.freshness and p.freshness.column:
             src = self.source(p.source)
-            q = exp.select(exp.func("MAX", exp.column(p.freshness.column, quoted=True))).from_(
-                src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", product))
-            raw = src.query(q)[0][0]
+            rel = self.relation(user, product)
+            q = exp.select(exp.func("MAX", exp.column(p.freshness.column, table="q",
+                                                      quoted=True))).from_(rel.subquery("q"))
+            raw = src.run(src.render(q), rel.params, self.timeout)[0][0]
             if isinstance(raw, dt.datetime):
                 value = raw if raw.tzinfo else raw.replace(tzinfo=dt.UTC)
         elif p.freshness and p.freshness.load_time:
             loaded = self.source(p.source).loaded_at()
             # a fixed project clock is "now": nothing was loaded after it
             value = min(loaded, self.project.now()) if loaded is not None else None
-        self._fresh[product] = (time.monotonic() + self.freshness_ttl, value)
+        self._fresh[key] = (time.monotonic() + self.freshness_ttl, value)
         return value
 
 
 _VALIDATORS: dict[str, Any] = {}
+
+
+def _known(call: Call) -> tuple[str, ...]:
+    """Texts the caller wrote: what an engine error may quote back to them."""
+    return (*(str(v) for v in call.args.values()), call.tool)
 
 
 def without_empty_cursor(call: Call) -> Call:
@@ -383,7 +400,7 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
     allowed = set(schema.get("properties", {}))
     unknown = sorted(set(args) - allowed)
     if unknown:
-        raise ToolError(f"unknown argument(s) {', '.join(unknown)}; allowed: "
+        raise ToolError(f"unknown argument(s) {', '.join(unknown)[:200]}; allowed: "
                         f"{', '.join(sorted(allowed)) or 'none'}")
     key = json.dumps(schema, sort_keys=True)
     if key not in _VALIDATORS:
@@ -394,13 +411,15 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
         e = errors[0]
         where = ".".join(str(p) for p in e.path) or "arguments"
         described = schema.get("properties", {}).get(where, {}).get("description", "")
+        shown = repr(e.instance)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
         if e.validator == "enum":
-            msg = (f"{e.instance!r} is not allowed; allowed values: "
-                   f"{', '.join(map(str, e.validator_value))}")
+            msg = f"{shown} is not allowed; allowed values: " + ", ".join(
+                map(str, e.validator_value))
         elif e.validator == "pattern":
-            msg = f"{e.instance!r} does not fit the format {e.validator_value}"
+            msg = f"{shown} does not fit the format {e.validator_value}"
         else:
-            msg = e.message
+            msg = e.message if len(e.message) <= 300 else e.message[:297] + "..."
         raise ToolError(f"{where}: {msg}" + (f". {described}" if described else ""))
 
 
@@ -413,20 +432,10 @@ def _coerce_times(args: dict[str, Any], definition: dict[str, Any]) -> dict[str,
             try:
                 parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
             except ValueError:
-                raise ToolError(f"{name}: {value!r} is not an ISO 8601 date-time; write e.g. "
-                                "2026-08-01T00:00:00Z") from None
+                raise ToolError(f"{name}: {value[:40]!r} is not an ISO 8601 date-time; write "
+                                "e.g. 2026-08-01T00:00:00Z") from None
             out[name] = parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
     return out
-
-
-def _mask_projection(query: exp.Select, config: Any, user: str, product: str) -> exp.Select:
-    projections = []
-    for p in query.expressions:
-        name = p.alias_or_name
-        mask = mask_of(config, user, product, name)
-        projections.append(masked(p, mask).as_(name, quoted=True) if mask else p)
-    query.set("expressions", projections)
-    return query
 
 
 def _products(definition: dict[str, Any]) -> list[str]:
@@ -459,5 +468,6 @@ def jsonable(v: Any) -> Any:
         return {k: jsonable(x) for k, x in v.items()}
     if isinstance(v, list | tuple):
         return [jsonable(x) for x in v]
+    if isinstance(v, bytes | bytearray):
+        return v.hex()
     return v
-

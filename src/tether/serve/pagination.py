@@ -7,13 +7,16 @@ restarts and work across replicas that share the file.
 from __future__ import annotations
 
 import base64
+import datetime as dt
+import decimal
 import hashlib
 import hmac
 import json
-import os
-import secrets
+import uuid
 from pathlib import Path
 from typing import Any
+
+from tether.keyfile import load_secret
 
 
 class CursorError(ValueError):
@@ -21,15 +24,39 @@ class CursorError(ValueError):
 
 
 def load_key(path: Path) -> bytes:
-    """The signing key, created on first use."""
-    if path.exists():
-        return bytes.fromhex(path.read_text().strip())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_bytes(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(key.hex())
-    return key
+    """The signing key, created on first use (mode 600)."""
+    return load_secret(path)
+
+
+# a key value keeps its type through the cursor: a date compared with text is an engine error
+_TAGS: dict[str, Any] = {"dt": dt.datetime.fromisoformat, "d": dt.date.fromisoformat,
+                         "t": dt.time.fromisoformat, "n": decimal.Decimal, "u": uuid.UUID}
+
+
+def _tag(v: Any) -> Any:
+    if isinstance(v, dt.datetime):
+        return {"dt": v.isoformat()}
+    if isinstance(v, dt.date):
+        return {"d": v.isoformat()}
+    if isinstance(v, dt.time):
+        return {"t": v.isoformat()}
+    if isinstance(v, decimal.Decimal):
+        return {"n": str(v)}
+    if isinstance(v, uuid.UUID):
+        return {"u": str(v)}
+    return v
+
+
+def _untag(v: Any) -> Any:
+    if isinstance(v, dict) and len(v) == 1:
+        (tag, text), = v.items()
+        if tag in _TAGS and isinstance(text, str):
+            try:
+                return _TAGS[tag](text)
+            except (ValueError, decimal.InvalidOperation):
+                raise CursorError("cursor is not one this server issued; omit it to start "
+                                  "again") from None
+    return v
 
 
 def _scope(user: str, tool: str, version: str, args: dict[str, Any]) -> str:
@@ -40,7 +67,7 @@ def _scope(user: str, tool: str, version: str, args: dict[str, Any]) -> str:
 
 def encode(key: bytes, user: str, tool: str, version: str, args: dict[str, Any],
            last: list[Any]) -> str:
-    body = json.dumps({"s": _scope(user, tool, version, args), "k": last},
+    body = json.dumps({"s": _scope(user, tool, version, args), "k": [_tag(v) for v in last]},
                       separators=(",", ":"), default=str).encode()
     sig = hmac.new(key, body, hashlib.sha256).digest()[:16]
     return base64.urlsafe_b64encode(sig + body).decode().rstrip("=")
@@ -60,4 +87,4 @@ def decode(key: bytes, cursor: str, user: str, tool: str, version: str,
     if data.get("s") != _scope(user, tool, version, args):
         raise CursorError("cursor belongs to another user, tool, version or set of arguments; "
                           "repeat the same call without it to start again")
-    return list(data["k"])
+    return [_untag(v) for v in data["k"]]

@@ -10,7 +10,9 @@ protocol eras when the published tool set changes.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import hashlib
 import json
 import os
 import signal
@@ -28,10 +30,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tether import __version__
 from tether.config import Project
+from tether.drift import gate
 from tether.drift.publish import open_registry
-from tether.errors import ConfigError
+from tether.errors import ConfigError, TetherError
+from tether.keyfile import load_secret
+from tether.policy.entitle import REFUSAL_META, MaskKey, table_allowed
 from tether.policy.model import role_of, tool_visible
-from tether.registry import Registry
+from tether.registry import Registry, ToolVersion
 from tether.serve.executor import Call, Executor, ToolError
 from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE
 from tether.serve.pagination import load_key
@@ -62,7 +67,12 @@ class TetherServer:
             role_of(project.config, stdio_user)  # an unknown user fails at start, clearly
         self.registry: Registry = open_registry(project)
         self._refuse_unreviewed_policy()
-        self.executor = Executor(project, load_key(project.root / project.config.serve.cursor_key_file))
+        serve = project.config.serve
+        self.executor = Executor(project, load_key(project.root / serve.cursor_key_file),
+                                 MaskKey.from_secret(load_secret(project.root
+                                                                 / serve.mask_key_file)))
+        self.withheld: dict[tuple[str, str], list[str]] = {}
+        self._check_policy()
         self.bus = InMemorySubscriptionBus()
         self.legacy_sessions: dict[Any, str] = {}
         self.pending_calls: list[dict[str, Any]] = []
@@ -78,6 +88,26 @@ class TetherServer:
             on_subscriptions_listen=ListenHandler(self.bus),
         )
         self.server.middleware.append(self._track_legacy_sessions)
+
+    def _check_policy(self) -> None:
+        """The policy as it stands must name what the sources hold (fails closed at start)."""
+        from tether.profiling.policycheck import check_policy
+
+        ex = self.executor
+        config = self.project.config
+        columns: dict[str, list[str]] = {}
+        for p in config.products:
+            try:
+                columns[p] = sorted({c.name for col in ex.columns(p) for c in [col, *col.leaves()]})
+            except TetherError:
+                continue  # a product that is gone: its tools say so when called
+        try:
+            check_policy(self.project, columns,
+                         lambda p: ex.source(config.products[p].source))
+        except Exception:
+            self.executor.close()
+            self.registry.close()
+            raise
 
     def _refuse_unreviewed_policy(self) -> None:
         """The server enforces tether.yaml's policy as it stands; while a policy change waits
@@ -114,6 +144,7 @@ class TetherServer:
         if not versions:
             raise ConfigError("no published tools to serve.", where=str(self.project.root),
                               hint="Run `tether build` first.")
+        versions = self._safe(versions)
         days = self.project.config.drift.deprecation_days
         by_name: dict[str, list[Version]] = {}
         for v in versions:
@@ -133,9 +164,51 @@ class TetherServer:
         self.publication = latest
         return True
 
+    def _safe(self, versions: list[ToolVersion]) -> list[ToolVersion]:
+        """The versions the policy as it stands lets this server serve: a version that would
+        expose a restricted column (however it reached the registry) is withheld, and the
+        tool is served at its newest safe version, if any."""
+        restricted = gate.restricted_by(self.project, self.registry.state(prefix="product:"))
+        safe = []
+        for v in versions:
+            found = gate.exposes(v.definition, restricted)
+            if not found:
+                safe.append(v)
+            elif (v.name, v.version) not in self.withheld:
+                self.withheld[(v.name, v.version)] = found
+                log(f"tether: not serving {v.name} {v.version}: it would expose the restricted "
+                    f"{', '.join(found)}")
+        return safe
+
     def visible(self, user: str) -> list[Version]:
-        return [v for name, v in sorted(self.current.items())
-                if tool_visible(self.project.config, user, name)]
+        """The tools ``user`` sees: their role's tool globs, and only tools whose products the
+        role may read (the probe is offered over those products only)."""
+        config = self.project.config
+        out = []
+        for name, v in sorted(self.current.items()):
+            if not tool_visible(config, user, name):
+                continue
+            products = v.definition.get("_meta", {}).get(META_KEY, {}).get("products", [])
+            if v.plan.kind == "probe":
+                out.append(self._probe_for(user, v))
+            elif all(table_allowed(config, user, p) for p in products
+                     if p in config.products):
+                out.append(v)
+        return out
+
+    def _probe_for(self, user: str, v: Version) -> Version:
+        """The probe with its product enum narrowed to the products the user may read."""
+        config = self.project.config
+        schema = v.definition.get("inputSchema", {})
+        enum = schema.get("properties", {}).get("product", {}).get("enum")
+        if enum is None or all(table_allowed(config, user, p) for p in enum
+                               if p in config.products):
+            return v
+        allowed = [p for p in enum if p not in config.products or table_allowed(config, user, p)]
+        prop = {**schema["properties"]["product"], "enum": allowed}
+        definition = {**v.definition, "inputSchema": {
+            **schema, "properties": {**schema["properties"], "product": prop}}}
+        return dataclasses.replace(v, definition=definition)
 
     # --- identity ---
 
@@ -200,8 +273,9 @@ class TetherServer:
                 structured_content=result, _meta={META_KEY: {"version": entry.version}})
         except ToolError as e:
             error = str(e)
+            meta = {REFUSAL_META: e.refusal} if e.refusal else None
             return types.CallToolResult(content=[types.TextContent(type="text", text=error)],
-                                        is_error=True)
+                                        is_error=True, _meta=meta)
         except (ConfigError, Exception) as e:  # never crash the server on one call
             error = f"{type(e).__name__}: {getattr(e, 'message', None) or e}"
             return types.CallToolResult(
@@ -210,8 +284,8 @@ class TetherServer:
         finally:
             self.pending_calls.append({
                 "at": dt.datetime.now(dt.UTC).isoformat(), "user": user, "role": role,
-                "tool": params.name, "version": version,
-                "arguments": json.dumps(args, sort_keys=True, default=str),
+                "tool": params.name[:200], "version": version,
+                "arguments": logged_arguments(args),
                 "latency_ms": (time.perf_counter() - started) * 1000, "rows": rows,
                 "error": error, "as_of": as_of, "deprecated": deprecated,
             })
@@ -219,10 +293,11 @@ class TetherServer:
                 self.flush_calls()
 
     def _version_for(self, user: str, name: str, pin: Any) -> Version:
-        if not tool_visible(self.project.config, user, name) or name not in self.current:
-            raise ToolError(f"unknown tool {name!r}")
-        if pin is None or str(pin) == self.current[name].version:
-            return self.current[name]
+        shown = {v.name: v for v in self.visible(user)}
+        if name not in shown:
+            raise ToolError(f"unknown tool {name[:100]!r}")
+        if pin is None or str(pin) == shown[name].version:
+            return shown[name]
         entry = self.history.get((name, str(pin)))
         current = self.current[name].version
         if entry is None:
@@ -331,6 +406,21 @@ class TetherServer:
                 tg.cancel_scope.cancel()
         finally:
             self.close()
+
+
+LOGGED_ARGUMENTS = 4096
+"""Bytes of a call's arguments the call log keeps; beyond that, a prefix and a sha256."""
+
+
+def logged_arguments(args: dict[str, Any]) -> str:
+    """A call's arguments as the call log stores them: the JSON when it is at most 4 KiB, else
+    ``{"truncated": <its first 4000 bytes>, "sha256": ..., "bytes": ...}``."""
+    text = json.dumps(args, sort_keys=True, default=str)
+    data = text.encode()
+    if len(data) <= LOGGED_ARGUMENTS:
+        return text
+    return json.dumps({"truncated": data[:4000].decode(errors="ignore"),
+                       "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)})
 
 
 def stdio_user_from_env(explicit: str | None) -> str | None:

@@ -1,54 +1,125 @@
-"""run_sql, read-only for real: one SELECT over known data products, nothing else.
+"""run_sql by resolution, not by name matching: what a query reads is worked out, then each data
+product it reads is replaced by the caller's entitled relation (policy/entitle.py).
 
-Checked on the parsed AST (sqlglot), not with regular expressions: a single statement that is a
-query; every table a data product (or a CTE); no table functions, file or network readers, sleep or
-session-changing functions. Each product is then replaced by a subquery carrying the caller's row
-filter and column masks, restricted columns left out, and the whole wrapped in a row limit. The
-engine connection is read-only as well (DuckDB read_only, PostgreSQL read-only transaction): two
-locks, either sufficient.
+In order, on the parsed AST (sqlglot):
+1. exactly one statement, a query, no parameters of its own, nothing that writes or changes the
+   session (DDL, DML, SET, PRAGMA, ATTACH, COPY, transaction control: plain errors);
+2. no CTE or alias may take the name of a table or a product (``shadowed_name``): a query can
+   then never make a product, or a table a row filter reads, mean something else;
+3. every function is on an allow-list for the dialect (``function_not_allowed``, naming it):
+   anything that runs a SQL string, reads files, sleeps or reports the server is absent;
+4. every table is a product the role may read (``denied_table``), or the query's own CTE;
+5. no restricted column is named (``restricted``); a masked column is only ever selected, never
+   compared, joined, grouped, ordered or passed to a function (``masked_predicate``), also
+   through the CTEs and subqueries that select it; a predicate that pins a row-filtered column
+   to a value outside the caller's scope is refused (``outside_entitlement``);
+6. each product table is replaced by its entitled relation and the whole is capped in rows.
+The engine connection is read-only as well (DuckDB read_only with external access off and the
+configuration locked; a PostgreSQL read-only transaction): two locks, either sufficient.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
 
-from tether.config import TetherConfig
-from tether.policy.pushdown import mask_of, masked, row_filter
-from tether.sources.base import table_ref
+from tether.policy.entitle import Entitled, Refusal
 
 
 class GuardError(ValueError):
-    """The SQL is refused; the message says why and what is allowed."""
+    """The SQL is refused for a reason other than policy; the message says what is allowed."""
 
 
-_DENY = re.compile(
-    r"^(read_\w+|\w+_scan|glob|sniff_csv|query|query_table|pg_\w+|lo_\w+|dblink\w*|set_config|"
-    r"current_setting|getvariable|setvariable|load_extension|install|load|copy|export_\w+|"
-    r"system|shell|http_\w+|sleep|benchmark|txid_\w+|nextval|setval)$",
-    re.I,
-)
+MAX_SQL = 20_000
+
 _FORBIDDEN_NODES: tuple[type[exp.Expr], ...] = tuple(
     getattr(exp, n) for n in (
         "Insert", "Update", "Delete", "Create", "Drop", "Alter", "Merge", "Command", "Copy",
         "Attach", "Detach", "Pragma", "Set", "Transaction", "Commit", "Rollback", "Use", "Into",
         "Lock", "LoadData", "Install", "Summarize", "Describe", "Show", "Analyze", "TruncateTable",
+        "Placeholder", "Parameter", "SessionParameter", "Kill", "Grant", "Revoke",
     ) if hasattr(exp, n)
 )
 
+# Functions sqlglot knows by type: what analytics over a few products needs, nothing that
+# reads outside the query (files, settings, the server, other SQL) or changes anything.
+_TYPED = frozenset(n for n in """
+Count Sum Avg Min Max Stddev StddevSamp StddevPop Variance VariancePop Median PercentileCont
+PercentileDisc ApproxDistinct ApproxQuantile Quantile GroupConcat ArrayAgg List LogicalAnd
+LogicalOr AnyValue First Last ArgMax ArgMin CountIf Corr CovarPop CovarSamp RegrSlope
+RegrIntercept Mode SumIf AvgIf
+RowNumber Rank DenseRank PercentRank CumeDist Ntile Lag Lead FirstValue LastValue NthValue
+Abs Round Floor Ceil Sqrt Pow Exp Ln Log Sign Trunc Greatest Least Cbrt Pi IsNan IsInf
+Lower Upper Length Substring Trim Concat ConcatWs Replace Left Right StrPosition SplitPart Split
+RegexpLike RegexpILike RegexpExtract RegexpReplace Initcap Reverse StartsWith EndsWith Contains
+MD5 SHA2 SHA2Digest Ascii Chr Format ToChar TimeToStr StrToTime StrToDate Translate
+Levenshtein StringToArray ArrayToString
+TimestampTrunc DateTrunc Extract DateDiff DateAdd DateSub TimestampAdd TimestampSub
+TimestampDiff CurrentDate CurrentTimestamp CurrentTime Localtimestamp DateFromParts UnixToTime
+TimeToUnix Year Month Day Quarter Week WeekOfYear DayOfWeek DayOfWeekIso DayOfMonth DayOfYear
+Hour Minute Second LastDay Monthname Dayname Date DateBin TsOrDsToDate TsOrDsAdd
+Coalesce Nullif If Case Cast TryCast Typeof Array Explode Unnest ArraySize ArrayContains
+StructExtract JSONExtract JSONExtractScalar JSONBExtract JSONBExtractScalar Exists
+GenerateSeries ExplodingGenerateSeries Struct ToArray Filter Bracket
+""".split())
 
-def _function_name(node: exp.Expr) -> str:
-    if isinstance(node, exp.Anonymous):
-        return str(node.this)
-    return str(node.sql_name()) if isinstance(node, exp.Func) else ""
+# Functions sqlglot does not know by type, per dialect, by name.
+_ANONYMOUS: dict[str, frozenset[str]] = {
+    "duckdb": frozenset("""
+        date_part datepart epoch_ms epoch_us make_timestamp make_time isoyear yearweek weekday
+        dayofmonth list_value struct_pack octet_length bit_length product fsum every histogram
+        btrim now age list_sort list_distinct list_contains array_sort array_distinct cardinality
+        strip_accents nullif ifnull range generate_series date_sub date_add to_json json_extract_string
+        list_extract array_extract element_at regexp_split_to_array string_agg
+        """.split()),
+    "postgres": frozenset("""
+        date_part age make_date make_timestamp make_interval justify_days justify_hours
+        justify_interval date_bin octet_length bit_length every quantile_cont cardinality
+        array_length array_position array_remove array_append regexp_matches regexp_split_to_array
+        to_json jsonb_extract_path_text json_extract_path_text jsonb_array_length
+        json_array_length nullif isfinite width_bucket string_agg
+        """.split()),
+}
+_TABLE_FUNCTIONS = (exp.GenerateSeries, exp.ExplodingGenerateSeries)
+_TABLE_FUNCTION_NAMES = frozenset({"range", "generate_series"})
 
 
-def check(sql: str, dialect: str, tables: dict[str, str]) -> exp.Query:
-    """The parsed query, or GuardError. ``tables`` maps table name -> product name."""
-    if len(sql) > 20_000:
-        raise GuardError("SQL longer than 20,000 characters is refused")
+@dataclass
+class Catalog:
+    """What one user may read through run_sql on one source."""
+
+    dialect: str
+    tables: dict[str, str]
+    """table name (lower case, unqualified) -> product"""
+    reserved: set[str]
+    """every table of the source and every product name (lower case): nothing may shadow one"""
+    schemas: set[str]
+    """schema qualifiers that mean the source's own default schema (lower case)"""
+    entitled: Callable[[str], Entitled]
+    """product -> its entitled relation for the user (Refusal when the role may not read it)"""
+    restricted: dict[str, set[str]] = field(default_factory=dict)
+    masked: dict[str, set[str]] = field(default_factory=dict)
+    pinned: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    """product -> {column: the values of it the user may see} (simple row filters)"""
+
+
+@dataclass
+class Secured:
+    query: exp.Query
+    params: dict[str, Any]
+    products: list[str]
+    relations: list[Entitled]
+
+
+def parse(sql: str, dialect: str) -> exp.Query:
+    """One read-only query with no parameters of its own, or GuardError."""
+    if len(sql) > MAX_SQL:
+        raise GuardError(f"SQL longer than {MAX_SQL:,} characters is refused")
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except sqlglot.errors.SqlglotError as e:
@@ -58,56 +129,262 @@ def check(sql: str, dialect: str, tables: dict[str, str]) -> exp.Query:
     query = statements[0]
     if not isinstance(query, exp.Query):
         raise GuardError("only a SELECT query is allowed (read-only)")
-    ctes = {c.alias_or_name.lower() for c in query.find_all(exp.CTE)}
     for node in query.walk():
         if isinstance(node, _FORBIDDEN_NODES):
-            raise GuardError(f"{node.key.upper()} is not allowed: this tool only reads")
-        if isinstance(node, exp.Func) and _DENY.match(_function_name(node)):
-            raise GuardError(f"function {_function_name(node)}() is not allowed here")
-        if isinstance(node, exp.Table):
-            _check_table(node, ctes, tables)
+            what = "a query parameter" if node.key in ("placeholder", "parameter",
+                                                       "sessionparameter") else node.key.upper()
+            raise GuardError(f"{what} is not allowed: this tool only reads, with values "
+                             "written into the query")
     return query
 
 
-def _check_table(node: exp.Table, ctes: set[str], tables: dict[str, str]) -> None:
-    if not isinstance(node.this, exp.Identifier):
-        raise GuardError("table functions and file paths are not allowed in FROM; "
-                         f"query these data products: {', '.join(sorted(tables))}")
-    if node.args.get("catalog"):
-        raise GuardError("other databases or catalogs are not allowed")
-    name = node.name.lower()
-    if name in ctes and not node.db:
-        return
-    if name not in tables:
-        raise GuardError(f"unknown table {node.name!r}; the tables here are: "
-                         f"{', '.join(sorted(tables))}")
+def secure(sql: str, catalog: Catalog, max_rows: int) -> Secured:
+    """The query as the engine must run it for this user, or GuardError / Refusal."""
+    query = parse(sql, catalog.dialect)
+    ctes = _check_names(query, catalog)
+    _check_functions(query, catalog.dialect)
+    reads = _resolve_tables(query, catalog, ctes)
+    products = sorted(set(reads.values()))
+    relations = {p: catalog.entitled(p) for p in products}  # a denied product refuses here
+    _check_columns(query, catalog, products)
 
-
-def apply_policy(query: exp.Query, config: TetherConfig, user: str, tables: dict[str, str],
-                 columns: dict[str, list[str]], dialect: str, limit: int) -> exp.Query:
-    """Each product table -> (SELECT its visible, masked columns WHERE its row filter) AS alias;
-    then LIMIT limit + 1 around the whole query."""
-    ctes = {c.alias_or_name.lower() for c in query.find_all(exp.CTE)}
-
-    def secure(node: exp.Expr) -> exp.Expr:
-        if not isinstance(node, exp.Table) or (node.name.lower() in ctes and not node.db):
+    def swap(node: exp.Expr) -> exp.Expr:
+        product = reads.get(id(node))
+        if product is None:
             return node
-        product = tables[node.name.lower()]
-        alias = node.alias_or_name
-        base = table_ref(config.products[product].table or product, dialect)
-        base.set("alias", exp.TableAlias(this=exp.to_identifier("t")))
-        projections: list[exp.Expr] = []
-        for col in columns[product]:  # already exposable: no restricted column or field
-            ref = exp.column(col, table="t", quoted=True)
-            mask = mask_of(config, user, product, col)
-            projections.append((masked(ref, mask) if mask else ref).as_(col, quoted=True))
-        inner = exp.select(*projections).from_(base)
-        pred = row_filter(config, user, product, "t", dialect)
-        if pred is not None:
-            inner = inner.where(pred)
-        return exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+        assert isinstance(node, exp.Table)
+        alias = node.args.get("alias")
+        sub = exp.Subquery(this=relations[product].query.copy(),
+                           alias=alias.copy() if isinstance(alias, exp.TableAlias) else
+                           exp.TableAlias(this=exp.to_identifier(node.name)))
+        for arg in ("pivots", "sample", "laterals", "joins"):
+            if node.args.get(arg):
+                sub.set(arg, node.args[arg])
+        return sub
 
-    secured = query.transform(secure)
+    secured = query.transform(swap, copy=False)
     assert isinstance(secured, exp.Query)
-    return exp.select("*").from_(secured.subquery("q")).limit(exp.Literal.number(limit + 1))
+    params: dict[str, Any] = {}
+    for r in relations.values():
+        params |= r.params
+    capped = exp.select("*").from_(secured.subquery("tether_q")).limit(
+        exp.Literal.number(max_rows + 1))
+    return Secured(capped, params, products, list(relations.values()))
 
+
+# --- names ---------------------------------------------------------------------------------------
+
+
+def _check_names(query: exp.Query, catalog: Catalog) -> set[str]:
+    """The query's CTE names; Refusal when a CTE or an alias takes a table's or product's name."""
+    ctes: set[str] = set()
+    for node in query.find_all(exp.TableAlias):
+        name = node.name.lower()
+        if not name:
+            continue
+        parent = node.parent
+        if isinstance(parent, exp.CTE):
+            ctes.add(name)
+        elif isinstance(parent, exp.Table) and parent.name.lower() == name:
+            continue  # `FROM orders AS orders` names the table itself
+        if name in catalog.reserved:
+            what = "a CTE" if isinstance(parent, exp.CTE) else "an alias"
+            raise Refusal("shadowed_name", f"{what} may not be named {node.name}, which is the "
+                          "name of a table or data product here", hint="Rename it.")
+    return ctes
+
+
+def _function_name(node: exp.Func) -> str:
+    return str(node.this) if isinstance(node, exp.Anonymous) else type(node).__name__
+
+
+def _check_functions(query: exp.Query, dialect: str) -> None:
+    allowed = _ANONYMOUS.get(dialect, frozenset())
+    for node in query.find_all(exp.Func):
+        if isinstance(node, exp.Anonymous):
+            if str(node.this).lower() not in allowed:
+                raise Refusal("function_not_allowed", f"function {node.this}() is not allowed "
+                              "in run_sql", hint="Use plain SQL over the data products: "
+                              "aggregates, window, string, date and math functions.")
+        elif type(node).__name__ not in _TYPED:
+            name = node.sql_name() if hasattr(node, "sql_name") else type(node).__name__
+            raise Refusal("function_not_allowed", f"function {name}() is not allowed in run_sql",
+                          hint="Use plain SQL over the data products: aggregates, window, "
+                          "string, date and math functions.")
+
+
+# --- tables --------------------------------------------------------------------------------------
+
+
+def _resolve_tables(query: exp.Query, catalog: Catalog, ctes: set[str]) -> dict[int, str]:
+    """{id(table node): product} for every table the query reads; CTE references are skipped
+    (no CTE may have a table's name, so a name is a CTE or a table, never both)."""
+    out: dict[int, str] = {}
+    for node in query.find_all(exp.Table):
+        if not isinstance(node.this, exp.Identifier):
+            if isinstance(node.this, _TABLE_FUNCTIONS) or (
+                    isinstance(node.this, exp.Anonymous)
+                    and str(node.this.this).lower() in _TABLE_FUNCTION_NAMES):
+                continue
+            raise GuardError("table functions and file paths are not allowed in FROM; query "
+                             f"the data products: {_products(catalog)}")
+        if node.args.get("catalog"):
+            raise GuardError("other databases or catalogs are not allowed")
+        name, db = node.name.lower(), node.db.lower()
+        if not db and name in ctes:
+            continue
+        product = catalog.tables.get(name)
+        if product is None or (db and db not in catalog.schemas):
+            raise GuardError(f"unknown table {node.sql(dialect=catalog.dialect)}; the data "
+                             f"products here are: {_products(catalog)}")
+        out[id(node)] = product
+    return out
+
+
+def _products(catalog: Catalog) -> str:
+    return ", ".join(sorted(catalog.tables)) or "(none)"
+
+
+# --- columns -------------------------------------------------------------------------------------
+
+
+def _check_columns(query: exp.Query, catalog: Catalog, products: list[str]) -> None:
+    restricted = {c for p in products for c in catalog.restricted.get(p, set())}
+    masked = {c for p in products for c in catalog.masked.get(p, set())}
+    pinned: dict[str, set[str]] = {}
+    for p in products:
+        for column, values in catalog.pinned.get(p, {}).items():
+            pinned.setdefault(column, set()).update(values)
+    for col in query.find_all(exp.Column):
+        if col.name.lower() in restricted:
+            raise Refusal("restricted", f"{col.name} is restricted: no tool returns it, and "
+                          "no query may read it")
+    for ident in _using(query):
+        if ident.lower() in restricted:
+            raise Refusal("restricted", f"{ident} is restricted: no query may read it")
+    if masked:
+        _check_masked(query, _derived_masked(query, masked))
+    if pinned:
+        _check_pinned(query, pinned)
+
+
+def _using(query: exp.Query) -> list[str]:
+    return [i.name for j in query.find_all(exp.Join) for i in j.args.get("using") or []]
+
+
+def _bare(node: exp.Expr) -> exp.Expr | None:
+    """The projection a column is, when it is selected as it is (``c`` or ``c AS x``)."""
+    parent = node.parent
+    if isinstance(parent, exp.Alias) and isinstance(parent.parent, exp.Select) and (
+            parent.arg_key == "expressions"):
+        return parent
+    if isinstance(parent, exp.Select) and node.arg_key == "expressions":
+        return node
+    return None
+
+
+def _derived_masked(query: exp.Query, masked: set[str]) -> set[str]:
+    """Masked column names, with every name a CTE or subquery gives a selected masked column."""
+    names = set(masked)
+    while True:
+        grown = set(names)
+        for col in query.find_all(exp.Column):
+            projection = _bare(col)
+            if projection is not None and col.name.lower() in names:
+                grown.add(projection.alias_or_name.lower())
+        if grown == names:
+            return names
+        names = grown
+
+
+def _masked_refusal(what: str) -> Refusal:
+    return Refusal("masked_predicate", f"{what} is masked for your role: it may be selected, "
+                   "not filtered, joined, grouped, ordered or passed to a function")
+
+
+def _check_masked(query: exp.Query, masked: set[str]) -> None:
+    for col in query.find_all(exp.Column):
+        if col.name.lower() in masked and _bare(col) is None:
+            raise _masked_refusal(col.name)
+    for ident in _using(query):
+        if ident.lower() in masked:
+            raise _masked_refusal(ident)
+    for join in query.find_all(exp.Join):
+        if str(join.args.get("method") or "").upper() == "NATURAL":
+            raise _masked_refusal("a column of a product this query reads")
+    for select in query.find_all(exp.Select):
+        shown = [p for p in select.expressions
+                 if (p.alias_or_name.lower() in masked) or isinstance(p, exp.Star)
+                 or (isinstance(p, exp.Column) and isinstance(p.this, exp.Star))]
+        if not shown:
+            continue
+        if select.args.get("distinct"):
+            raise _masked_refusal(shown[0].alias_or_name or "a selected column")
+        for key in ("group", "order"):
+            clause = select.args.get(key)
+            if clause is None:
+                continue
+            if clause.args.get("all") or any(
+                    isinstance(e, exp.Var) and e.name.upper() == "ALL" for e in clause.find_all(
+                        exp.Var)):
+                raise _masked_refusal(shown[0].alias_or_name or "a selected column")
+            for lit in clause.find_all(exp.Literal):
+                if lit.is_int and not lit.is_string:
+                    i = int(lit.this) - 1
+                    if 0 <= i < len(select.expressions) and select.expressions[i] in shown:
+                        raise _masked_refusal(select.expressions[i].alias_or_name)
+    for setop in query.find_all(exp.SetOperation):
+        if setop.args.get("distinct") or not isinstance(setop, exp.Union):
+            for select in setop.find_all(exp.Select):
+                if any(p.alias_or_name.lower() in masked or isinstance(p, exp.Star)
+                       for p in select.expressions):
+                    raise _masked_refusal("a selected column")
+
+
+def _literals(node: exp.Expr) -> list[str] | None:
+    if isinstance(node, exp.Literal):
+        return [str(node.this)]
+    return None
+
+
+def _check_pinned(query: exp.Query, pinned: dict[str, set[str]]) -> None:
+    """`col = 'X'` or `col IN ('X', ...)` with a value outside what the row filter allows."""
+    for node in query.find_all(exp.EQ, exp.In):
+        pairs: list[tuple[exp.Expr, list[str] | None]] = []
+        if isinstance(node, exp.EQ):
+            pairs = [(node.this, _literals(node.expression)),
+                     (node.expression, _literals(node.this))]
+        elif not node.args.get("query"):
+            each = [_literals(e) for e in node.expressions]
+            pairs = [(node.this, None if any(v is None for v in each)
+                      else [x for v in each if v for x in v])]
+        for side, values in pairs:
+            if not isinstance(side, exp.Column) or values is None:
+                continue
+            allowed = pinned.get(side.name.lower())
+            if allowed is None:
+                continue
+            outside = sorted(v for v in values if v not in allowed)
+            if outside:
+                raise Refusal("outside_entitlement", f"{side.name} {', '.join(outside)} is "
+                              f"outside your scope ({side.name}: "
+                              f"{', '.join(sorted(allowed))})")
+
+
+# --- error texts ---------------------------------------------------------------------------------
+
+_QUOTED = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\b\d[\d.,:\-+eE]*\b")
+
+
+def scrub(message: str, *known: str) -> str:
+    """An engine's error with every quoted text and number the caller did not write replaced by
+    '…': an error raised while the engine evaluates rows (a failed cast, an overflow) may quote a
+    value from a row outside the caller's entitlement."""
+    head = message.strip().splitlines()[0] if message.strip() else message
+
+    def keep(m: re.Match[str]) -> str:
+        token = m.group(0)
+        inner = token[1:-1] if token[:1] in "'\"" else token
+        return token if any(inner in k for k in known) else "…"
+
+    return _QUOTED.sub(keep, head)

@@ -6,9 +6,10 @@ from pathlib import Path
 
 from tether.config import Project, SourceConfig
 from tether.errors import ConfigError
-from tether.sources.base import Source, kind_of
+from tether.sources.base import Fetched, Source, kind_of
 
-__all__ = ["Source", "dialect_of", "kind_of", "open_product_source", "open_source", "resolve_duckdb_path"]
+__all__ = ["Fetched", "Source", "dialect_of", "kind_of", "open_product_source", "open_source",
+           "resolve_duckdb_path"]
 
 
 def resolve_duckdb_path(url: str, root: Path) -> Path | None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import re
+import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
@@ -34,10 +36,54 @@ def table_ref(table: str, dialect: str) -> exp.Table:
         raise ProductError(f"{table!r} is not a table name ({e}).") from None
 
 
+def first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+@dataclass
+class Fetched:
+    """Rows read under caps: ``capped`` names the cap that stopped the read (rows or bytes)."""
+
+    names: list[str]
+    rows: list[tuple[Any, ...]]
+    capped: str | None = None
+
+
+def value_size(v: Any) -> int:
+    """About how many bytes a value takes once serialised (text and binary by length)."""
+    if isinstance(v, str | bytes | bytearray):
+        return len(v) + 2
+    if isinstance(v, dict):
+        return sum(value_size(k) + value_size(x) for k, x in v.items()) + 2
+    if isinstance(v, list | tuple):
+        return sum(value_size(x) + 1 for x in v) + 2
+    return 8
+
+
+def take(batches: Any, max_rows: int, max_bytes: int, deadline: float | None,
+         on_late: Any) -> tuple[list[tuple[Any, ...]], str | None]:
+    """Read batches of rows until the rows or bytes cap (or the deadline) is reached."""
+    rows: list[tuple[Any, ...]] = []
+    size = 0
+    for batch in batches:
+        for r in batch:
+            size += sum(value_size(v) for v in r) + 2
+            if size > max_bytes:
+                return rows, "bytes"
+            if len(rows) >= max_rows:
+                return rows, "rows"
+            rows.append(tuple(r))
+        if deadline is not None and time.monotonic() > deadline:
+            on_late()
+    return rows, None
+
+
 class Source(ABC):
     """A connection to one engine. Read-only: nothing tether does through it writes."""
 
     dialect: str = ""
+    schema: str | None = None
 
     def __init__(self, name: str, url_for_humans: str):
         self.name = name
@@ -70,6 +116,15 @@ class Source(ABC):
     def run_named(self, sql: str, params: dict[str, Any] | None = None,
                   timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
         """Like run, with the result's column names."""
+
+    def fetch(self, sql: str, params: dict[str, Any] | None, timeout: float,
+              max_rows: int, max_bytes: int) -> Fetched:
+        """Like run_named, reading at most ``max_rows`` rows and ``max_bytes`` bytes of values
+        (one row more than the rows cap tells that more exist); the timeout covers the whole
+        read, fetching included."""
+        names, rows = self.run_named(sql, params, timeout)
+        kept, capped = take([rows], max_rows, max_bytes, None, lambda: None)
+        return Fetched(names, kept, capped)
 
     def query(self, expr: exp.Expr, params: dict[str, Any] | None = None,
               timeout: float | None = None) -> list[tuple[Any, ...]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,13 @@ import duckdb
 from sqlglot import exp
 
 from tether.context.schema import Column
-from tether.errors import ProductError, SourceError
-from tether.sources.base import Source, kind_of
+from tether.errors import ProductError, QueryError, SourceError
+from tether.sources.base import Fetched, Source, first_line, kind_of, take
+
+READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+"""How tether opens a DuckDB file: no file, network or extension access, and a configuration no
+statement can change back. DuckDB refuses a second connection to the same file in one process
+with another configuration: open it with this one (read_only=True) beside a source."""
 
 
 class DuckDBSource(Source):
@@ -27,7 +33,9 @@ class DuckDBSource(Source):
                 "directory), or build the demo with `tether demo init`.",
             )
         try:
-            self.con = duckdb.connect(str(path), read_only=True)
+            # tether only reads: no file, network or extension access, and a configuration
+            # that no statement can change back
+            self.con = duckdb.connect(str(path), read_only=True, config=dict(READ_ONLY_CONFIG))
         except duckdb.Error as e:
             raise SourceError(
                 f"source {name!r}: cannot open {path} read-only: {e}",
@@ -61,10 +69,37 @@ class DuckDBSource(Source):
             raise SourceError(f"source {self.name!r}: the query ran longer than {timeout:g}s "
                               "and was cancelled", hint="Narrow it down.") from None
         except duckdb.Error as e:
-            raise SourceError(f"source {self.name!r}: query failed: {e}") from None
+            raise QueryError(self.name, first_line(e)) from None
         finally:
             if timer:
                 timer.cancel()
+            cur.close()
+
+    def fetch(self, sql: str, params: dict[str, Any] | None, timeout: float,
+              max_rows: int, max_bytes: int) -> Fetched:
+        cur = self.con.cursor()
+        timer = threading.Timer(timeout, cur.interrupt)
+        deadline = time.monotonic() + timeout
+
+        def late() -> None:
+            raise duckdb.InterruptException("deadline")
+
+        try:
+            if self.schema:
+                cur.execute(f"SET schema = '{self.schema.replace(chr(39), '')}'")
+            timer.start()
+            cur.execute(sql, params or None)
+            names = [d[0] for d in cur.description or []]
+            batches = iter(lambda: cur.fetchmany(512), [])
+            rows, capped = take(batches, max_rows, max_bytes, deadline, late)
+            return Fetched(names, rows, capped)
+        except duckdb.InterruptException:
+            raise SourceError(f"source {self.name!r}: the query ran longer than {timeout:g}s "
+                              "and was cancelled", hint="Narrow it down.") from None
+        except duckdb.Error as e:
+            raise QueryError(self.name, first_line(e)) from None
+        finally:
+            timer.cancel()
             cur.close()
 
     def tables(self) -> list[str]:

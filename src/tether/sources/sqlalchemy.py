@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,8 +12,8 @@ import sqlalchemy as sa
 from sqlglot import exp
 
 from tether.context.schema import Column
-from tether.errors import ProductError, SourceError
-from tether.sources.base import Source, kind_of
+from tether.errors import ProductError, QueryError, SourceError
+from tether.sources.base import Fetched, Source, kind_of, take
 
 _DIALECTS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sqlite"}
 
@@ -57,9 +58,10 @@ class SQLAlchemySource(Source):
             ) from None
 
     @contextlib.contextmanager
-    def _session(self) -> Iterator[sa.Connection]:
-        """A connection inside one read-only transaction, rolled back at the end."""
-        opts: dict[str, Any] = {}
+    def _session(self, stream: bool = False) -> Iterator[sa.Connection]:
+        """A connection inside one read-only transaction, rolled back at the end (``stream``:
+        rows are read from a server-side cursor as they are fetched)."""
+        opts: dict[str, Any] = {"stream_results": True} if stream else {}
         if self.dialect == "postgres":
             opts["postgresql_readonly"] = True
         with self.engine.connect().execution_options(**opts) as conn, conn.begin() as tx:
@@ -92,10 +94,38 @@ class SQLAlchemySource(Source):
                 raise SourceError(f"source {self.name!r}: the query ran longer than "
                                   f"{timeout:g}s and was cancelled", hint="Narrow it down.") from None
             reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
-            raise SourceError(f"source {self.name!r}: query failed: {reason}") from None
+            raise QueryError(self.name, reason) from None
         except sa.exc.SQLAlchemyError as e:
             reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
-            raise SourceError(f"source {self.name!r}: query failed: {reason}") from None
+            raise QueryError(self.name, reason) from None
+
+    def fetch(self, sql: str, params: dict[str, Any] | None, timeout: float,
+              max_rows: int, max_bytes: int) -> Fetched:
+        deadline = time.monotonic() + timeout
+
+        def late() -> None:
+            raise TimeoutError
+
+        try:
+            with self._session(stream=True) as c:
+                if self.dialect == "postgres":
+                    c.execute(sa.text("SELECT set_config('statement_timeout', :t, true)"),
+                              {"t": f"{int(timeout * 1000)}ms"})
+                result = c.execute(sa.text(sql), params or {})
+                names = list(result.keys())
+                batches = iter(lambda: result.fetchmany(512), [])
+                rows, capped = take(batches, max_rows, max_bytes, deadline, late)
+                result.close()
+                return Fetched(names, rows, capped)
+        except TimeoutError:
+            raise SourceError(f"source {self.name!r}: the query ran longer than {timeout:g}s "
+                              "and was cancelled", hint="Narrow it down.") from None
+        except sa.exc.SQLAlchemyError as e:
+            reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+            if "statement timeout" in reason:
+                raise SourceError(f"source {self.name!r}: the query ran longer than "
+                                  f"{timeout:g}s and was cancelled", hint="Narrow it down.") from None
+            raise QueryError(self.name, reason) from None
 
     def _inspector(self) -> Any:
         return sa.inspect(self.engine)

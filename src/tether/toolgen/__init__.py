@@ -15,7 +15,9 @@ def generate(project: Project, profiles: dict[str, ProductProfile], mode: Mode =
              ) -> list[GeneratedTool]:
     """The tools of ``mode`` for a profiled project, sorted by name (deterministic)."""
     if mode == "generic":
-        return generic_tools(next(iter(project.config.sources)))
+        serve = project.config.serve
+        return generic_tools(next(iter(project.config.sources)),
+                             min(200, serve.max_result_rows), serve.max_result_bytes)
     tools = generate_grounded(project, profiles)
     if mode == "bare":
         tools = [strip_grounding(t) for t in tools]

@@ -141,6 +141,15 @@ def _field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
     return schema
 
 
+def size_words(n: int) -> str:
+    """1048576 -> '1 MiB' (the result cap as a person reads it)."""
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} bytes"
+
+
 def _count_unit(column: str) -> str:
     return "count" if re.search(r"(count|quantity|qty|deals|orders|pct)$", column) else "number"
 
@@ -237,7 +246,8 @@ def _crosswalk_tool(ctx: Ctx, scheme: str) -> str | None:
 def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     p: ProductConfig = ctx.config.products[name]
     cols = _visible_columns(ctx, name)
-    max_rows = p.tool.max_rows if p.tool else 200
+    serve = ctx.config.serve
+    max_rows = min(p.tool.max_rows if p.tool else 200, serve.max_result_rows)
     props: dict[str, Any] = {}
     filters: list[Filter] = []
     for c in _filter_columns(p, cols):
@@ -253,7 +263,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
             props[f"{t}_{suffix}"] = {"type": "string", "format": "date-time",
                                       "description": f"{t} {word} this, {tz} if no offset."}
             filters.append(Filter(param=f"{t}_{suffix}", column=f"{name}.{t}", op=op))
-    props["limit"] = {"type": "integer", "maximum": max_rows, "default": min(50, max_rows)}
+    props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows,
+                      "default": min(50, max_rows)}
     props["cursor"] = {"type": "string", "description": "From next_cursor."}
     fresh = p.freshness.column if p.freshness and p.freshness.column else None
     out = _envelope(_output_rows(ctx, name, cols),
@@ -275,7 +286,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                  deprecated={_param_name(p, c.column.name): [str(e.value) for e in c.enum or []
                                                                if e.deprecated]
                              for c in cols if any(e.deprecated for e in c.enum or [])},
-                 limits={"max_rows": max_rows, "pagination": "cursor"},
+                 limits={"max_rows": max_rows, "max_bytes": serve.max_result_bytes,
+                         "pagination": "cursor"},
                  fields={"arguments": {f.param: f.column for f in filters}, "governed": []})
     return GeneratedTool(
         name=ctx.tool_names[name], title=(p.tool.question if p.tool else None),
@@ -324,7 +336,8 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
         s1 += "; " + "; ".join(siblings)
     out = [Sentence(text=sentence(s1), source="glossary")]
     out.append(Sentence(text=sentence(
-        f"{_units_phrase(cols, p)}; read-only, at most {max_rows} rows a page, cursor paging"),
+        f"{_units_phrase(cols, p)}; read-only, at most {max_rows} rows or "
+        f"{size_words(ctx.config.serve.max_result_bytes)} a page, cursor paging"),
         source="schema"))
     if p.description:
         out += [Sentence(text=sentence(x), source="glossary")
@@ -474,7 +487,7 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     max_rows = 1
     for prof in dim_profiles:
         max_rows *= len(prof.enum) if prof.enum else METRIC_MAX_ROWS
-    max_rows = min(max_rows, METRIC_MAX_ROWS)
+    max_rows = min(max_rows, METRIC_MAX_ROWS, ctx.config.serve.max_result_rows)
     fresh = _freshness_columns(ctx, products)
     out = _envelope(rows, f"Oldest of the newest {join_words(fresh)}." if fresh else "Load time.",
                     paged=False)
@@ -497,7 +510,8 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     meta = _meta(ctx, "metric", sentences, sources, products, definitions=terms,
                  source_of_truth={k: f"metric:{name}" for k in measures},
                  canonical_ids={}, deprecated={},
-                 limits={"max_rows": max_rows, "pagination": "none"},
+                 limits={"max_rows": max_rows,
+                         "max_bytes": ctx.config.serve.max_result_bytes, "pagination": "none"},
                  fields=_metric_fields(m, filters, measures, dialect, list(props)))
     return GeneratedTool(
         name=ctx.tool_names["metric:" + name], title=m.description, description=description,

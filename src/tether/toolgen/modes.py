@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.toolgen.generate import READ_ONLY
+from tether.toolgen.generate import READ_ONLY, size_words
 from tether.toolgen.model import META_KEY, GeneratedTool, Mode, QueryPlan
 
 MODES: tuple[Mode, ...] = ("grounded", "bare", "generic")
@@ -38,7 +38,8 @@ def strip_grounding(tool: GeneratedTool) -> GeneratedTool:
     )
 
 
-def generic_tools(default_source: str) -> list[GeneratedTool]:
+def generic_tools(default_source: str, max_rows: int = 200, max_bytes: int = 1 << 20
+                  ) -> list[GeneratedTool]:
     """list_tables, describe_table, run_sql: the baseline in every comparison."""
     ro = dict(READ_ONLY)
     return [
@@ -56,10 +57,11 @@ def generic_tools(default_source: str) -> list[GeneratedTool]:
             plan=QueryPlan(kind="catalog", source=default_source),
         ),
         GeneratedTool(
-            name="run_sql", description="Run a read-only SQL query and return the rows.",
+            name="run_sql", description="Run a read-only SQL query and return the rows (at "
+            f"most {max_rows} rows or {size_words(max_bytes)}).",
             input_schema={"type": "object", "properties": {"sql": {"type": "string"}},
                           "required": ["sql"]},
             annotations=ro, meta={META_KEY: {"mode": "generic", "kind": "sql"}},
-            plan=QueryPlan(kind="sql", source=default_source, max_rows=200),
+            plan=QueryPlan(kind="sql", source=default_source, max_rows=max_rows),
         ),
     ]

@@ -131,7 +131,8 @@ def call_params(
     if plan.window is not None and plan.window.kind != "current":
         params["window_start"], params["window_end"] = window_bounds(plan, args, config, now)
     if plan.kind == "list":
-        limit = int(args.get("limit") or plan.default_rows)
+        given = args.get("limit")
+        limit = plan.default_rows if given is None else int(given)  # 0 is asked, not omitted
         if not 1 <= limit <= plan.max_rows:
             raise ArgumentError(f"limit must be between 1 and {plan.max_rows} (got {limit})")
         params["limit"] = limit + 1  # one more than asked tells whether the result is truncated

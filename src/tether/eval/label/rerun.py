@@ -10,7 +10,8 @@ outside the entitlement. So the labeller runs the call's query on the project's 
 (b) with every product table the query reads replaced by a subquery of what the user is entitled
     to: the role's row filter as written in tether.yaml (``{{ user.x }}`` bound as parameters,
     never spliced), masked columns replaced by the mask (redact -> ``'[redacted]'``, null -> NULL,
-    hash -> ``md5``), restricted columns left out.
+    hash -> the project's keyed hash, its key read from ``serve.mask_key_file`` and bound as
+    parameters), restricted columns left out.
 
 Returned rows equal to (b) leaked nothing (the server enforced the policy, or the query stays
 inside the entitlement); equal to (a) and not (b), the call leaked; neither, or a query the
@@ -37,8 +38,10 @@ from tether.config import RoleConfig, TetherConfig
 from tether.errors import TetherError
 from tether.eval.label.calls import CallView, parse_time
 from tether.eval.label.work import Work
+from tether.keyfile import load_secret
+from tether.policy.entitle import MaskKey, hash_mask
 from tether.policy.model import role_of
-from tether.policy.oracle import REDACTED
+from tether.policy.oracle import REDACTED, masks_of
 from tether.sources import Source
 
 ROW_CAP = 10_000
@@ -191,13 +194,10 @@ def _role(work: Work) -> tuple[TetherConfig, RoleConfig]:
     return config, role_of(config, work.trace.as_user)[1]
 
 
-def _masks(role: RoleConfig, product: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for target, mask in role.masks.items():
-        table, _, column = target.partition(".")
-        if table.lower() == product.lower():
-            out[column.lower()] = mask
-    return out
+def _masks(work: Work, product: str) -> dict[str, str]:
+    config = work.ctx.config
+    assert config is not None
+    return {c.lower(): m for c, m in masks_of(config, work.trace.as_user, product).items()}
 
 
 def applies(work: Work, c: CallView, products: tuple[str, ...]) -> dict[str, list[str]]:
@@ -215,7 +215,7 @@ def applies(work: Work, c: CallView, products: tuple[str, ...]) -> dict[str, lis
             continue
         if p in role.row_filters:
             out.setdefault("rows", []).append(p)
-        for col in sorted(_masks(role, p)):
+        for col in sorted(_masks(work, p)):
             if f"{p}.{col}" in used or p in star or loose:
                 out.setdefault("masks", []).append(f"{p}.{col}")
         if p in star or loose:
@@ -328,8 +328,9 @@ def _entitled(work: Work, src: Source, product: str, kinds: frozenset[str]
         return hit
     config, role = _role(work)
     p = config.products[product]
-    masks = _masks(role, product) if "masks" in kinds else {}
+    masks = _masks(work, product) if "masks" in kinds else {}
     projections: list[exp.Expr] = []
+    hashed = False
     for name in _columns(work, product):
         low = name.lower()
         if "restricted" in kinds and work.ctx.restricted(product, low):
@@ -341,7 +342,8 @@ def _entitled(work: Work, src: Source, product: str, kinds: frozenset[str]
         elif mask == "null":
             value = exp.Cast(this=exp.null(), to=_text())
         elif mask == "hash":
-            value = exp.func("MD5", exp.Cast(this=ref, to=_text()))
+            value = hash_mask(ref, src.dialect)
+            hashed = True
         else:
             projections.append(ref)
             continue
@@ -350,6 +352,8 @@ def _entitled(work: Work, src: Source, product: str, kinds: frozenset[str]
                       else src.sql_expr(p.sql or "", product))
     select = exp.Select(expressions=projections).from_(base, copy=False)
     params: dict[str, Any] = {}
+    if hashed:
+        params |= _mask_key(work).params()
     template = role.row_filters.get(product) if "rows" in kinds else None
     if template is not None:
         select = select.where(_bound(work, src, template, params), copy=False)
@@ -359,6 +363,22 @@ def _entitled(work: Work, src: Source, product: str, kinds: frozenset[str]
 
 def _text() -> exp.DataType:
     return exp.DataType(this=exp.DataType.Type.TEXT)
+
+
+def _mask_key(work: Work) -> MaskKey:
+    """The project's hash-mask key, read (never created) from ``serve.mask_key_file``."""
+    project = work.ctx.project
+    if project is None:
+        raise Undecided("a hash mask needs the project's mask key")
+    path = project.root / project.config.serve.mask_key_file
+    key = ("policy_mask_key", str(path))
+    if key not in work.ctx.cache:
+        work.ctx.cache[key] = MaskKey.from_secret(load_secret(path)) if path.is_file() else None
+    found: MaskKey | None = work.ctx.cache[key]
+    if found is None:
+        raise Undecided(f"the role hashes a column and the project's mask key ({path}) is "
+                        "missing")
+    return found
 
 
 def _bound(work: Work, src: Source, template: str, params: dict[str, Any]) -> exp.Expr:

@@ -1,0 +1,140 @@
+"""The one gate every publisher goes through (build, check, review approve, and whatever
+publishes later), and the check a server runs again on every version it loads.
+
+Routes: wording and additive changes publish at once by a named rule; breaking, semantic and
+policy changes wait for a named human; a definition that would expose a restricted column (by
+the policy as it stands or as the last check saw it) is blocked, paged and never published.
+Generation leaves restricted columns out; this gate checks again on its own (defence in depth),
+reading only what a definition says it reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from tether.config import Project
+from tether.drift.classify import classify
+from tether.drift.detectors import Event
+from tether.policy.model import restricted_columns
+from tether.registry.semver import Level
+from tether.toolgen import GeneratedTool
+from tether.toolgen.model import META_KEY
+
+Restricted = Callable[[str, str], bool]
+"""(product, column) -> whether no tool may expose it."""
+
+
+def restricted_by(project: Project, *states: Mapping[str, Any]) -> Restricted:
+    """Restricted by the policy in tether.yaml now, or by the restricted lists of ``states``
+    (check states: the last check's and this one's)."""
+    lists: dict[str, set[str]] = {}
+    for state in states:
+        for key, value in state.items():
+            if key.startswith("product:") and isinstance(value, dict):
+                lists.setdefault(key.split(":", 1)[1], set()).update(value.get("restricted", []))
+
+    def restricted(product: str, column: str) -> bool:
+        head = column.split(".")[0]
+        listed = lists.get(product, set())
+        if column in listed or head in listed:
+            return True
+        return bool(restricted_columns(project.config, product, [column, head]))
+
+    return restricted
+
+
+def exposes(definition: Mapping[str, Any], restricted: Restricted) -> list[str]:
+    """``product.column`` fields the definition reads or returns that are restricted: its
+    source-of-truth map, the fields its arguments read, and a listing's output columns."""
+    ctx = (definition.get("_meta") or {}).get(META_KEY, {})
+    refs: set[str] = {str(r) for r in (ctx.get("source_of_truth") or {}).values()}
+    args = ((ctx.get("fields") or {}).get("arguments") or {}).values()
+    for ref in args:
+        refs.update([ref] if isinstance(ref, str) else [str(r) for r in ref])
+    products = ctx.get("products") or []
+    if ctx.get("kind") == "list" and len(products) == 1:
+        rows = (((definition.get("outputSchema") or {}).get("properties") or {}).get("rows")
+                or {}).get("items", {}).get("properties", {})
+        refs.update(f"{products[0]}.{c}" for c in rows)
+    found = []
+    for ref in sorted(refs):
+        product, dot, column = ref.partition(".")
+        if dot and not product.startswith("metric:") and restricted(product, column):
+            found.append(ref)
+    return found
+
+
+def related(t: GeneratedTool, events: list[Event]) -> list[Event]:
+    """The events that concern a tool: its products, its governed terms, its metric."""
+    ctx = t.meta.get(META_KEY, {})
+    products = set(ctx.get("products", []))
+    terms = set(ctx.get("definitions", []))
+    out = []
+    for e in events:
+        subject = e["subject"]
+        if e["kind"] == "definition_changed":
+            kind, _, name = subject.partition(":")
+            if (kind == "term" and name in terms) or (kind == "metric" and t.plan.kind == "metric"
+                                                      and name in _metric_of(t)):
+                out.append(e)
+        elif e["kind"] == "policy_changed":
+            if subject.split(":", 1)[1] in products:
+                out.append(e)
+        elif subject.split(".")[0] in products:
+            out.append(e)
+    return out
+
+
+def _metric_of(t: GeneratedTool) -> set[str]:
+    truth = t.meta.get(META_KEY, {}).get("source_of_truth", {})
+    return {str(v).split(":", 1)[1] for v in truth.values() if str(v).startswith("metric:")}
+
+
+def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
+          events: list[Event], restricted: Restricted) -> tuple[str, Level, str]:
+    """(route, level, kind) for a changed tool: auto, human or blocked."""
+    level: Level
+    level, kind = ("minor", "additive") if prev is None else classify(prev, wire)
+    near = related(t, events)
+    if any(e["kind"] == "definition_changed" for e in near):
+        level, kind = "major", "semantic"
+    elif any(e["kind"] == "policy_changed" for e in near):
+        level, kind = ("major" if level == "major" else "minor"), "policy"
+    if exposes(wire, restricted):
+        return "blocked", level, kind
+    if prev is None:
+        return "auto", level, kind
+    if kind in ("breaking", "semantic", "policy"):
+        return "human", level, kind
+    return "auto", level, kind
+
+
+def page_blocked(project: Project, review: int | None, tools: list[str],
+                 exposed: list[str] | None = None) -> None:
+    """A blocked change pages a human: the configured command and/or webhook, and the log.
+    Restricted columns are named as the policy names them (``product.column``), never a value."""
+    where = f"blocked review {review}" if review is not None else "blocked publication"
+    what = f" ({', '.join(exposed)})" if exposed else ""
+    message = (f"tether: {where}: {', '.join(tools)} would expose a restricted column{what}; "
+               "nothing was published.")
+    print(message, file=sys.stderr, flush=True)
+    page = project.config.drift.page
+    if page is None:
+        return
+    if page.command:
+        env = {**os.environ, "TETHER_REVIEW_ID": str(review or ""), "TETHER_MESSAGE": message}
+        subprocess.run(page.command, shell=True, env=env, timeout=30, check=False)
+    if page.webhook:
+        data = json.dumps({"review": review, "tools": tools, "message": message}).encode()
+        req = urllib.request.Request(page.webhook, data=data,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            urllib.request.urlopen(req, timeout=10).close()
+        except OSError as e:
+            print(f"tether: the page webhook failed: {e}", file=sys.stderr, flush=True)

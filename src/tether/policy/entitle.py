@@ -1,0 +1,261 @@
+"""The one policy path: (user, product) -> the entitled relation.
+
+Every read of a data product while serving (listing and metric tools, ``run_sql``, the probe,
+counts, samples, distinct values, freshness) goes through :func:`entitle`: a SELECT of the
+product's columns the user may see, masked columns replaced by their mask, restricted columns
+absent, the role's row filter in its WHERE (user attributes as bound parameters, never text),
+over the product's table or SQL. A product the role may not read (``tables: {allow, deny}``)
+raises :class:`Refusal` instead. Callers put the relation where the product's table was; nothing
+reads a product's table any other way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any, Literal
+
+import sqlglot
+from sqlglot import exp
+
+from tether.config import PII_SELECTOR, TetherConfig
+from tether.context.schema import Column
+from tether.errors import ConfigError, TetherError
+from tether.policy.model import exposable, role_of
+
+RefusalReason = Literal["outside_entitlement", "restricted", "denied_table", "masked_predicate",
+                        "function_not_allowed", "shadowed_name"]
+REFUSAL_META = "tether/refusal"
+REDACTED = "[redacted]"
+MASK_KEY_PARAMS = ("mk_i", "mk_o")
+_TEMPLATE = re.compile(r"\{\{\s*user\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+def _text() -> exp.DataType:
+    return exp.DataType.build("TEXT")
+
+
+class Refusal(TetherError):
+    """A read the caller's policy forbids. The text starts "Not permitted:"; ``reason`` is one of
+    the fixed refusal reasons, ``detail`` says what exactly (never a value the caller may not
+    see)."""
+
+    def __init__(self, reason: RefusalReason, detail: str, hint: str | None = None):
+        super().__init__(f"Not permitted: {detail}", hint=hint)
+        self.reason = reason
+        self.detail = detail
+
+    def meta(self) -> dict[str, str]:
+        return {"reason": self.reason, "detail": self.detail}
+
+
+# --- the hash mask's key -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MaskKey:
+    """The project's secret for the ``hash`` mask, as the two padded halves of an HMAC.
+
+    Engines lack a common HMAC, so the mask is built from their sha256 the way HMAC is:
+    ``sha256(k_o || sha256(k_i || value))`` over text, with ``k_i``/``k_o`` the key XOR the
+    inner and outer pads, in hex. Both halves travel as bound parameters, never in SQL text.
+    """
+
+    inner: str
+    outer: str
+
+    @classmethod
+    def from_secret(cls, secret: bytes) -> MaskKey:
+        block = secret.ljust(64, b"\0")[:64]
+        return cls(bytes(b ^ 0x36 for b in block).hex(), bytes(b ^ 0x5C for b in block).hex())
+
+    def params(self) -> dict[str, str]:
+        return {MASK_KEY_PARAMS[0]: self.inner, MASK_KEY_PARAMS[1]: self.outer}
+
+    def digest(self, value: str) -> str:
+        """The mask of ``value`` computed in Python: what the engine must return."""
+        inner = hashlib.sha256((self.inner + value).encode()).hexdigest()
+        return hashlib.sha256((self.outer + inner).encode()).hexdigest()
+
+
+def hash_mask(value: exp.Expr, dialect: str) -> exp.Expr:
+    """The keyed hash of ``value`` (as text) in the engine, over the bound key halves."""
+    text = exp.cast(value, _text())
+    k_i, k_o = (exp.Placeholder(this=p) for p in MASK_KEY_PARAMS)
+    if dialect == "duckdb":
+        def sha(x: exp.Expr) -> exp.Expr:
+            return exp.Anonymous(this="sha256", expressions=[x])
+    elif dialect == "postgres":
+        def sha(x: exp.Expr) -> exp.Expr:
+            utf8 = exp.Anonymous(this="convert_to", expressions=[x, exp.Literal.string("UTF8")])
+            digest = exp.Anonymous(this="sha256", expressions=[utf8])
+            return exp.Anonymous(this="encode", expressions=[digest, exp.Literal.string("hex")])
+    else:
+        raise ConfigError(f"the hash mask is not available on {dialect} sources.",
+                          hint="Use the redact or null mask there.")
+    return sha(exp.DPipe(this=k_o, expression=sha(exp.DPipe(this=k_i, expression=text))))
+
+
+def mask_expr(value: exp.Expr, mask: str, dialect: str) -> exp.Expr:
+    """redact -> a constant, hash -> the keyed hash, null -> NULL (all typed as text)."""
+    if mask == "redact":
+        return exp.cast(exp.Literal.string(REDACTED), _text())
+    if mask == "hash":
+        return hash_mask(value, dialect)
+    return exp.cast(exp.null(), _text())
+
+
+# --- what a role may read ------------------------------------------------------------------------
+
+
+def table_allowed(config: TetherConfig, user: str, product: str) -> bool:
+    """Whether the user's role may read ``product`` at all (``tables``: deny wins over allow)."""
+    rule = role_of(config, user)[1].tables
+    if any(fnmatchcase(product, g) for g in rule.deny):
+        return False
+    return any(fnmatchcase(product, g) for g in rule.allow)
+
+
+def require_table(config: TetherConfig, user: str, product: str) -> None:
+    if not table_allowed(config, user, product):
+        raise Refusal("denied_table", f"your role may not read {product}")
+
+
+def column_masks(config: TetherConfig, user: str, product: str) -> dict[str, str]:
+    """{column: mask} for the user on ``product``: the role's ``product.column`` masks, and the
+    ``pii`` selector over every column classified pii (an explicit mask wins)."""
+    role = role_of(config, user)[1]
+    out: dict[str, str] = {}
+    selector = role.masks.get(PII_SELECTOR)
+    p = config.products.get(product)
+    if selector and p is not None:
+        out |= {c: selector for c, f in p.columns.items() if f.classification == "pii"}
+    for target, mask in role.masks.items():
+        table, _, column = target.partition(".")
+        if table == product and column:
+            out[column] = mask
+    return out
+
+
+def user_params(config: TetherConfig, user: str) -> dict[str, Any]:
+    """The user's attributes as bound parameters ``u_<attr>``."""
+    return {f"u_{k}": v for k, v in config.policies.users[user].attributes().items()}
+
+
+def row_filter(config: TetherConfig, user: str, product: str, alias: str,
+               dialect: str = "duckdb") -> exp.Expr | None:
+    """The role's row filter on ``product`` as an AST over ``alias`` (attributes as
+    placeholders ``u_<attr>``), or None when the role reads the product unfiltered."""
+    template = role_of(config, user)[1].row_filters.get(product)
+    if template is None:
+        return None
+    attrs = config.policies.users[user].attributes()
+    missing = sorted(set(_TEMPLATE.findall(template)) - set(attrs))
+    if missing:
+        raise Refusal("outside_entitlement",
+                      f"user {user} has no attribute {', '.join(missing)}, which the row filter "
+                      f"on {product} needs", hint="Add the attribute to the user in "
+                      "policies.users.")
+    try:
+        pred = sqlglot.parse_one(_TEMPLATE.sub(lambda m: f":u_{m.group(1)}", template),
+                                 read=dialect)
+    except sqlglot.errors.SqlglotError as e:
+        raise ConfigError(f"the row filter on {product} does not parse: "
+                          f"{str(e).splitlines()[0]}", hint="Fix policies.roles.*.row_filters "
+                          "in tether.yaml; tether build checks it against the source.") from None
+    return _qualify_top_level(pred, alias)
+
+
+def _qualify_top_level(pred: exp.Expr, alias: str) -> exp.Expr:
+    """Qualify the predicate's own bare columns with the relation's alias (not a subquery's)."""
+    def fix(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Column) and not node.table and node.find_ancestor(
+                exp.Select) is None:
+            return exp.column(node.name, table=alias, quoted=True)
+        return node
+
+    return pred.transform(fix)
+
+
+def equality_scope(config: TetherConfig, user: str, product: str) -> dict[str, set[Any]]:
+    """{column: values} a simple row filter pins (``col = {{ user.x }}``, or several such
+    joined by AND): the values of that column the user may see. Empty for other filters."""
+    template = role_of(config, user)[1].row_filters.get(product)
+    if template is None:
+        return {}
+    attrs = config.policies.users[user].attributes()
+    try:
+        pred = sqlglot.parse_one(_TEMPLATE.sub(lambda m: f":u_{m.group(1)}", template))
+    except sqlglot.errors.SqlglotError:
+        return {}
+    out: dict[str, set[Any]] = {}
+    for part in pred.flatten() if isinstance(pred, exp.And) else [pred]:
+        if not isinstance(part, exp.EQ):
+            continue
+        col, mark = part.this, part.expression
+        if isinstance(mark, exp.Column):
+            col, mark = mark, col
+        if (isinstance(col, exp.Column) and isinstance(mark, exp.Placeholder)
+                and str(mark.name).startswith("u_") and mark.name[2:] in attrs):
+            value = attrs[mark.name[2:]]
+            out[col.name] = set(value) if isinstance(value, list | tuple | set) else {value}
+    return out
+
+
+# --- the entitled relation -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entitled:
+    """What ``user`` may read of ``product``: :attr:`query` selects exactly :attr:`columns`."""
+
+    product: str
+    query: exp.Select
+    params: dict[str, Any]
+    columns: tuple[str, ...]
+    masks: dict[str, str] = field(default_factory=dict)
+    row_filter: str | None = None
+
+    def subquery(self, alias: str) -> exp.Subquery:
+        return exp.Subquery(this=self.query.copy(),
+                            alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+
+    def policy_predicates(self) -> list[str]:
+        """The row filter and mask expressions the policy adds, in words for evidence."""
+        out = [f"row filter: {self.row_filter}"] if self.row_filter else []
+        return out + [f"mask {m}: {self.product}.{c}" for c, m in sorted(self.masks.items())]
+
+
+def entitle(config: TetherConfig, user: str, product: str, columns: Sequence[Column],
+            base: exp.Expr, dialect: str, mask_key: MaskKey | None = None) -> Entitled:
+    """The entitled relation of ``product`` for ``user``. ``columns`` are the product's columns
+    as the source describes them; ``base`` reads the product as it is (its table, or its SQL as
+    a subquery). Refusal when the role may not read the product at all."""
+    require_table(config, user, product)
+    shown = exposable(config, product, list(columns))  # no restricted column or field
+    masks = {c: m for c, m in column_masks(config, user, product).items() if c in shown}
+    alias = product
+    source = base.copy()
+    source.set("alias", exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
+    projections: list[exp.Expr] = []
+    for name in shown:
+        ref = exp.column(name, table=alias, quoted=True)
+        mask = masks.get(name)
+        projections.append(mask_expr(ref, mask, dialect).as_(name, quoted=True) if mask else ref)
+    query = exp.select(*projections).from_(source)
+    params: dict[str, Any] = {}
+    pred = row_filter(config, user, product, alias, dialect)
+    if pred is not None:
+        query = query.where(pred)
+        used = {p.name for p in pred.find_all(exp.Placeholder)}
+        params |= {k: v for k, v in user_params(config, user).items() if k in used}
+    if "hash" in masks.values():
+        if mask_key is None:
+            raise ConfigError(f"{product} has a hash mask for {user}, but no mask key was "
+                              "loaded.", hint="Set serve.mask_key_file (created on first use).")
+        params |= mask_key.params()
+    template = role_of(config, user)[1].row_filters.get(product)
+    return Entitled(product, query, params, tuple(shown), masks, template)

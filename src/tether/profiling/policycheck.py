@@ -1,0 +1,168 @@
+"""The access policy checked against the source, so that a typo fails closed.
+
+tether.yaml loads only if the policy names declared products (config.py); here each rule checks
+what the file cannot know alone, against the columns the source really has: a mask or a
+restricted entry that names no column would silently serve the real column, and a row filter
+naming a column that does not exist would fail on the first call. Each rule is a small function
+in :data:`RULES` (the same shape as the profilers and detectors); a problem is a ConfigError
+naming the file, the line and the key. `tether build`, `tether check` and `tether serve` run it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+import sqlglot
+from sqlglot import exp
+
+from tether.config import PII_SELECTOR, Project
+from tether.context.profile import ProductProfile
+from tether.errors import ConfigError, TetherError
+from tether.sources import Source, open_product_source
+
+_TEMPLATE = re.compile(r"\{\{\s*user\.[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Problem:
+    loc: Loc
+    message: str
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the rules read: each product's column names (nested fields as ``a.b``), and a way
+    to reach the source a product lives on."""
+
+    project: Project
+    columns: Mapping[str, Sequence[str]]
+    source: Callable[[str], Source]
+
+
+Rule = Callable[[Facts], list[Problem]]
+
+
+def _close(word: str, choices: Sequence[str]) -> str:
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" Did you mean {found[0]!r}?" if found else ""
+
+
+def masks_name_columns(facts: Facts) -> list[Problem]:
+    out = []
+    for rname, role in facts.project.config.policies.roles.items():
+        for target in role.masks:
+            if target == PII_SELECTOR:
+                continue
+            product, _, column = target.partition(".")
+            have = facts.columns.get(product)
+            if have is not None and column not in have:
+                out.append(Problem(("policies", "roles", rname, "masks", target),
+                                   f"mask {target!r} names no column of {product}; the real "
+                                   "column would be served unmasked." + _close(column, have)))
+    return out
+
+
+def restricted_name_columns(facts: Facts) -> list[Problem]:
+    """A restricted entry naming one product and one column (no glob) must match a column."""
+    out = []
+    for i, entry in enumerate(facts.project.config.policies.restricted):
+        product, _, column = entry.partition(".")
+        if any(ch in entry for ch in "*?["):
+            continue
+        have = facts.columns.get(product)
+        if have is not None and not any(fnmatchcase(c, column) or c.split(".")[0] == column
+                                        for c in have):
+            out.append(Problem(("policies", "restricted", i),
+                               f"restricted entry {entry!r} names no column of {product}; the "
+                               "column it means would be served." + _close(column, have)))
+    return out
+
+
+def row_filters_compile(facts: Facts) -> list[Problem]:
+    """Each row filter, compiled by the product's own engine (values as NULL, no rows read)."""
+    out = []
+    config = facts.project.config
+    for rname, role in config.policies.roles.items():
+        for product, template in role.row_filters.items():
+            if product not in facts.columns:
+                continue
+            loc: Loc = ("policies", "roles", rname, "row_filters", product)
+            problem = _compile(facts, product, template)
+            if problem:
+                out.append(Problem(loc, f"the row filter on {product} does not compile on its "
+                                   f"source: {problem}"))
+    return out
+
+
+def _compile(facts: Facts, product: str, template: str) -> str | None:
+    p = facts.project.config.products[product]
+    try:
+        src = facts.source(product)
+        pred = sqlglot.parse_one(_TEMPLATE.sub("NULL", template), read=src.dialect)
+        base: exp.Expr = (src.table_expr(p.table) if p.table
+                          else src.sql_expr(p.sql or "", product))
+        base.set("alias", exp.TableAlias(this=exp.to_identifier(product, quoted=True)))
+        src.run(src.render(exp.select("1").from_(base).where(pred).limit(0)))
+    except sqlglot.errors.SqlglotError as e:
+        return f"it does not parse ({str(e).splitlines()[0]})"
+    except TetherError as e:
+        return getattr(e, "reason", None) or e.message
+    return None
+
+
+def hash_masks_supported(facts: Facts) -> list[Problem]:
+    out = []
+    for rname, role in facts.project.config.policies.roles.items():
+        for target, mask in role.masks.items():
+            product = target.partition(".")[0]
+            if mask != "hash" or product not in facts.columns:
+                continue
+            dialect = facts.source(product).dialect
+            if dialect not in ("duckdb", "postgres"):
+                out.append(Problem(("policies", "roles", rname, "masks", target),
+                                   f"the hash mask is not available on {dialect} sources; use "
+                                   "redact or null"))
+    return out
+
+
+RULES: tuple[Rule, ...] = (masks_name_columns, restricted_name_columns, row_filters_compile,
+                           hash_masks_supported)
+
+
+def check_policy(project: Project, columns: Mapping[str, Sequence[str]],
+                 source: Callable[[str], Source], rules: Sequence[Rule] = RULES) -> None:
+    """Raise one ConfigError naming the file, line and key of each problem (up to five)."""
+    facts = Facts(project, columns, source)
+    problems = [p for rule in rules for p in rule(facts)]
+    if not problems:
+        return
+    first, rest = problems[0], problems[1:5]
+    text = " ".join([first.message] + [f"{project.where(*p.loc)}: {p.message}" for p in rest])
+    raise ConfigError(text, where=project.where(*first.loc),
+                      hint="Fix the key named in tether.yaml; nothing was published.")
+
+
+def check_profiled(project: Project, profiles: Mapping[str, ProductProfile]) -> None:
+    """:func:`check_policy` with the columns the profiles found (sources opened as needed)."""
+    columns = {n: sorted({c.column.name for c in p.columns}
+                         | {c.column.name.split(".")[0] for c in p.columns})
+               for n, p in profiles.items()}
+    opened: dict[str, Source] = {}
+
+    def source(product: str) -> Source:
+        name = project.source_name(product)
+        if name not in opened:
+            opened[name] = open_product_source(project, product)
+        return opened[name]
+
+    try:
+        check_policy(project, columns, source)
+    finally:
+        for s in opened.values():
+            s.close()

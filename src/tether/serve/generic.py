@@ -1,0 +1,114 @@
+"""The generic tools (list_tables, describe_table, run_sql): what a general-purpose database
+server offers, held to the same policy path as every grounded tool. A role sees only the
+products it may read; run_sql is secured by resolution (sqlguard.py)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import sqlglot
+from sqlglot import exp
+
+from tether.policy.entitle import column_masks, equality_scope, table_allowed
+from tether.policy.model import exposable
+from tether.serve import sqlguard
+
+if TYPE_CHECKING:
+    from tether.serve.executor import Call, Executor
+
+
+def tables(ex: Executor, user: str | None = None) -> dict[str, str]:
+    """{table name (lower case): product} of the table-backed products the user may read."""
+    config = ex.project.config
+    return {(p.table or name).split(".")[-1].lower(): name for name, p in config.products.items()
+            if p.table and (user is None or table_allowed(config, user, name))}
+
+
+def catalog(ex: Executor, call: Call) -> dict[str, Any]:
+    rows = [{"table": t} for t in sorted(tables(ex, call.user))]
+    return {"rows": rows, "row_count": len(rows)}
+
+
+def describe(ex: Executor, call: Call) -> dict[str, Any]:
+    known = tables(ex, call.user)
+    name = str(call.args.get("table", "")).lower()
+    if name not in known:
+        raise sqlguard.GuardError(f"unknown table {name[:80]!r}; tables: "
+                                  f"{', '.join(sorted(known))}")
+    product = known[name]
+    shown = set(exposable(ex.project.config, product, ex.columns(product)))
+    rows = [{"column": c.name, "type": c.type, "nullable": c.nullable}
+            for c in ex.columns(product) if c.name in shown]
+    return {"rows": rows, "row_count": len(rows)}
+
+
+def reserved(ex: Executor, source: str | None) -> set[str]:
+    """Every table name of the source and every product name: what nothing may shadow."""
+    src = ex.source(source)
+    key = src.name
+    if key not in ex._catalog:
+        names = {t.split(".")[-1].lower() for t in src.tables()}
+        config = ex.project.config
+        names |= {n.lower() for n in config.products}
+        names |= {(p.table or "").split(".")[-1].lower() for p in config.products.values()}
+        names |= filter_tables(ex)
+        ex._catalog[key] = names - {""}
+    return ex._catalog[key]
+
+
+def filter_tables(ex: Executor) -> set[str]:
+    """Tables the row filters and SQL products read (whatever schema they live in)."""
+    config = ex.project.config
+    texts = [t for r in config.policies.roles.values() for t in r.row_filters.values()]
+    texts += [p.sql for p in config.products.values() if p.sql]
+    out: set[str] = set()
+    for text in texts:
+        try:
+            tree = sqlglot.parse_one(re.sub(r"\{\{[^}]*\}\}", "NULL", text))
+        except sqlglot.errors.SqlglotError:
+            continue
+        out |= {t.name.lower() for t in tree.find_all(exp.Table) if t.name}
+    return out
+
+
+def sql_catalog(ex: Executor, user: str, source: str | None) -> sqlguard.Catalog:
+    """What ``user`` may read through run_sql on one source."""
+    config = ex.project.config
+    src = ex.source(source)
+    readable = tables(ex)  # every product: a denied one is refused by name, with its reason
+    restricted: dict[str, set[str]] = {}
+    masked: dict[str, set[str]] = {}
+    pinned: dict[str, dict[str, set[str]]] = {}
+    for product in set(readable.values()):
+        cols = ex.columns(product)
+        shown = set(exposable(config, product, cols))
+        hidden = {c.name.lower() for c in cols if c.name not in shown}
+        hidden |= {leaf.name.split(".")[-1].lower() for c in cols if c.name not in shown
+                   for leaf in c.leaves()}
+        restricted[product] = hidden
+        masked[product] = {c.lower() for c in column_masks(config, user, product)}
+        pinned[product] = {c.lower(): {str(v) for v in vs}
+                           for c, vs in equality_scope(config, user, product).items()}
+    schema = (src.schema or ("main" if src.dialect == "duckdb" else "public")).lower()
+    return sqlguard.Catalog(
+        dialect=src.dialect, tables=readable, reserved=reserved(ex, source), schemas={schema},
+        entitled=lambda p: ex.relation(user, p), restricted=restricted, masked=masked,
+        pinned=pinned)
+
+
+def run_sql(ex: Executor, call: Call) -> dict[str, Any]:
+    sql = str(call.args.get("sql", ""))
+    src = ex.source(call.plan.source)
+    secured = sqlguard.secure(sql, sql_catalog(ex, call.user, call.plan.source),
+                              call.plan.max_rows)
+    from tether.serve.executor import jsonable
+
+    got = ex.fetch(src, src.render(secured.query), secured.params, call.plan.max_rows, (sql,))
+    rows = [dict(zip(got.names, map(jsonable, r), strict=False)) for r in got.rows]
+    out: dict[str, Any] = {"rows": rows, "row_count": len(rows),
+                           "truncated": got.capped is not None}
+    if got.capped == "bytes":
+        out["capped"] = (f"stopped at {ex.project.config.serve.max_result_bytes:,} bytes of "
+                         "values")
+    return out

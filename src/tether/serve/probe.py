@@ -1,0 +1,80 @@
+"""The probe (`explain_data_product`): one product explained to one caller, read through the
+caller's entitled relation like every other read.
+
+What the column is (type, meaning, unit) comes from the project's profile of the product; what
+the caller may see of it comes from their entitled relation: the row count, the most frequent
+values of each categorical column (none for a masked column, no restricted column at all) and
+as_of. A user filtered to one region gets that region's count and values; a role that may not
+read the product gets a refusal.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from tether.policy.entitle import require_table
+
+if TYPE_CHECKING:
+    from tether.serve.executor import Call, Executor
+
+VALUES = 12
+"""Most values shown per column."""
+TTL = 60.0
+"""Seconds a caller's probe of a product is reused (per role and attributes)."""
+
+
+def explain(ex: Executor, call: Call) -> dict[str, Any]:
+    from tether.profiling import profile_product
+    from tether.serve.executor import jsonable
+
+    config = ex.project.config
+    product = str(call.args["product"])
+    require_table(config, call.user, product)
+    key = (product, *ex.scope_key(call.user))
+    hit = ex.probes.get(key)
+    if hit is not None and time.monotonic() < hit[0]:
+        return hit[1]
+    p = config.products[product]
+    src = ex.source(p.source)
+    if product not in ex.profiles:  # what each column is: types, units, which are categorical
+        ex.profiles[product] = profile_product(ex.project, product, source=src)
+    prof = ex.profiles[product]
+    rel = ex.relation(call.user, product)
+    shown = set(rel.columns)
+    q = exp.select(exp.func("COUNT", exp.Star())).from_(rel.subquery("q"))
+    row_count = int(src.run(src.render(q), rel.params, ex.timeout)[0][0])
+    columns = []
+    for c in prof.columns:
+        name = c.column.name
+        if name not in shown:
+            continue  # restricted (or a field of a withheld struct)
+        facts = p.columns.get(name)
+        values: list[Any] = []
+        if name not in rel.masks and (c.enum or c.top_values):
+            values = _values(ex, src, rel, name)
+        columns.append({"name": name, "type": c.column.type,
+                        "description": facts.description if facts else None,
+                        "unit": c.unit_hint, "values": [jsonable(v) for v in values]})
+    terms = sorted(t for t, g in config.glossary.items()
+                   if any(f.split(".")[0] == product for f in g.fields))
+    upstream = [{"from": e.from_, "to": e.to, "via": e.via} for e in config.lineage
+                if e.to == product]
+    out = {"product": product, "grain": p.grain, "row_count": row_count, "columns": columns,
+           "definitions": [{"term": t, "definition": config.glossary[t].definition}
+                           for t in terms],
+           "lineage": upstream, "as_of": ex.as_of(call.user, [product])}
+    ex.probes[key] = (time.monotonic() + TTL, out)
+    return out
+
+
+def _values(ex: Executor, src: Any, rel: Any, column: str) -> list[Any]:
+    """The most frequent values of ``column`` among the rows the caller may read."""
+    col = exp.column(column, table="q", quoted=True)
+    q = (exp.select(col).from_(rel.subquery("q")).where(col.copy().is_(exp.null()).not_())
+         .group_by(col.copy()).order_by(exp.Ordered(this=exp.func("COUNT", exp.Star()),
+                                                      desc=True), col.copy())
+         .limit(VALUES))
+    return [r[0] for r in src.run(src.render(q), rel.params, ex.timeout)]
