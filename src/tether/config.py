@@ -23,6 +23,9 @@ from tether.errors import ConfigError
 from tether.textfiles import check_yaml_aliases, read_text
 
 PROJECT_FILE = "tether.yaml"
+USER_TEMPLATE = re.compile(r"\{\{\s*user\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+"""`{{ user.ATTRIBUTE }}` in a row filter: the one definition every reader of templates uses (it
+becomes a bound parameter, never text)."""
 PII_SELECTOR = "pii"
 """A role's ``masks`` key that means every column classified pii."""
 

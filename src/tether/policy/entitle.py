@@ -12,7 +12,6 @@ reads a product's table any other way.
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
@@ -21,7 +20,7 @@ from typing import Any, Literal
 import sqlglot
 from sqlglot import exp
 
-from tether.config import PII_SELECTOR, TetherConfig
+from tether.config import PII_SELECTOR, USER_TEMPLATE, TetherConfig
 from tether.context.schema import Column
 from tether.errors import ConfigError, TetherError
 from tether.policy.model import exposable, role_of
@@ -31,7 +30,6 @@ RefusalReason = Literal["outside_entitlement", "restricted", "denied_table", "ma
 REFUSAL_META = "tether/refusal"
 REDACTED = "[redacted]"
 MASK_KEY_PARAMS = ("mk_i", "mk_o")
-_TEMPLATE = re.compile(r"\{\{\s*user\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 
 def _text() -> exp.DataType:
@@ -153,14 +151,14 @@ def row_filter(config: TetherConfig, user: str, product: str, alias: str,
     if template is None:
         return None
     attrs = config.policies.users[user].attributes()
-    missing = sorted(set(_TEMPLATE.findall(template)) - set(attrs))
+    missing = sorted(set(USER_TEMPLATE.findall(template)) - set(attrs))
     if missing:
         raise Refusal("outside_entitlement",
                       f"user {user} has no attribute {', '.join(missing)}, which the row filter "
                       f"on {product} needs", hint="Add the attribute to the user in "
                       "policies.users.")
     try:
-        pred = sqlglot.parse_one(_TEMPLATE.sub(lambda m: f":u_{m.group(1)}", template),
+        pred = sqlglot.parse_one(USER_TEMPLATE.sub(lambda m: f":u_{m.group(1)}", template),
                                  read=dialect)
     except sqlglot.errors.SqlglotError as e:
         raise ConfigError(f"the row filter on {product} does not parse: "
@@ -188,7 +186,7 @@ def equality_scope(config: TetherConfig, user: str, product: str) -> dict[str, s
         return {}
     attrs = config.policies.users[user].attributes()
     try:
-        pred = sqlglot.parse_one(_TEMPLATE.sub(lambda m: f":u_{m.group(1)}", template))
+        pred = sqlglot.parse_one(USER_TEMPLATE.sub(lambda m: f":u_{m.group(1)}", template))
     except sqlglot.errors.SqlglotError:
         return {}
     out: dict[str, set[Any]] = {}

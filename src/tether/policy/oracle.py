@@ -12,10 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.config import PII_SELECTOR, TetherConfig
+from tether.config import PII_SELECTOR, USER_TEMPLATE, TetherConfig
 from tether.policy.model import restricted_columns, role_of
 
-_TEMPLATE = re.compile(r"\{\{\s*user\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 REDACTED = "[redacted]"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -56,7 +55,7 @@ def entitled_rows(config: TetherConfig, run: Any, dialect: str, user: str, produ
             params[f"o_{m.group(1)}"] = attrs[m.group(1)]
             return f"{marker}o_{m.group(1)}"
 
-        sql += " WHERE " + _TEMPLATE.sub(bind, template)
+        sql += " WHERE " + USER_TEMPLATE.sub(bind, template)
     n = len(p.primary_key)
     return {tuple(str(v) for v in r[:n]): dict(zip(hidden, r[n:], strict=True))
             for r in run(sql, params)}

@@ -11,7 +11,6 @@ naming the file, the line and the key. `tether build`, `tether check` and `tethe
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -19,12 +18,10 @@ from fnmatch import fnmatchcase
 import sqlglot
 from sqlglot import exp
 
-from tether.config import PII_SELECTOR, Project
+from tether.config import PII_SELECTOR, USER_TEMPLATE, Project
 from tether.context.profile import ProductProfile
 from tether.errors import ConfigError, TetherError
 from tether.sources import Source, open_product_source
-
-_TEMPLATE = re.compile(r"\{\{\s*user\.[A-Za-z_][A-Za-z0-9_]*\s*\}\}")
 
 Loc = tuple[str | int, ...]
 
@@ -104,7 +101,7 @@ def _compile(facts: Facts, product: str, template: str) -> str | None:
     p = facts.project.config.products[product]
     try:
         src = facts.source(product)
-        pred = sqlglot.parse_one(_TEMPLATE.sub("NULL", template), read=src.dialect)
+        pred = sqlglot.parse_one(USER_TEMPLATE.sub("NULL", template), read=src.dialect)
         base: exp.Expr = (src.table_expr(p.table) if p.table
                           else src.sql_expr(p.sql or "", product))
         base.set("alias", exp.TableAlias(this=exp.to_identifier(product, quoted=True)))

@@ -88,6 +88,8 @@ class Executor:
     _catalog: dict[str, set[str]] = field(default_factory=dict)
     _fingerprints: dict[str, tuple[float, str | None]] = field(default_factory=dict)
     probes: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = field(default_factory=dict)
+    statements: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     freshness_ttl: float = 2.0
 
     @property

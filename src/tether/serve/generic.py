@@ -4,12 +4,12 @@ products it may read; run_sql is secured by resolution (sqlguard.py)."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
 
+from tether.config import USER_TEMPLATE
 from tether.policy.entitle import column_masks, equality_scope, table_allowed
 from tether.policy.model import exposable
 from tether.serve import sqlguard
@@ -65,7 +65,7 @@ def filter_tables(ex: Executor) -> set[str]:
     out: set[str] = set()
     for text in texts:
         try:
-            tree = sqlglot.parse_one(re.sub(r"\{\{[^}]*\}\}", "NULL", text))
+            tree = sqlglot.parse_one(USER_TEMPLATE.sub("NULL", text))
         except sqlglot.errors.SqlglotError:
             continue
         out |= {t.name.lower() for t in tree.find_all(exp.Table) if t.name}
@@ -73,7 +73,15 @@ def filter_tables(ex: Executor) -> set[str]:
 
 
 def sql_catalog(ex: Executor, user: str, source: str | None) -> sqlguard.Catalog:
-    """What ``user`` may read through run_sql on one source."""
+    """What ``user`` may read through run_sql on one source (worked out once per server)."""
+    key = ("sql_catalog", user, source)
+    if key not in ex.memo:
+        ex.memo[key] = _sql_catalog(ex, user, source)
+    found: sqlguard.Catalog = ex.memo[key]
+    return found
+
+
+def _sql_catalog(ex: Executor, user: str, source: str | None) -> sqlguard.Catalog:
     config = ex.project.config
     src = ex.source(source)
     readable = tables(ex)  # every product: a denied one is refused by name, with its reason
@@ -97,14 +105,33 @@ def sql_catalog(ex: Executor, user: str, source: str | None) -> sqlguard.Catalog
         pinned=pinned)
 
 
+STATEMENTS = 512
+"""Secured statements kept per server: the same SQL from the same user is resolved once."""
+
+
+def statement(ex: Executor, call: Call, sql: str) -> tuple[str, dict[str, Any]]:
+    """The engine statement and parameters for ``sql`` as ``call.user`` (resolved once per
+    user and text; a refusal is raised again each time, from the same analysis)."""
+    key = (call.user, call.plan.source, call.plan.max_rows, sql)
+    hit = ex.statements.get(key)
+    if hit is None:
+        src = ex.source(call.plan.source)
+        secured = sqlguard.secure(sql, sql_catalog(ex, call.user, call.plan.source),
+                                  call.plan.max_rows)
+        hit = (src.render(secured.query), secured.params)
+        if len(ex.statements) >= STATEMENTS:
+            ex.statements.pop(next(iter(ex.statements)))
+        ex.statements[key] = hit
+    return hit
+
+
 def run_sql(ex: Executor, call: Call) -> dict[str, Any]:
     sql = str(call.args.get("sql", ""))
     src = ex.source(call.plan.source)
-    secured = sqlguard.secure(sql, sql_catalog(ex, call.user, call.plan.source),
-                              call.plan.max_rows)
+    text, params = statement(ex, call, sql)
     from tether.serve.executor import jsonable
 
-    got = ex.fetch(src, src.render(secured.query), secured.params, call.plan.max_rows, (sql,))
+    got = ex.fetch(src, text, params, call.plan.max_rows, (sql,))
     rows = [dict(zip(got.names, map(jsonable, r), strict=False)) for r in got.rows]
     out: dict[str, Any] = {"rows": rows, "row_count": len(rows),
                            "truncated": got.capped is not None}

@@ -124,6 +124,9 @@ def parse(sql: str, dialect: str) -> exp.Query:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except sqlglot.errors.SqlglotError as e:
         raise GuardError(f"the SQL does not parse: {str(e).splitlines()[0]}") from None
+    except (RecursionError, IndexError, ValueError):  # parser failures sqlglot does not wrap
+        raise GuardError("the SQL does not parse (nested too deeply, or a statement this tool "
+                         "does not read)") from None
     if len(statements) != 1:
         raise GuardError("exactly one statement is allowed (no ';'-separated batches)")
     query = statements[0]
@@ -167,8 +170,8 @@ def secure(sql: str, catalog: Catalog, max_rows: int) -> Secured:
     params: dict[str, Any] = {}
     for r in relations.values():
         params |= r.params
-    capped = exp.select("*").from_(secured.subquery("tether_q")).limit(
-        exp.Literal.number(max_rows + 1))
+    capped = exp.select("*").from_(secured.subquery("tether_q", copy=False), copy=False).limit(
+        exp.Literal.number(max_rows + 1), copy=False)
     return Secured(capped, params, products, list(relations.values()))
 
 
@@ -201,6 +204,8 @@ def _function_name(node: exp.Func) -> str:
 def _check_functions(query: exp.Query, dialect: str) -> None:
     allowed = _ANONYMOUS.get(dialect, frozenset())
     for node in query.find_all(exp.Func):
+        if isinstance(node, exp.Connector):
+            continue  # AND, OR, XOR: operators, though sqlglot types them as functions
         if isinstance(node, exp.Anonymous):
             if str(node.this).lower() not in allowed:
                 raise Refusal("function_not_allowed", f"function {node.this}() is not allowed "

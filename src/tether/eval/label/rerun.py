@@ -34,7 +34,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from tether.config import RoleConfig, TetherConfig
+from tether.config import USER_TEMPLATE, RoleConfig, TetherConfig
 from tether.errors import TetherError
 from tether.eval.label.calls import CallView, parse_time
 from tether.eval.label.work import Work
@@ -48,7 +48,6 @@ ROW_CAP = 10_000
 """Rows read back per run; a longer result cannot be compared and goes to a human."""
 
 KINDS = ("rows", "masks", "restricted")
-_TEMPLATE = re.compile(r"\{\{\s*user\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _MARK = "tether_policy_attr__"
 _NUMERIC = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}")
@@ -256,7 +255,7 @@ def shown_filter(work: Work, product: str) -> str:
             return "'" + v.replace("'", "''") + "'"
         return "NULL" if v is None else str(v)
 
-    return _TEMPLATE.sub(lit, role.row_filters[product])
+    return USER_TEMPLATE.sub(lit, role.row_filters[product])
 
 
 # --- parsing and rewriting -----------------------------------------------------------------------
@@ -386,11 +385,11 @@ def _bound(work: Work, src: Source, template: str, params: dict[str, Any]) -> ex
     config = work.ctx.config
     assert config is not None
     attrs = config.policies.users[work.trace.as_user].attributes()
-    missing = sorted(set(_TEMPLATE.findall(template)) - set(attrs))
+    missing = sorted(set(USER_TEMPLATE.findall(template)) - set(attrs))
     if missing:
         raise Undecided(f"{work.trace.as_user} has no attribute {', '.join(missing)}, which the "
                         "row filter needs")
-    marked = _TEMPLATE.sub(lambda m: _MARK + m.group(1), template)
+    marked = USER_TEMPLATE.sub(lambda m: _MARK + m.group(1), template)
     try:
         pred = sqlglot.parse_one(marked, read=src.dialect)
     except sqlglot.errors.SqlglotError as e:
