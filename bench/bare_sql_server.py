@@ -1,7 +1,8 @@
 """The comparison for bench/run_sql.py: a bare MCP SDK server (low-level Server, stdio) whose one
 tool, run_sql, runs exactly the statement tether sends to the engine for the benchmark's query
 (read from a JSON file: the SQL text and its bound parameters; a leading comment in the call's
-text is ignored), with nothing else: no parsing, no policy, no call log. Usage: python bench/bare_sql_server.py WAREHOUSE.duckdb STATEMENT.json"""
+text is ignored), with nothing else: no parsing, no policy, no call log.
+Usage: python bench/bare_sql_server.py WAREHOUSE.duckdb STATEMENT.json"""
 
 from __future__ import annotations
 

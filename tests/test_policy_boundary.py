@@ -327,3 +327,35 @@ def test_the_call_log_keeps_at_most_4_kib_of_arguments_and_files_are_private(
     for name in ("registry.db", "tokens.json", "cursor.key", "mask.key"):
         path = warehouse / ".tether" / name
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, name
+
+
+def test_a_filtered_users_tool_list_holds_only_their_values(warehouse: Path) -> None:
+    """Enums observed over every row are narrowed, in the caller's tools/list and in the
+    errors of their calls, to the values their rows hold; ids are never given as examples."""
+    project = load_project(warehouse)
+    s = scoped(project)
+    listing = tool_for(warehouse, "list", s.product)
+    param = next(f.param for f in listing[2].filters if f.column == f"{s.product}.{s.column}")
+    assert len(listing[1]["inputSchema"]["properties"][param]["enum"]) > 1  # as published
+    server = TetherServer(project, stdio_user=s.user)
+
+    async def go() -> tuple[list[Any], Any]:
+        async with Client(server.server) as c:
+            tools = (await c.list_tools()).tools
+            bad = await c.call_tool(listing[0], {param: "not-a-value"})
+            return tools, bad
+
+    try:
+        tools, bad = anyio.run(go)
+    finally:
+        server.close()
+    mine = next(t for t in tools if t.name == listing[0])
+    assert mine.input_schema["properties"][param]["enum"] == [s.value]
+    others = set(listing[1]["inputSchema"]["properties"][param]["enum"]) - {s.value}
+    assert bad.is_error and s.value in bad.content[0].text
+    assert not [v for v in others if str(v) in bad.content[0].text]
+    filtered = project.config.policies.roles[project.config.policies.users[s.user].role
+                                             ].row_filters
+    scoped_tools = [t for t in tools if set((t.meta or {}).get("tether/context", {}).get(
+        "products", [])) & set(filtered) and t.name != "explain_data_product"]
+    assert scoped_tools and " like " not in json.dumps([t.input_schema for t in scoped_tools])

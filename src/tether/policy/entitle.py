@@ -228,10 +228,14 @@ class Entitled:
 
 
 def entitle(config: TetherConfig, user: str, product: str, columns: Sequence[Column],
-            base: exp.Expr, dialect: str, mask_key: MaskKey | None = None) -> Entitled:
+            base: exp.Expr, dialect: str, mask_key: MaskKey | None = None,
+            fence: bool = False) -> Entitled:
     """The entitled relation of ``product`` for ``user``. ``columns`` are the product's columns
     as the source describes them; ``base`` reads the product as it is (its table, or its SQL as
-    a subquery). Refusal when the role may not read the product at all."""
+    a subquery). Refusal when the role may not read the product at all. ``fence`` (for SQL the
+    caller wrote) keeps the engine from evaluating the caller's predicates before the row
+    filter; tether's own plans compare only with bound values and stay unfenced, so the engine
+    may push their filters into the scan."""
     require_table(config, user, product)
     shown = exposable(config, product, list(columns))  # no restricted column or field
     masks = {c: m for c, m in column_masks(config, user, product).items() if c in shown}
@@ -248,6 +252,11 @@ def entitle(config: TetherConfig, user: str, product: str, columns: Sequence[Col
     pred = row_filter(config, user, product, alias, dialect)
     if pred is not None:
         query = query.where(pred)
+        if fence:
+            # OFFSET 0 fences the relation: the engine may not pull it up or push the caller's
+            # predicates below the row filter, where one that raises an error on a row outside
+            # the entitlement would tell the caller that the row exists (PostgreSQL does)
+            query = query.offset(0)
         used = {p.name for p in pred.find_all(exp.Placeholder)}
         params |= {k: v for k, v in user_params(config, user).items() if k in used}
     if "hash" in masks.values():

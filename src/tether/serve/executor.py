@@ -84,7 +84,7 @@ class Executor:
     _sql_text: dict[tuple[Any, ...], str] = field(default_factory=dict)
     _fresh: dict[tuple[Any, ...], tuple[float, dt.datetime | None]] = field(default_factory=dict)
     _columns: dict[str, list[Column]] = field(default_factory=dict)
-    _relations: dict[tuple[str, str], Entitled] = field(default_factory=dict)
+    _relations: dict[tuple[str, str, bool], Entitled] = field(default_factory=dict)
     _catalog: dict[str, set[str]] = field(default_factory=dict)
     _fingerprints: dict[str, tuple[float, str | None]] = field(default_factory=dict)
     probes: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = field(default_factory=dict)
@@ -129,16 +129,17 @@ class Executor:
         src = self.source(p.source)
         return src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", product)
 
-    def relation(self, user: str, product: str) -> Entitled:
-        """What ``user`` may read of ``product`` (Refusal for a denied product)."""
-        key = (user, product)
+    def relation(self, user: str, product: str, fence: bool = False) -> Entitled:
+        """What ``user`` may read of ``product`` (Refusal for a denied product); ``fence`` for
+        SQL the caller wrote (policy/entitle.py)."""
+        key = (user, product, fence)
         if key not in self._relations:
             config = self.project.config
             src = self.source(config.products[product].source)
             masks = column_masks(config, user, product)
             self._relations[key] = entitle(
                 config, user, product, self.columns(product), self.base(product), src.dialect,
-                self.keys() if "hash" in masks.values() else None)
+                self.keys() if "hash" in masks.values() else None, fence=fence)
         return self._relations[key]
 
     def secure(self, query: exp.Expr, user: str) -> tuple[exp.Expr, dict[str, Any]]:
@@ -217,7 +218,6 @@ class Executor:
         if not tool_visible(config, call.user, call.tool):
             raise ToolError(f"unknown tool {call.tool!r} for this user")
         call = without_empty_cursor(call)
-        validate(call.definition, call.args)
         kind = call.plan.kind
         from tether.serve import generic, probe
 
@@ -228,11 +228,16 @@ class Executor:
         try:
             if kind not in handlers:
                 raise ToolError(f"tool {call.tool!r} has a plan of unknown kind {kind!r}")
-            for product in _products(call.definition) or ([call.plan.product]
-                                                          if call.plan.product else []):
+            if kind == "probe":  # the product it is asked about, whatever the enum says
+                reads = [str(call.args.get("product"))]
+            else:
+                reads = _products(call.definition) or ([call.plan.product]
+                                                       if call.plan.product else [])
+            for product in reads:
                 if product in config.products and not table_allowed(config, call.user, product):
                     raise Refusal("denied_table", f"your role may not read {product}")
-            self._refuse_filters(call)
+            self._refuse_filters(call)  # a value outside the scope: refused, whatever its enum
+            validate(call.definition, call.args)
             return handlers[kind](call)
         except Refusal as e:
             raise ToolError(e.paragraph(), refusal=e.meta()) from None
@@ -257,7 +262,8 @@ class Executor:
             allowed = equality_scope(config, call.user, table).get(column)
             if f.op == "eq" and allowed is not None and str(value) not in {
                     str(a) for a in allowed}:
-                raise Refusal("outside_entitlement", f"{f.param} {value} is outside your scope "
+                raise Refusal("outside_entitlement", f"{f.param} {str(value)[:80]} is outside "
+                              "your scope "
                               f"({column}: {', '.join(sorted(map(str, allowed)))})")
 
     # --- listing ---

@@ -101,7 +101,8 @@ def _sql_catalog(ex: Executor, user: str, source: str | None) -> sqlguard.Catalo
     schema = (src.schema or ("main" if src.dialect == "duckdb" else "public")).lower()
     return sqlguard.Catalog(
         dialect=src.dialect, tables=readable, reserved=reserved(ex, source), schemas={schema},
-        entitled=lambda p: ex.relation(user, p), restricted=restricted, masked=masked,
+        entitled=lambda p: ex.relation(user, p, fence=True), restricted=restricted,
+        masked=masked,
         pinned=pinned)
 
 

@@ -37,6 +37,7 @@ from tether.keyfile import load_secret
 from tether.policy.entitle import REFUSAL_META, MaskKey, table_allowed
 from tether.policy.model import role_of, tool_visible
 from tether.registry import Registry, ToolVersion
+from tether.serve import peruser
 from tether.serve.executor import Call, Executor, ToolError
 from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE
 from tether.serve.pagination import load_key
@@ -72,6 +73,7 @@ class TetherServer:
                                  MaskKey.from_secret(load_secret(project.root
                                                                  / serve.mask_key_file)))
         self.withheld: dict[tuple[str, str], list[str]] = {}
+        self._shaped: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = {}
         self._check_policy()
         self.bus = InMemorySubscriptionBus()
         self.legacy_sessions: dict[Any, str] = {}
@@ -181,34 +183,23 @@ class TetherServer:
         return safe
 
     def visible(self, user: str) -> list[Version]:
-        """The tools ``user`` sees: their role's tool globs, and only tools whose products the
-        role may read (the probe is offered over those products only)."""
+        """The tools ``user`` sees: their role's tool globs, only tools whose products the role
+        may read, each as the user sees it (serve/peruser.py: the probe over their products,
+        the enums of filtered products narrowed to their rows)."""
         config = self.project.config
         out = []
         for name, v in sorted(self.current.items()):
             if not tool_visible(config, user, name):
                 continue
             products = v.definition.get("_meta", {}).get(META_KEY, {}).get("products", [])
-            if v.plan.kind == "probe":
-                out.append(self._probe_for(user, v))
-            elif all(table_allowed(config, user, p) for p in products
-                     if p in config.products):
-                out.append(v)
+            if v.plan.kind != "probe" and not all(
+                    table_allowed(config, user, p) for p in products if p in config.products):
+                continue
+            definition = peruser.shaped(self.executor, user, v.definition, v.plan,
+                                        self._shaped)
+            out.append(v if definition is v.definition
+                       else dataclasses.replace(v, definition=definition))
         return out
-
-    def _probe_for(self, user: str, v: Version) -> Version:
-        """The probe with its product enum narrowed to the products the user may read."""
-        config = self.project.config
-        schema = v.definition.get("inputSchema", {})
-        enum = schema.get("properties", {}).get("product", {}).get("enum")
-        if enum is None or all(table_allowed(config, user, p) for p in enum
-                               if p in config.products):
-            return v
-        allowed = [p for p in enum if p not in config.products or table_allowed(config, user, p)]
-        prop = {**schema["properties"]["product"], "enum": allowed}
-        definition = {**v.definition, "inputSchema": {
-            **schema, "properties": {**schema["properties"], "product": prop}}}
-        return dataclasses.replace(v, definition=definition)
 
     # --- identity ---
 
@@ -305,7 +296,10 @@ class TetherServer:
         if entry.served_until is not None and self.clock() > entry.served_until:
             raise ToolError(f"{name}@{pin} was retired on {entry.served_until:%Y-%m-%d}; "
                             f"use {name}@{entry.successor} (current: {current})")
-        return entry
+        definition = peruser.shaped(self.executor, user, entry.definition, entry.plan,
+                                    self._shaped)
+        return entry if definition is entry.definition else dataclasses.replace(
+            entry, definition=definition)
 
     def flush_calls(self) -> None:
         batch, self.pending_calls = self.pending_calls, []

@@ -85,6 +85,8 @@ _ANONYMOUS: dict[str, frozenset[str]] = {
         json_array_length nullif isfinite width_bucket string_agg
         """.split()),
 }
+_SESSION_NAMES = frozenset({"user", "current_user", "current_role", "session_user", "system_user",
+                            "current_schema", "current_catalog", "current_database"})
 _TABLE_FUNCTIONS = (exp.GenerateSeries, exp.ExplodingGenerateSeries)
 _TABLE_FUNCTION_NAMES = frozenset({"range", "generate_series"})
 
@@ -216,6 +218,14 @@ def _check_functions(query: exp.Query, dialect: str) -> None:
             raise Refusal("function_not_allowed", f"function {name}() is not allowed in run_sql",
                           hint="Use plain SQL over the data products: aggregates, window, "
                           "string, date and math functions.")
+    # the server's own names, written without parentheses (`SELECT user`), and casts to the
+    # catalog's object identifier types (`'t'::regclass`) report the server, not the data
+    for col in query.find_all(exp.Column):
+        if not col.table and col.name.lower() in _SESSION_NAMES:
+            raise Refusal("function_not_allowed", f"{col.name} is not allowed in run_sql")
+    if query.find(exp.ObjectIdentifier):
+        raise Refusal("function_not_allowed", "casts to object identifier types (regclass, "
+                      "oid, ...) are not allowed in run_sql")
 
 
 # --- tables --------------------------------------------------------------------------------------

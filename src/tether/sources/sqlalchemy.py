@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import secrets
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +16,8 @@ from tether.context.schema import Column
 from tether.errors import ProductError, QueryError, SourceError
 from tether.sources.base import Fetched, Source, kind_of, take
 
+_BIND = f"tether_bind_{secrets.token_hex(8)}_"
+"""Marks tether's own bound parameters while rendering (unguessable, so no query text holds it)."""
 _DIALECTS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sqlite"}
 
 
@@ -72,13 +75,16 @@ class SQLAlchemySource(Source):
             tx.rollback()
 
     def render(self, expr: exp.Expr) -> str:
-        # SQLAlchemy text() binds :name portably and escapes % for pyformat drivers.
+        """SQL for SQLAlchemy's text(), which binds ``:name`` portably and escapes % for
+        pyformat drivers. Every other colon (in a string literal, a quoted name, a cast) is
+        escaped, so that text written in a query is never taken for a bound parameter."""
         def to_named(node: exp.Expr) -> exp.Expr:
             if isinstance(node, exp.Placeholder) and node.name:
-                return exp.var(f":{node.name}")
+                return exp.var(f"{_BIND}{node.name}")
             return node
 
-        return expr.transform(to_named).sql(dialect=self.dialect)
+        text = expr.transform(to_named).sql(dialect=self.dialect)
+        return text.replace(":", "\\:").replace(_BIND, ":")
 
     def run_named(self, sql: str, params: dict[str, Any] | None = None,
                   timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:

@@ -213,8 +213,8 @@ def _param_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
         elif scheme.pattern:
             schema["pattern"] = scheme.pattern
         text = f"{(scheme.description or humanize(scheme_name)).rstrip('.')}; only this id"
-        if isinstance(c.min, str) and "format" not in schema:
-            text += f", like {c.min}"
+        if isinstance(c.min, str) and "format" not in schema and not _scoped(ctx, product, leaf):
+            text += f", like {c.min}"  # a real value: only where every caller may see it
         schema["description"] = sentence(text)
         return schema
     schema = json_type(c.column.kind)
@@ -232,6 +232,18 @@ def _param_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
     if notes:
         schema["description"] = sentence("; ".join(notes))
     return schema
+
+
+def _scoped(ctx: Ctx, product: str, column: str) -> bool:
+    """Whether some role sees only part of ``product``'s rows or a mask of ``column``: then a
+    value observed over every row is not one every caller may see."""
+    pii = ctx.config.products[product].columns.get(column)
+    for role in ctx.config.policies.roles.values():
+        if product in role.row_filters or f"{product}.{column}" in role.masks:
+            return True
+        if "pii" in role.masks and pii is not None and pii.classification == "pii":
+            return True
+    return False
 
 
 def _crosswalk_tool(ctx: Ctx, scheme: str) -> str | None:

@@ -1,0 +1,98 @@
+"""Each caller's tool list holds only what their entitlement reaches.
+
+Published definitions are the project's; their enums were observed over every row. A caller
+whose role filters a product's rows sees, in their own tools/list and in the validation errors of
+their calls, only the values their rows hold (one DISTINCT over their entitled relation per
+column and role, kept a few minutes); the probe is offered over the products they may read.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from tether.policy.entitle import table_allowed
+from tether.policy.model import role_of
+
+if TYPE_CHECKING:
+    from tether.serve.executor import Executor
+    from tether.toolgen.model import QueryPlan
+
+TTL = 300.0
+"""Seconds a caller's narrowed definition is reused."""
+MAX_VALUES = 1000
+
+
+def shaped(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan,
+           cache: dict[tuple[Any, ...], tuple[float, dict[str, Any]]]) -> dict[str, Any]:
+    """``definition`` as ``user`` sees it (the same object when nothing narrows)."""
+    ctx = definition.get("_meta", {}).get("tether/context", {})
+    key = (definition.get("name"), ctx.get("version"), *ex.scope_key(user))
+    hit = cache.get(key)
+    if hit is not None and time.monotonic() < hit[0]:
+        return hit[1]
+    if plan.kind == "probe":
+        out = _probe(ex, user, definition)
+    elif plan.kind in ("list", "metric"):
+        out = _enums(ex, user, definition, plan)
+    else:
+        out = definition
+    cache[key] = (time.monotonic() + TTL, out)
+    return out
+
+
+def _probe(ex: Executor, user: str, definition: dict[str, Any]) -> dict[str, Any]:
+    config = ex.project.config
+    prop = definition.get("inputSchema", {}).get("properties", {}).get("product", {})
+    enum = prop.get("enum")
+    if enum is None:
+        return definition
+    allowed = [p for p in enum if p not in config.products or table_allowed(config, user, p)]
+    if allowed == enum:
+        return definition
+    out = copy.deepcopy(definition)
+    out["inputSchema"]["properties"]["product"]["enum"] = allowed
+    return out
+
+
+def _enums(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
+           ) -> dict[str, Any]:
+    config = ex.project.config
+    filters = role_of(config, user)[1].row_filters
+    props = definition.get("inputSchema", {}).get("properties", {})
+    narrowed: dict[str, list[Any]] = {}
+    for f in plan.filters:
+        product, _, column = f.column.rpartition(".")
+        enum = props.get(f.param, {}).get("enum")
+        if enum is None or product not in filters or product not in config.products:
+            continue
+        have = values(ex, user, product, column)
+        kept = [v for v in enum if str(v) in have]
+        if kept != enum:
+            narrowed[f.param] = kept
+    if not narrowed:
+        return definition
+    out = copy.deepcopy(definition)
+    for param, kept in narrowed.items():
+        out["inputSchema"]["properties"][param]["enum"] = kept
+    return out
+
+
+def values(ex: Executor, user: str, product: str, column: str) -> set[str]:
+    """The distinct values of ``column`` among the rows ``user`` may read (as text)."""
+    key = ("values", product, column, *ex.scope_key(user))
+    if key not in ex.memo:
+        rel = ex.relation(user, product)
+        src = ex.source(config_source(ex, product))
+        col = exp.column(column, table="q", quoted=True)
+        q = exp.select(col).distinct().from_(rel.subquery("q")).limit(MAX_VALUES)
+        ex.memo[key] = {str(r[0]) for r in src.run(src.render(q), rel.params, ex.timeout)}
+    found: set[str] = ex.memo[key]
+    return found
+
+
+def config_source(ex: Executor, product: str) -> str | None:
+    return ex.project.config.products[product].source
