@@ -60,6 +60,7 @@ bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/profile.py
 	$(BIN)/python bench/tokens.py
 	$(BIN)/python bench/serve.py
+	$(BIN)/python bench/run_sql.py
 	$(BIN)/python bench/drift.py
 	$(BIN)/python bench/label.py
 
