@@ -2,14 +2,32 @@
 and the pipeline's own proof.json), plus the agreement between two runs and the relabel check.
 
 Everything above :data:`HAND_MARK` is generated; the text below it is written by a person after
-reading the numbers, and a new run keeps it (it may then be out of date: the generated part says
-which run it describes).
+reading the numbers, and a new run keeps it. The top of the doc prints the run's provenance from
+its proof.json (commit, dirty tree, tether version, sha256 of the case file and of the model, the
+agent's options; proof/run.py says how each is taken).
+
+The run identifier: a run is ``run <n> started <started_at>`` (``n`` the folder number under
+``runs/``, ``started_at`` the UTC stamp proof.json records; the number alone restarts at 1 in
+another output folder), and the code it ran is its ``commit``.
+
+The stamp: the hand-written section starts, right below the mark, with one line
+
+    <!-- hand-written for run <n> started <started_at> at commit <sha|unknown> -->
+
+(:data:`STAMP_FORMAT`; ``<sha>`` 7 to 40 hex digits of the commit). Whoever writes or re-reads
+the section after a run sets it to that run's values (the generated part names them). On every
+rendering the stamp is compared with the rendered run: the number, the start stamp and the
+commit (a prefix of the run's) must all match. Otherwise, and also when the stamp is missing or
+says ``unknown``, or the run recorded no commit, a visible warning "written for run N at commit
+X" is printed above the mark (the generated side, rewritten on each rendering); the hand-written
+text itself is always kept as it is.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +37,14 @@ PROOF_JSON = "proof.json"
 HAND_MARK = ("<!-- Everything below this line is written by hand after reading the numbers; "
              "make proof keeps it. -->")
 HAND_PLACEHOLDER = ("## What the numbers say\n\n(Not written yet: read the tables above and say, per "
-                    "configuration, what moved and what did not.)\n")
+                    "configuration, what moved and what did not; then put the run's stamp, "
+                    "`<!-- hand-written for run N started T at commit C -->` with the values the "
+                    "top of this page names, on the line below the mark above.)\n")
+STAMP_FORMAT = "<!-- hand-written for run {run} started {started} at commit {commit} -->"
+STAMP_RE = re.compile(r"<!--\s*hand-written for run (?P<run>\d+) started (?P<started>\S+) "
+                      r"at commit (?P<commit>[0-9a-f]{7,40}|unknown)\s*-->")
+UNKNOWN = "unknown"
+NOT_RECORDED = "not recorded (the run predates provenance records)"
 OUTCOME = ("correct", "grounded", "failure_class")
 CLASSES = ("entity", "semantic", "structural", "temporal", "policy")
 ARTICLE_CASE = "active-emea-fy27q1"  # the article's question: active customers, fiscal quarter
@@ -42,6 +67,16 @@ class ProofRun:
     @property
     def number(self) -> int:
         return int(self.record.get("run", self.path.name))
+
+    @property
+    def started_at(self) -> str:
+        return str(self.record.get("started_at") or UNKNOWN)
+
+    @property
+    def commit(self) -> str | None:
+        """The recorded commit (None: not recorded, or not a git checkout)."""
+        c = self.record.get("commit")
+        return str(c) if c else None
 
     @property
     def keys(self) -> list[str]:
@@ -343,7 +378,7 @@ def traces_section(run: ProofRun, root: Path, doc_dir: Path, left: str = "generi
     if left not in run.keys or right not in run.keys:
         return []
     out = ["## The same question, generic and grounded", "",
-           f"Three questions picked by a fixed rule (the article's active-customers question, the "
+           f"Three questions picked by a fixed rule (the active-customers question, the "
            f"first where `{run.server(left)}` and `{run.server(right)}` differ, the first that "
            f"`{run.server(right)}` did not get right and grounded). Tool calls with their "
            f"arguments, an excerpt of each result, and the final answer; the full traces are "
@@ -464,7 +499,7 @@ def timings_section(run: ProofRun) -> list[str]:
         text = "This run fetched the model and built the wheel: the total is a fresh machine's."
     out.append(text + f" Estimated fresh-machine total: **{seconds(fresh)}**"
                + (f" plus {' and '.join(missing)}." if missing else ".")
-               + " The issue's target is under 20 minutes.")
+               + " The target is under 20 minutes.")
     out.append("")
     return out
 
@@ -535,6 +570,98 @@ def agent_note(opts: dict[str, str]) -> str:
     return "Native tool calls."
 
 
+def provenance_section(run: ProofRun, root: Path) -> list[str]:
+    """What the numbers were made from, as proof.json records it (printed at the top)."""
+    r = run.record
+
+    def given(key: str) -> bool:
+        return key in r and r[key] is not None
+
+    if given("commit"):
+        state = ("**dirty**: the working tree had uncommitted or untracked files, so the commit "
+                 "alone does not name the code" if r.get("dirty") else "clean working tree"
+                 if r.get("dirty") is False else "working tree state not recorded")
+        commit = f"`{r['commit']}` ({state})"
+    elif "commit" in r:
+        commit = "unknown (not run from a git checkout)"
+    else:
+        commit = NOT_RECORDED
+    cases = r.get("cases", {})
+    where = f" (`{rel(cases['file'], root)}`, {cases.get('count')} cases)" if cases.get("file") else ""
+    opts = r.get("agent_options")
+    rows = [
+        ["commit", commit],
+        ["tether version", f"`{r['tether_version']}`" if given("tether_version") else NOT_RECORDED],
+        ["case file sha256", f"`{r['cases_sha256']}`{where}" if given("cases_sha256")
+         else NOT_RECORDED],
+        ["model sha256", f"`{r['model_sha256']}`" if given("model_sha256") else NOT_RECORDED],
+        ["agent options", ", ".join(f"`{cell(k)}={cell(v)}`" for k, v in opts.items())
+         if isinstance(opts, dict) else NOT_RECORDED],
+    ]
+    return [f"Provenance of run {run.number} (from its `{PROOF_JSON}`):", "",
+            *table(["provenance", "recorded"], rows), ""]
+
+
+def run_stamp(run: ProofRun) -> str:
+    """The stamp line for a hand-written section about ``run``."""
+    return STAMP_FORMAT.format(run=run.number, started=run.started_at,
+                               commit=run.commit or UNKNOWN)
+
+
+@dataclass(frozen=True)
+class Stamp:
+    run: int
+    started: str
+    commit: str  # hex digits or "unknown"
+
+
+def read_stamp(hand: str) -> Stamp | None:
+    """The stamp of a hand-written section (the first one; None when there is none)."""
+    m = STAMP_RE.search(hand)
+    if m is None:
+        return None
+    return Stamp(int(m["run"]), m["started"], m["commit"])
+
+
+def is_placeholder(hand: str) -> bool:
+    return hand.strip() == HAND_PLACEHOLDER.strip()
+
+
+def stamp_matches(stamp: Stamp | None, run: ProofRun) -> bool:
+    """Whether a section stamped ``stamp`` was written for ``run``: same number, same start
+    stamp, and a known commit that is a prefix of the run's (an unknown one never matches)."""
+    return (stamp is not None and stamp.run == run.number and stamp.started == run.started_at
+            and stamp.commit != UNKNOWN and run.commit is not None
+            and run.commit.startswith(stamp.commit))
+
+
+def stamp_warning(hand: str, run: ProofRun) -> list[str]:
+    """The visible warning printed above the hand-written section when it was written for
+    another run (or says for none); nothing when it matches, or is still the placeholder."""
+    if is_placeholder(hand):
+        return []
+    stamp = read_stamp(hand)
+    if stamp_matches(stamp, run):
+        return []
+    if stamp is None:
+        said = ("**Warning: the hand-written section below carries no stamp: it was written for "
+                "an unknown run at an unknown commit.**")
+    else:
+        commit = stamp.commit[:12]
+        said = (f"**Warning: the hand-written section below was written for run {stamp.run} at "
+                f"commit {commit} (run started {stamp.started}).**")
+    if run.commit is None:
+        then = (f"This page renders run {run.number} at commit {UNKNOWN} (run started "
+                f"{run.started_at}): the run recorded no commit, so no stamp can match it, and the "
+                f"section's numbers and claims cannot be tied to the code that made the tables "
+                f"above. A new `make proof` run records its commit.")
+    else:
+        then = (f"This page renders run {run.number} at commit {run.commit[:12]} (run started "
+                f"{run.started_at}). Its numbers and claims may not describe the tables above; "
+                f"whoever re-reads them updates the text and its stamp to `{run_stamp(run)}`.")
+    return [f"> {said} {then}", ""]
+
+
 def render(run: ProofRun, prev: ProofRun | None, root: Path, doc_dir: Path) -> str:
     r = run.record
     report_html = run.path / "report.html"
@@ -554,6 +681,7 @@ def render(run: ProofRun, prev: ProofRun | None, root: Path, doc_dir: Path) -> s
         f"[{rel(report_html, root)}]({os.path.relpath(report_html, doc_dir)}) (written by "
         f"`make proof`; `demo-out/` is not committed).",
         "",
+        *provenance_section(run, root),
     ]
     parts = [head, metrics_section(run), failures_section(run),
              traces_section(run, root, doc_dir), agreement_section(run, prev),
@@ -571,11 +699,14 @@ def hand_written(existing: str) -> str:
 
 
 def render_doc(doc: Path, runs: tuple[ProofRun, ProofRun | None], root: Path) -> str:
-    """Write the doc: the generated part for the newest run, then the kept hand-written part."""
+    """Write the doc: the generated part for the newest run, the stamp warning when the kept
+    hand-written part was written for another run, then that part unchanged."""
     run, prev = runs
     existing = doc.read_text(encoding="utf-8") if doc.is_file() else ""
-    text = (render(run, prev, root, doc.resolve().parent) + "\n" + HAND_MARK + "\n\n"
-            + hand_written(existing))
+    hand = hand_written(existing)
+    warning = stamp_warning(hand, run)
+    text = (render(run, prev, root, doc.resolve().parent) + "\n"
+            + "".join(line + "\n" for line in warning) + HAND_MARK + "\n\n" + hand)
     doc.parent.mkdir(parents=True, exist_ok=True)
     doc.write_text(text, encoding="utf-8")
     return text

@@ -10,6 +10,20 @@ labels, reports, stops the server, checks that ``tether eval label`` + ``tether 
 reproduce the report from the kept traces alone, and renders the doc. Each run goes to a new
 folder ``OUT/runs/<n>/`` and is kept; the previous complete run is the other side of the
 agreement table.
+
+Provenance: ``OUT/runs/<n>/proof.json`` records what the numbers were made from, at the top
+level: ``commit`` (``git rev-parse HEAD`` of this checkout when the run started, null outside a
+git checkout), ``dirty`` (whether ``git status --porcelain`` listed anything then: uncommitted or
+untracked files, so the commit alone does not name the code), ``tether_version``
+(``tether.__version__``), ``cases_sha256`` (the sha256 of the case file the agent was given: the
+selection written to the run folder, or the demo's whole file), ``model_sha256`` (the verified
+model file's) and ``agent_options`` (the ``--agent-option`` pairs of every ``tether eval run``,
+``base_url`` that of the first server start; a configuration run after a server restart records
+its own ``base_url``). docs/proof.md prints them at the top.
+
+A run is identified by its number ``n`` together with its ``started_at`` stamp (UTC, seconds):
+the number alone restarts at 1 in another ``OUT`` folder or checkout. The hand-written section of
+the doc is stamped with that identity and the commit (proof/render.py, :data:`STAMP_FORMAT`).
 """
 
 from __future__ import annotations
@@ -29,8 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import tether
 from proof import llama
-from proof.model import MODEL_NAME, ProofError, ensure_model
+from proof.model import MODEL_NAME, ProofError, ensure_model, sha256_file
 from proof.render import PROOF_JSON, compare_reports, latest_runs, render_doc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,6 +92,29 @@ def agent_options(base_url: str) -> list[str]:
             "temperature": "0", "max_tokens": str(MAX_TOKENS), "today": demo_today(),
             "max_result_chars": str(MAX_RESULT_CHARS), "timeout": str(REQUEST_TIMEOUT_S)}
     return [a for k, v in opts.items() for a in ("--agent-option", f"{k}={v}")]
+
+
+def options_dict(base_url: str) -> dict[str, str]:
+    """:func:`agent_options` as the ``key: value`` pairs proof.json records."""
+    pairs = agent_options(base_url)[1::2]
+    return dict(o.split("=", 1) for o in pairs)
+
+
+def git_state(root: Path) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout at ``root``: ``git rev-parse HEAD`` and whether
+    ``git status --porcelain`` lists anything; (None, None) outside a git checkout. Read-only
+    (``--no-optional-locks``: no index refresh written)."""
+    def git(*args: str) -> subprocess.CompletedProcess[str] | None:
+        try:
+            return subprocess.run(["git", "--no-optional-locks", "-C", str(root), *args],
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+
+    head, status = git("rev-parse", "HEAD"), git("status", "--porcelain")
+    if head is None or status is None or head.returncode or status.returncode:
+        return None, None
+    return head.stdout.strip(), bool(status.stdout.strip())
 
 
 def demo_today() -> str:
@@ -182,13 +220,16 @@ class Pipeline:
         self.configs = list(configs)
         self.run_dir = next_run_dir(self.out / "runs")
         self.started = time.perf_counter()
+        commit, dirty = git_state(ROOT)
         self.record: dict[str, Any] = {
             "format": 1, "run": int(self.run_dir.name), "status": "running",
             "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            # provenance (module docstring); the rest is filled in as the run learns it
+            "commit": commit, "dirty": dirty, "tether_version": tether.__version__,
+            "cases_sha256": None, "model_sha256": None, "agent_options": None,
             "host": {"cpus": os.cpu_count(), "load_average_at_start": list(os.getloadavg())},
             "agent": {"name": "openai",
-                      "options": {k: v for k, v in (o.split("=", 1)
-                                                    for o in agent_options("BASE_URL")[1::2])},
+                      "options": options_dict("BASE_URL"),
                       "max_turns": MAX_TURNS, "concurrency": 1, "case_timeout_s": CASE_TIMEOUT_S},
             "steps": {}, "configs": {}, "commands": []}
 
@@ -233,6 +274,7 @@ class Pipeline:
         model = ensure_model(CACHE, logs / "model-fetch.log")
         self.record["model"] = {"file": model.path.name, "size": model.size, "sha256": model.sha256,
                                 "fetched": model.fetched}
+        self.record["model_sha256"] = model.sha256
         self.step("model", model.seconds, fetched=model.fetched)
         remember(model.fetched, model.seconds, False, 0.0)
         return model.path, self.server_venv(llama.cmake_args())
@@ -265,6 +307,7 @@ class Pipeline:
         self.record["cases"] = {"selection": self.cases_spec or "core", "count": len(chosen),
                                 "of": len(lines), "file": os.path.relpath(cases, ROOT),
                                 "ids": [json.loads(c)["case_id"] for c in chosen]}
+        self.record["cases_sha256"] = sha256_file(cases)
         self.step("demo", time.perf_counter() - t0)
         return cases
 
@@ -276,6 +319,8 @@ class Pipeline:
         self.record["llama"]["server_command"] = shlex.join(cmd)
         self.say(f"llama.cpp server on 127.0.0.1:{port} ({self.threads} threads, n_ctx {llama.N_CTX})")
         server.start()
+        if self.record.get("agent_options") is None:  # what every eval run is given (see eval_command)
+            self.record["agent_options"] = options_dict(server.base_url)
         self.step("server_start", server.ready_s)
         self.command(cmd, shlex.join(cmd) + " &")
         return server
@@ -330,6 +375,8 @@ class Pipeline:
             "server": cfg.server, "run_s": round(run_s, 1),
             "label_s": round(time.perf_counter() - t1, 1), "exit": done.returncode,
             "errors": errors, "server_restarts": restarts}
+        if server.base_url != self.record["agent_options"].get("base_url"):  # after a restart
+            self.record["configs"][cfg.key]["base_url"] = server.base_url
         self.save()
         return server
 

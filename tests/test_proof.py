@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+import tether
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -338,7 +341,11 @@ def _run_folder(runs: Path, number: int, flip: bool = False, tmp_root: str = "/r
                         "options": {"model": "m", "base_url": "BASE_URL", "temperature": "0",
                                     "max_result_chars": "2000"}},
               "commands": [f"{tmp_root}/.venv/bin/tether demo init {tmp_root}/demo-out/proof"],
-              "relabel_check": {"ok": True, "differences": []}}
+              "relabel_check": {"ok": True, "differences": []},
+              "commit": f"{number:x}" * 40, "dirty": False, "tether_version": "9.9.9",
+              "cases_sha256": "c" * 64, "model_sha256": model.MODEL_SHA256,
+              "agent_options": {"model": "m", "base_url": "http://127.0.0.1:9/v1",
+                                "temperature": "0"}}
     (d / render.PROOF_JSON).write_text(json.dumps(record))
     return d
 
@@ -440,3 +447,219 @@ def test_relabel_comparison(tmp_path: Path) -> None:
     diffs = render.compare_reports(a, b, ["generic", "grounded"])
     assert "tether-grounded: correct 2 != 3" in diffs
     assert "generic/active-emea-fy27q1: label differs" in diffs
+
+
+# --------------------------------------------------------------------------- provenance
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "--no-optional-locks", "-C", str(ROOT), *args],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_git_state_reads_the_checkout(tmp_path: Path) -> None:
+    before = bool(_git("status", "--porcelain").strip())
+    commit, dirty = run.git_state(ROOT)
+    after = bool(_git("status", "--porcelain").strip())
+    assert commit == _git("rev-parse", "HEAD").strip() and len(commit) == 40
+    if before == after:  # others may edit the checkout meanwhile
+        assert dirty is before
+    assert run.git_state(tmp_path) == (None, None)  # not a checkout: nothing made up
+
+
+class FakeServer:
+    """llama.Server without a process: the pipeline only needs its address and life."""
+
+    def __init__(self, cmd: list[str], port: int, log: Path, env: dict[str, str] | None = None):
+        self.port, self.ready_s, self.up = port, 0.1, False
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self, wait_s: float = 300.0) -> None:
+        self.up = True
+
+    def alive(self) -> bool:
+        return self.up
+
+    def stop(self) -> None:
+        self.up = False
+
+
+def _arg(cmd: list[str], flag: str) -> str:
+    return cmd[cmd.index(flag) + 1]
+
+
+def _fake_tether(pipe: run.Pipeline, cmd: list[str], seen: list[list[str]]) -> None:
+    """What each `tether` command of the pipeline leaves on disk, made from the fixtures above."""
+    args = cmd[1:]
+    servers = {"generic": "tether-generic", "grounded": "tether-grounded"}
+    if args[:2] == ["demo", "init"]:
+        ids = [*CASES, "orders-july"]  # one more than the selection below
+        (pipe.out / "cases.jsonl").write_text(
+            "".join(json.dumps({"case_id": c, "question": f"{c}?"}) + "\n" for c in ids))
+    elif args[:2] == ["eval", "run"]:
+        seen.append(cmd)
+        out, key = Path(_arg(cmd, "--out")), _arg(cmd, "--server").rsplit(" ", 1)[-1]
+        (out / "traces").mkdir(parents=True)
+        ids = [json.loads(x)["case_id"] for x in Path(_arg(cmd, "--cases")).read_text().split("\n")
+               if x.strip()]
+        for cid in ids:
+            (out / "traces" / f"{cid}.json").write_text(json.dumps(_trace(cid, key)))
+        (out / "index.json").write_text(json.dumps(
+            {"server": servers[key], "entries": [{"case_id": c, "status": "ok"} for c in ids]}))
+    elif args[:2] == ["eval", "label"]:
+        d = Path(args[2])
+        index = json.loads((d / "index.json").read_text())
+        side = list(servers.values()).index(index["server"])
+        lines = [_label(e["case_id"], index["server"], *OUTCOMES[e["case_id"]][side])
+                 for e in index["entries"]]
+        (d / "labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    elif args[:2] == ["eval", "report"]:
+        out = Path(_arg(cmd, "--out"))
+        dirs = [Path(a) for a in args[2:args.index("--out")]]
+        report = []
+        for d in dirs:
+            labels = list(render.read_labels(d / "labels.jsonl").values())
+            report.append({"server": labels[0]["server"], "cases": len(labels),
+                           "correct": sum(x["correct"] for x in labels),
+                           "correct_and_grounded": sum(x["correct"] and x["grounded"]
+                                                       for x in labels)})
+        (out / "report.json").write_text(json.dumps(report))
+        (out / "report.meta.json").write_text(json.dumps({"format": 1, "servers": []}))
+        (out / "report.html").write_text("<html></html>")
+
+
+def test_proof_json_records_provenance_and_the_doc_shows_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole pipeline with fakes for the model, the server and tether's commands."""
+    weights = tmp_path / "m.gguf"
+    weights.write_bytes(b"gguf weights")
+    weights_sha = hashlib.sha256(b"gguf weights").hexdigest()
+    monkeypatch.setattr(run, "CACHE", tmp_path / "cache")
+    (tmp_path / "cache").mkdir()
+    monkeypatch.setattr(run, "ensure_model", lambda cache, log=None: model.ModelFile(
+        weights, weights.stat().st_size, weights_sha, False, 0.1))
+    monkeypatch.setattr(run.Pipeline, "server_venv", lambda self, args: (
+        self.record.setdefault("llama", {"version": "0.3.36", "cmake_args": args}),
+        tmp_path / "venv")[1])
+    monkeypatch.setattr(llama, "Server", FakeServer)
+    seen: list[list[str]] = []
+
+    def fake_run(self: run.Pipeline, cmd: Any, *, ok: Any = (0,), quiet: bool = False,
+                 env: Any = None, record: bool = True) -> subprocess.CompletedProcess[str]:
+        if record:
+            self.command(cmd)
+        _fake_tether(self, list(cmd), seen)
+        return subprocess.CompletedProcess(list(cmd), 0, "", "")
+
+    monkeypatch.setattr(run.Pipeline, "run", fake_run)
+    git_before = (_git("rev-parse", "HEAD").strip(), bool(_git("status", "--porcelain").strip()))
+    doc = tmp_path / "docs" / "proof.md"
+    configs = [c for c in run.CONFIGS if c.key in ("generic", "grounded")]
+    pipe = run.Pipeline(tmp_path / "out", ",".join(CASES), doc, 2, configs)
+    assert pipe.main() == 0
+    git_after = (_git("rev-parse", "HEAD").strip(), bool(_git("status", "--porcelain").strip()))
+
+    record = json.loads((tmp_path / "out" / "runs" / "1" / render.PROOF_JSON).read_text())
+    assert record["status"] == "complete"
+    assert record["commit"] == git_before[0]
+    if git_before == git_after:  # others may edit the checkout meanwhile
+        assert record["dirty"] is git_before[1]
+    assert isinstance(record["dirty"], bool)
+    assert record["tether_version"] == tether.__version__
+    cases = tmp_path / "out" / "runs" / "1" / "cases.jsonl"  # the selection the agent was given
+    assert record["cases"]["file"].endswith("runs/1/cases.jsonl") and len(seen) == 2
+    assert all(_arg(c, "--cases") == str(cases) for c in seen)
+    assert record["cases_sha256"] == hashlib.sha256(cases.read_bytes()).hexdigest()
+    assert record["model_sha256"] == weights_sha
+    given = [dict(c[i + 1].split("=", 1) for i, a in enumerate(c) if a == "--agent-option")
+             for c in seen]
+    assert record["agent_options"] == given[0] == given[1]
+    assert record["agent_options"]["base_url"].startswith("http://127.0.0.1:")
+    assert record["agent_options"]["constrained"] == "true"
+
+    text = doc.read_text()
+    top = text[:text.index("## Results")]
+    for value in (record["commit"], tether.__version__, record["cases_sha256"], weights_sha,
+                  f"`base_url={record['agent_options']['base_url']}`", "`temperature=0`"):
+        assert value in top
+    assert ("**dirty**" in top) is record["dirty"]
+    assert render.HAND_PLACEHOLDER in text and "Warning" not in text  # nothing written yet
+
+
+def _stamped(run_: render.ProofRun, **change: Any) -> str:
+    values = {"run": run_.number, "started": run_.started_at, "commit": run_.commit, **change}
+    return render.STAMP_FORMAT.format(**values)
+
+
+def test_the_hand_written_stamp_is_checked_against_the_run(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    _run_folder(runs, 1)
+    _run_folder(runs, 2)
+    latest = render.latest_runs(runs)
+    this, other = latest[0], render.load_proof_run(runs / "1")
+    doc = tmp_path / "proof.md"
+    body = "## What the numbers say\n\nBy hand: 1 of 3 correct.\n"
+
+    def rendered(stamp: str) -> tuple[str, str]:
+        doc.write_text("old generated part\n\n" + render.HAND_MARK + "\n\n" + stamp + body)
+        text = render.render_doc(doc, latest, tmp_path)
+        above, below = text.split(render.HAND_MARK)
+        assert below == "\n\n" + stamp + body  # the hand-written text is kept either way
+        return above, text
+
+    # stamped for this run (full or short commit): no warning
+    for commit in (this.commit, (this.commit or "")[:7]):
+        above, _ = rendered(_stamped(this, commit=commit) + "\n\n")
+        assert "Warning" not in above and "written for run" not in above
+    # stamped for another run: the warning names it, right above the section
+    above, _ = rendered(_stamped(other) + "\n\n")
+    assert ("Warning: the hand-written section below was written for run 1 at commit "
+            f"{'1' * 12} (run started 2026-01-01T00:00:00+00:00)") in above
+    assert "This page renders run 2 at commit 222222222222" in above
+    assert f"`{render.run_stamp(this)}`" in above  # the stamp to put once it is re-read
+    assert above.rstrip().endswith("`.")  # the warning is the last thing above the section
+    # same number elsewhere (another start), another commit, or an unknown commit: warned
+    for stamp in (_stamped(this, started="2026-02-01T00:00:00+00:00"),
+                  _stamped(this, commit="abcdef1"), _stamped(this, commit="unknown")):
+        assert "Warning" in rendered(stamp + "\n\n")[0], stamp
+    # no stamp at all
+    above, _ = rendered("")
+    assert "carries no stamp" in above
+    # a run that recorded no commit can never be matched
+    record = json.loads((runs / "2" / render.PROOF_JSON).read_text())
+    record.pop("commit")
+    (runs / "2" / render.PROOF_JSON).write_text(json.dumps(record))
+    latest = render.latest_runs(runs)
+    above, _ = rendered(_stamped(this, commit="unknown") + "\n\n")
+    assert "written for run 2 at commit unknown" in above
+    assert "This page renders run 2 at commit unknown" in above
+
+
+def test_a_run_without_provenance_says_so(tmp_path: Path) -> None:
+    d = _run_folder(tmp_path / "runs", 1)
+    record = json.loads((d / render.PROOF_JSON).read_text())
+    for key in ("commit", "dirty", "tether_version", "cases_sha256", "model_sha256",
+                "agent_options"):
+        record.pop(key)
+    (d / render.PROOF_JSON).write_text(json.dumps(record))
+    text = render.render(render.latest_runs(d.parent)[0], None, tmp_path, tmp_path)
+    assert text.count(render.NOT_RECORDED) == 5
+    record.update(commit=None, dirty=None)  # recorded outside a git checkout
+    (d / render.PROOF_JSON).write_text(json.dumps(record))
+    text = render.render(render.latest_runs(d.parent)[0], None, tmp_path, tmp_path)
+    assert "| commit | unknown (not run from a git checkout) |" in text
+
+
+def test_the_committed_doc_is_stamped() -> None:
+    """docs/proof.md's hand-written section carries a stamp, and its generated part the warning
+    when that stamp names no known commit."""
+    text = (ROOT / "docs" / "proof.md").read_text(encoding="utf-8")
+    above, below = text.split(render.HAND_MARK)
+    stamp = render.read_stamp(below)
+    assert stamp is not None and below.lstrip().startswith("<!-- hand-written for run")
+    if stamp.commit == render.UNKNOWN:
+        assert f"written for run {stamp.run} at commit unknown" in above
+    assert "/tmp/" not in below  # no claim rests on a scratch folder
