@@ -3,7 +3,8 @@
 Each check reads only the MCP wire form (what tools/list returns), so it works on any server's
 tools; `_meta["tether/context"]` is used where a server provides it (sentence sources, deprecated
 values). A check returns None when the point is earned, else a Finding with the reason and fix.
-The heuristics are documented in docs/lint.md; they are deliberately strict and explainable.
+The heuristics are documented in docs/lint.md; they are deliberately strict and explainable, and
+they name no warehouse's tables, columns or values (tests/test_nothing_named.py holds them to it).
 """
 
 from __future__ import annotations
@@ -84,8 +85,8 @@ def _business_name(tool: Tool) -> tuple[str, str] | None:
     if not meaningful or only_op_table:
         return (f"'{tool.get('name')}' names an operation or a table, not the business question "
                 "it answers",
-                "Name it for the question, e.g. order_backlog_by_status, "
-                "win_loss_summary_trailing_window.")
+                "Name it for the question it answers: the business measure or listing and its "
+                "main breakdown or window, not the operation or the table it reads.")
     return None
 
 
@@ -93,7 +94,8 @@ def _business_name(tool: Tool) -> tuple[str, str] | None:
 _SCOPE = re.compile(r"\b(one row per|per|by|filtered|window|scope|only|all|each|excludes?|within|"
                     r"as of|for the)\b", re.I)
 _UNITS = re.compile(r"\b(USD|EUR|GBP|cents?|units?|UTC|percent|ratio|counts?|rows|days|hours|"
-                    r"currency|amounts?|customers|orders|deals)\b|%", re.I)
+                    r"currency|amounts?)\b|%|\b(values|amounts|counts|totals|numbers) are "
+                    r"(given |stated |counted )?in\b|\bmeasured in\b", re.I)
 _CONSEQUENCE = re.compile(r"\b(read-only|read only|writes?|deletes?|modif\w*|changes? nothing|"
                           r"no side effects|destructive|irreversible)\b", re.I)
 
@@ -131,16 +133,30 @@ def _identifiers(tool: Tool) -> tuple[str, str] | None:
 
 
 # 4 -----------------------------------------------------------------------------------------------
-_FINITE = re.compile(r"(status|stage|state|type|kind|category|region|pipeline|priority|channel|"
-                     r"segment|plan|currency|mode|tier|level|country)$", re.I)
+_FINITE = re.compile(r"(^|_)(status|state|phase|type|kind|category|class|level|tier|mode|"
+                     r"severity)$", re.I)
+"""Words that name a classification in any domain (the last word of a parameter's name). Domain
+nouns are not guessed from names: their parameters are caught by the values they list."""
+_LISTED = re.compile(r"\bone of\b|\b[A-Z][A-Z0-9_]+(, [A-Z][A-Z0-9_]+)*,? or [A-Z][A-Z0-9_]+\b")
+"""A description that lists the values (``X, Y or Z`` in capitals, ``one of``)."""
+
+
+def _finite(name: str, s: dict[str, Any]) -> bool:
+    if "enum" in s or not ("string" in _types(s) or not _types(s)):
+        return False
+    if _FINITE.search(name):
+        return True
+    keyed = _ID.search(name) or s.get("pattern") or s.get("format")
+    return not keyed and bool(_LISTED.search(str(s.get("description", ""))))
 
 
 def _enums(tool: Tool) -> tuple[str, str] | None:
     props = _props(tool.get("inputSchema"))
-    bad = [n for n, s in props.items() if isinstance(s, dict) and _FINITE.search(n)
-           and "enum" not in s and "string" in _types(s) | ({"string"} if not _types(s) else set())]
-    unmarked = [n for n, values in _context(tool).get("deprecated_values", {}).items()
-                if values and "deprecat" not in str(props.get(n, {}).get("description", "")).lower()]
+    bad = [n for n, s in props.items() if isinstance(s, dict) and _finite(n, s)]
+    dormant = _context(tool).get("deprecated_values")
+    unmarked = [n for n, values in (dormant if isinstance(dormant, dict) else {}).items()
+                if values and isinstance(props.get(n), dict)
+                and "deprecat" not in str(props[n].get("description", "")).lower()]
     if bad or unmarked:
         parts = []
         if bad:
@@ -186,7 +202,7 @@ def _units(tool: Tool) -> tuple[str, str] | None:
            and not _UNIT_TEXT.search(str(s.get("description", "")))]
     if bad:
         return (f"numeric output(s) {', '.join(bad)} state no unit",
-                "Say the unit or currency of each numeric field (e.g. 'unit: USD_cents').")
+                "Say the unit or currency of each numeric field (e.g. 'unit: seconds').")
     return None
 
 
@@ -236,16 +252,20 @@ def _annotations(tool: Tool) -> tuple[str, str] | None:
 
 # 10 ----------------------------------------------------------------------------------------------
 def _sources(tool: Tool) -> tuple[str, str] | None:
+    """Read from the wire form of any server: ``_meta["tether/context"].sources`` maps each
+    sentence (whitespace-insensitive) to its source."""
     sources = _context(tool).get("sources")
     sentences = split_sentences(str(tool.get("description") or ""))
     if not isinstance(sources, dict):
         return ("no sentence of the description records where it came from",
-                "Record a source (schema, samples, lineage, glossary, dbt, openapi, "
-                "execution_logs, policy) for each sentence, e.g. in _meta.")
-    unknown = [s for s in sentences if sources.get(s) not in SOURCES]
+                f'Map each sentence to its source ({", ".join(SOURCES)}) under '
+                f'_meta["{META_KEY}"].sources in the tool definition.')
+    by_text = {" ".join(str(k).split()): v for k, v in sources.items()}
+    unknown = [s for s in sentences if by_text.get(s) not in SOURCES]
     if unknown or not sentences:
         return (f"{len(unknown)} of {len(sentences)} sentences have no known source",
-                "Regenerate the description from its sources rather than editing it by hand.")
+                "Give every sentence, exactly as the description words it, an entry with a "
+                "source from the vocabulary; a sentence edited by hand needs its entry updated.")
     return None
 
 
