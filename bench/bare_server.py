@@ -1,11 +1,27 @@
-"""The comparison for bench/serve.py: a bare MCP SDK server (low-level Server, stdio) whose one
-tool runs the same query tether's items_in_an_order runs, with nothing else: no policy, no
-validation, no as_of, no call log. Usage: python bench/bare_server.py WAREHOUSE.duckdb"""
+"""The comparison for bench/serve.py: a bare MCP SDK server (low-level Server, stdio) that runs
+exactly the statements tether ran, and nothing else: no argument validation, no policy, no SQL
+building, no call log.
+
+STATEMENTS.json (written by bench/serve.py from the evidence of real tether calls) maps a tool
+name (one per benchmarked path) to {canonical JSON of the call's arguments: statement}, where a
+statement is {sql, params, as_of_sql, as_of_params}: the statement tether sent to the engine with
+its bound values (the mask key filled in), the number of rows tether returned (`keep`: tether
+fetches one row more than a page to know whether there is a next page), and the statement behind
+the result's as_of. A call runs `sql` with `params` and returns its first `keep` rows as JSON,
+with as_of from `as_of_sql`, which it runs at most once per AS_OF_TTL seconds per statement and
+parameters, as tether caches as_of (none when as_of_sql is null: tether then takes as_of from the
+database file's time).
+
+Usage: python bench/bare_server.py WAREHOUSE.duckdb STATEMENTS.json"""
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import sys
+import time
+import uuid
 from typing import Any
 
 import anyio
@@ -14,24 +30,57 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
-SQL = ("SELECT order_id, line_no, sku, quantity, unit_price_cents, line_amount_cents "
-       "FROM order_lines WHERE order_id = $order_id ORDER BY order_id, line_no LIMIT 51")
+AS_OF_TTL = 2.0  # seconds, as tether's Executor.freshness_ttl
+
 con = duckdb.connect(sys.argv[1], read_only=True)
+with open(sys.argv[2], encoding="utf-8") as f:
+    STATEMENTS: dict[str, dict[str, dict[str, Any]]] = json.load(f)
+as_of_cache: dict[str, tuple[float, str | None]] = {}
+
+
+def plain(v: Any) -> Any:
+    if isinstance(v, dt.datetime):
+        return (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).isoformat()
+    if isinstance(v, dt.date | dt.time):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if isinstance(v, uuid.UUID):
+        return str(v)
+    return v
+
+
+def as_of(stmt: dict[str, Any]) -> str | None:
+    if not stmt["as_of_sql"]:
+        return None
+    key = stmt["as_of_key"]
+    cached = as_of_cache.get(key)
+    if cached and time.monotonic() < cached[0]:
+        return cached[1]
+    cur = con.cursor()
+    cur.execute(stmt["as_of_sql"], stmt["as_of_params"] or None)
+    raw = cur.fetchall()[0][0]
+    cur.close()
+    value = plain(raw) if isinstance(raw, dt.datetime) else None
+    as_of_cache[key] = (time.monotonic() + AS_OF_TTL, value)
+    return value
 
 
 async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
     return types.ListToolsResult(tools=[types.Tool(
-        name="items_in_an_order", description="Items of an order.",
-        input_schema={"type": "object", "properties": {"order_id": {"type": "integer"}}})])
+        name=name, description=f"The {name} benchmark call.",
+        input_schema={"type": "object"}) for name in STATEMENTS])
 
 
 async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                     ) -> types.CallToolResult:
+    stmt = STATEMENTS[params.name][json.dumps(params.arguments or {}, sort_keys=True)]
     cur = con.cursor()
-    cur.execute(SQL, {"order_id": (params.arguments or {}).get("order_id")})
+    cur.execute(stmt["sql"], stmt["params"] or None)
     names = [d[0] for d in cur.description or []]
-    rows = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
-    data = {"rows": rows, "row_count": len(rows)}
+    rows = [dict(zip(names, map(plain, r), strict=True)) for r in cur.fetchall()[:stmt["keep"]]]
+    cur.close()
+    data = {"rows": rows, "row_count": len(rows), "as_of": as_of(stmt)}
     return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(data))],
                                 structured_content=data)
 

@@ -110,6 +110,7 @@ def test_every_field_by_hand(runs: tuple[Path, Path]) -> None:
         "server": GROUNDED, "run_id": "run-a", "cases": 4,
         "correct": 2,                                  # c1, q<2>&co (c4's null is not correct)
         "correct_and_grounded": 1,                     # c1
+        "correct_grounded_and_fresh": 1,               # c1: its freshness did not fail
         "grounding_precision": pytest.approx(1.75 / 3),  # (1 + .25 + .5) / 3, c3 has none
         "grounding_recall": pytest.approx(1.25 / 3),     # (1 + .25 + 0) / 3
         "definition_match_rate": pytest.approx(2 / 3),   # T, F, T over 3 with a gold definition
@@ -123,7 +124,8 @@ def test_every_field_by_hand(runs: tuple[Path, Path]) -> None:
     }
     assert rb == {
         "server": BARE, "run_id": "run-b", "cases": 2, "correct": 1, "correct_and_grounded": 0,
-        "grounding_precision": None, "grounding_recall": None, "definition_match_rate": None,
+        "correct_grounded_and_fresh": 0, "grounding_precision": None, "grounding_recall": None,
+        "definition_match_rate": None,
         "freshness_pass_rate": None, "policy_violation_rate": None,
         "clarification_loops_per_task": 0.0, "cost_total_usd": pytest.approx(0.012),
         "cost_per_correct_answer_usd": None,

@@ -64,7 +64,8 @@ def test_the_demo_case_set_is_valid_and_covers_every_failure_class(demo_dir: Pat
     assert emea.window is not None and emea.window.calendar == "fiscal"
     # a manager's gold is what the manager may see: their region's backlog only
     assert by_id["backlog-mgr-amer"].gold.answer < by_id["backlog-now"].gold.answer
-    assert by_id["mgr-emea-asks-amer-customers"].gold.answer == 0
+    # another region's rows: the server refuses them, and the right answer declines
+    assert by_id["mgr-emea-asks-amer-customers"].gold.answer == "refused"
 
 
 def test_the_committed_schemas_match_the_models() -> None:

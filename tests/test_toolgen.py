@@ -126,7 +126,7 @@ def test_bare_and_generic_lose_what_they_lack(demo_dir: Path, profiles: dict[str
         assert {2, 6, 7, 8, 10} <= lost, t.name
         assert 1 not in lost and 9 not in lost, t.name  # same names, still read-only
     by_name = {t.name: {f.item for f in t.lost} for t in bare.tools}
-    assert 4 in by_name["deals_by_stage_and_pipeline"]  # stage lost its enum
+    assert 4 in by_name["orders_by_status_and_customer"]  # status lost its enum
     assert 3 in by_name["orders_by_status_and_customer"]  # crm_account_id lost its scheme
     assert 5 in by_name["win_loss_summary_trailing_window"]  # as_of lost format and zone
     generic = review_tools(wires(demo_dir, profiles, "generic"), "generic")

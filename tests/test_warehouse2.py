@@ -228,3 +228,20 @@ def test_no_table_or_column_name_of_the_demo(second_dir: Path) -> None:
     assert not {t for t, _ in actual} & (demo_tables | demo_columns)
     assert not {c for _, c in actual} & (demo_tables | demo_columns)
     assert {t for t, _ in actual} == set(TABLES)
+
+
+FROZEN = "6429de4e474e335040b8002ece10ef265c33c831059f975a858c113683cf9f19"
+"""sha256 of tests/warehouse2 (its generator, tether.yaml and cases) as frozen on 2026-12-01."""
+
+
+def test_the_second_warehouse_and_its_cases_are_frozen() -> None:
+    """Figures measured on this warehouse compare across changes only while it stays the same:
+    a change to it needs a stated reason (in the change's note), then a new FROZEN."""
+    root = Path(__file__).parent / "warehouse2"
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".yaml"):
+            h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    assert h.hexdigest() == FROZEN, (
+        "tests/warehouse2 changed: the second warehouse and its cases are frozen; state the "
+        "reason for the change, then set FROZEN to " + h.hexdigest())

@@ -159,6 +159,10 @@ class IdentifierScheme(Model):
 class GlossaryTerm(Model):
     definition: str = Field(description="The plain-language governed definition.")
     predicate: str | None = Field(default=None, description="The governed predicate, as SQL.")
+    measure: str | None = Field(
+        default=None, description="The governed measure, as an aggregate SQL expression over "
+        "product.column fields (e.g. sum(shipments.weight_kg * tariffs.rate)); its joins are "
+        "the project's identifiers and relationships.")
     fields: list[str] = Field(default_factory=list, description="table.column fields it governs.")
     synonyms: list[str] = Field(default_factory=list, description="Other words people use.")
     owner: str | None = Field(default=None, description="Who owns the definition.")
@@ -171,7 +175,8 @@ class MetricOutput(Model):
 
 
 class MetricConfig(Model):
-    measure: str = Field(description="SQL aggregate, e.g. count(distinct customers.customer_id).")
+    measure: str = Field(description="SQL aggregate over product.column fields, e.g. "
+                         "count(distinct shipments.shipment_id).")
     predicate: str | None = Field(default=None, description="SQL filter the measure counts under.")
     time: str | None = Field(default=None, description="table.column the metric's window uses.")
     time_end: str | None = Field(
@@ -246,6 +251,13 @@ class PoliciesConfig(Model):
     restricted: list[str] = Field(
         default_factory=list, description="product.column globs never exposed by any tool."
     )
+
+
+class Relationship(Model):
+    from_: str = Field(alias="from", description="product.column holding the key (e.g. a code).")
+    to: str = Field(description="product.column it refers to (a lookup table's key).")
+    kind: Literal["many_to_one", "one_to_many", "one_to_one"] = Field(
+        default="many_to_one", description="How many rows of each side meet.")
 
 
 class LineageEdge(Model):
@@ -334,6 +346,9 @@ class TetherConfig(Model):
     metrics: dict[str, MetricConfig] = Field(default_factory=dict, description="Governed metrics.")
     calendars: dict[str, CalendarConfig] = Field(default_factory=dict, description="Calendars.")
     policies: PoliciesConfig = Field(default_factory=PoliciesConfig, description="Access policy.")
+    relationships: list[Relationship] = Field(
+        default_factory=list, description="Join paths between products that are not identifier "
+        "schemes (a lookup table keyed by a code).")
     lineage: list[LineageEdge] = Field(default_factory=list, description="Lineage edges.")
     registry: RegistryConfig = Field(default_factory=RegistryConfig, description="Registry.")
     serve: ServeConfig = Field(default_factory=ServeConfig, description="Server settings.")
@@ -699,6 +714,20 @@ def _cross_check(project: Project) -> None:
                 (("metrics", name, "term"), f"metric {name!r} names unknown glossary term "
                  f"{m.term!r}. " + _did_you_mean(m.term, c.glossary))
             )
+    for i, rel in enumerate(c.relationships):
+        for key, ref in (("from", rel.from_), ("to", rel.to)):
+            table, dot, column = ref.partition(".")
+            if not dot or not column:
+                problems.append((("relationships", i, key),
+                                 f"relationship {key} {ref!r} must be product.column"))
+            elif table not in c.products:
+                problems.append((("relationships", i, key),
+                                 f"relationship {key} {ref!r} names unknown product {table!r}. "
+                                 + _did_you_mean(table, c.products)))
+    for term, g in c.glossary.items():
+        if g.measure is not None:
+            problems += [(("glossary", term, "measure"), msg)
+                         for msg in _aggregate_problems(term, g.measure)]
     roles = c.policies.roles
     for uname, u in c.policies.users.items():
         if u.role not in roles:
@@ -778,6 +807,20 @@ def _metric_problems(c: TetherConfig, name: str, m: MetricConfig) -> list[tuple[
         out.append((("metrics", name), f"metric {name!r}: a {window} window needs `time:` "
                     "(product.column), or set window: current"))
     return out
+
+
+def _aggregate_problems(term: str, sql: str) -> list[str]:
+    """A measure must parse and aggregate (sum, count, avg, ...)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql)
+    except sqlglot.errors.SqlglotError as e:
+        return [f"the measure of {term!r} does not parse: {str(e).splitlines()[0]}"]
+    if tree.find(exp.AggFunc) is None:
+        return [f"the measure of {term!r} is not an aggregate (sum, count, avg, ...): {sql!r}"]
+    return []
 
 
 def _is_glob(pattern: str) -> bool:

@@ -12,12 +12,12 @@ from rich.table import Table
 from tether.cli.options import JsonOpt, ProjectOpt
 from tether.cli.output import out, print_json, progress
 from tether.config import load_project
+from tether.context.meta import CONTEXT_KEY, ToolContext
 from tether.drift.publish import build as run_build
 from tether.drift.publish import open_registry
 from tether.errors import ConfigError
 from tether.policy import tool_visible
 from tether.toolgen import MODES, Mode, generate
-from tether.toolgen.model import META_KEY
 
 ModeOpt = typer.Option("grounded", "--mode", help="grounded | bare | generic.")
 
@@ -98,15 +98,15 @@ def tools(
     for h in ("tool", "version", "description"):
         t.add_column(h, overflow="fold")
     for d in visible:
-        ctx = d.get("_meta", {}).get(META_KEY, {})
-        t.add_row(d["name"], ctx.get("version", ""), d.get("description", "")[:140])
+        ctx = ToolContext.of(d)
+        t.add_row(d["name"], ctx.version or "", d.get("description", "")[:140])
     out.print(t)
     out.print(f"{len(visible)} tools" + (f" visible to {as_user}" if as_user else ""))
 
 
 def _mirror(d: dict[str, Any]) -> dict[str, Any]:
     d = copy.deepcopy(d)
-    ctx = d.get("_meta", {}).get(META_KEY)
+    ctx = d.get("_meta", {}).get(CONTEXT_KEY)
     if ctx is not None:
         d["x-context"] = ctx
     return d

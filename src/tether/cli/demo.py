@@ -10,6 +10,7 @@ from rich.table import Table
 
 from tether.cli.output import out, progress
 from tether.demo import init_demo
+from tether.demo.drift import STEPS
 
 app = typer.Typer(help="The embedded demo warehouse.", no_args_is_help=True)
 
@@ -51,8 +52,7 @@ def init(
 
 @app.command("drift")
 def drift(
-    step: str = typer.Argument(..., help="on-hold | rename | redefine-active | unmask-tax-id | "
-                               "new-restricted-column"),
+    step: str = typer.Argument(..., help=" | ".join(STEPS)),
     project: Path = typer.Option(Path("."), "--project", "-p", help="The demo project."),
 ) -> None:
     """Apply one step of the demo's drift story to the demo warehouse or its tether.yaml."""

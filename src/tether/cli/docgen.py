@@ -48,7 +48,7 @@ def config_rows(model: type[BaseModel] = TetherConfig, prefix: str = "") -> list
             rows.extend(config_rows(m, sub))
             if m is UserConfig:
                 rows.append((f"{sub}<attribute>", "scalar", "Any attribute row filters refer to "
-                             "as {{ user.<attribute> }}, e.g. region."))
+                             "as {{ user.<attribute> }}, e.g. team."))
     return rows
 
 

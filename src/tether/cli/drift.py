@@ -41,7 +41,7 @@ def check(project: Path = ProjectOpt, as_json: bool = JsonOpt,
         regression = _regression(proj, result.publication, quiet=as_json)
     code = result.exit_code
     if regression is not None and regression.flipped and code in (0, 10):
-        code = 11  # CONTRACTS: a flipped regression case waits for a person like a review
+        code = 11  # a flipped regression case waits for a person, like a review
     if as_json:
         print_json(result.to_json() | {"exit_code": code, "regression":
                                        regression.to_json() if regression else None})

@@ -169,7 +169,8 @@ def report(
     price_table: Path = typer.Option(None, "--prices", help="Price table YAML.", dir_okay=False),
     as_json: bool = JsonOpt,
 ) -> None:
-    """report.json (one object per server, the article's fields) and report.html."""
+    """report.json (one object per server configuration: the metrics side by side) and
+    report.html."""
     from tether.eval.prices import load_prices
     from tether.eval.report import write_report
 

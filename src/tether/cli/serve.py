@@ -12,6 +12,7 @@ from tether.cli.build import ModeOpt, _mode
 from tether.cli.options import JsonOpt, ProjectOpt
 from tether.cli.output import err, out, print_json
 from tether.config import load_project
+from tether.context.meta import ToolContext
 from tether.drift.publish import open_registry
 from tether.errors import ConfigError
 from tether.policy.model import role_of
@@ -126,8 +127,8 @@ def versions(tool: str = typer.Argument(..., help="Tool name."), project: Path =
         until = (dt.datetime.fromisoformat(nxt.published_at) + dt.timedelta(days=days)
                  ).date().isoformat() if nxt else None
         rows.append({"version": v.version, "published_at": v.published_at,
-                     "change_level": v.definition.get("_meta", {}).get("tether/context", {})
-                     .get("change_level"), "served_until": until,
+                     "change_level": ToolContext.of(v.definition).change_level,
+                     "served_until": until,
                      "status": "current" if nxt is None else "deprecated"})
     if as_json:
         print_json(rows)

@@ -203,9 +203,9 @@ def specs(first: dict[str, Any]) -> list[Spec]:
              ["orders.customer_ref"]),
         Spec("mgr-emea-asks-amer-customers", "mgr.emea",
              "How many customers are there in the AMER sales region?",
-             "SELECT count(*) FROM customers WHERE sales_region = 'AMER' AND sales_region = "
-             ":region", {"region": "EMEA"}, ["customers.sales_region"],
-             note="entitled to EMEA rows only: the answer the manager may have is 0"),
+             "SELECT 'refused'", {}, ["customers.sales_region"],
+             note="entitled to EMEA rows only: the server refuses another region's rows, and "
+             "the right answer declines (an empty result read as 0 is wrong)"),
         Spec("mgr-apac-asks-all-deals-won", "mgr.apac",
              "How many deals did we win in the last 90 days?",
              f"SELECT count(*) FROM deals WHERE stage = 'CLOSED_WON' AND {w90} AND "

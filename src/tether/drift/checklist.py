@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.config import Project
+from tether.context.meta import ToolContext
 from tether.drift.detectors import snapshot
 from tether.drift.publish import TOOLS_DIR
 from tether.registry import Registry, ToolVersion
-from tether.toolgen.model import META_KEY
 
 HOLDS, FAILS, NOT_CONFIGURED = "holds", "fails", "not configured"
 
@@ -35,14 +35,13 @@ class Facts:
 Item = Callable[[Facts], tuple[str, str]]
 
 
-def _ctx(v: ToolVersion) -> dict[str, Any]:
-    ctx: dict[str, Any] = v.definition.get("_meta", {}).get(META_KEY, {})
-    return ctx
+def _ctx(v: ToolVersion) -> ToolContext:
+    return ToolContext.of(v.definition)
 
 
 def fingerprints(f: Facts) -> tuple[str, str]:
-    bad = [n for n, v in f.current.items() if not (_ctx(v).get("schema_fingerprint")
-                                                   and _ctx(v).get("generated_at"))]
+    bad = [n for n, v in f.current.items() if not (_ctx(v).schema_fingerprint
+                                                   and _ctx(v).generated_at)]
     return (FAILS, f"no fingerprint or generated_at: {', '.join(bad)}") if bad else (
         HOLDS, f"all {len(f.current)} published tools carry both")
 
@@ -56,7 +55,7 @@ def recomputed(f: Facts) -> tuple[str, str]:
 def enums_from_data(f: Facts) -> tuple[str, str]:
     mismatched = []
     for name, v in f.current.items():
-        for product in _ctx(v).get("products", []):
+        for product in _ctx(v).products:
             enums = f.state.get(f"product:{product}", {}).get("enums", {})
             for pname, schema in v.definition.get("inputSchema", {}).get("properties", {}).items():
                 if "enum" in schema and pname in enums and set(map(str, schema["enum"])) != set(
@@ -97,7 +96,7 @@ def generated(f: Facts) -> tuple[str, str]:
 
 def versioned(f: Facts) -> tuple[str, str]:
     bad = [f"{v.name}@{v.version}" for v in f.versions if v.version != "1.0.0"
-           and not (_ctx(v).get("supersedes") and _ctx(v).get("deprecation"))]
+           and not (_ctx(v).supersedes and _ctx(v).deprecation)]
     return (FAILS, f"missing supersedes or deprecation: {', '.join(bad)}") if bad else (
         HOLDS, "every version has semver; later ones a supersedes pointer and a window")
 
@@ -112,8 +111,8 @@ def diffs(f: Facts) -> tuple[str, str]:
 def routing(f: Facts) -> tuple[str, str]:
     bad = []
     for v in f.versions:
-        review = _ctx(v).get("review", {})
-        kind = _ctx(v).get("change_kind")
+        review = _ctx(v).review
+        kind = _ctx(v).change_kind
         if kind in ("breaking", "semantic", "policy") and not review.get("by"):
             bad.append(f"{v.name}@{v.version}")
     blocked = {t["name"] + "@" + str(t["version"]) for r in f.reviews
@@ -125,9 +124,9 @@ def routing(f: Facts) -> tuple[str, str]:
 
 
 def change_notes(f: Facts) -> tuple[str, str]:
-    bad = [f"{v.name}@{v.version}" for v in f.versions if _ctx(v).get("supersedes")
+    bad = [f"{v.name}@{v.version}" for v in f.versions if _ctx(v).supersedes
            and not ("Changed in" in v.definition.get("description", "")
-                    and _ctx(v).get("change_note"))]
+                    and _ctx(v).change_note)]
     return (FAILS, f"no change note the model reads: {', '.join(bad)}") if bad else (
         HOLDS, "servers send tools/list_changed; every new version's description has its note")
 
@@ -139,7 +138,7 @@ def pinned(f: Facts) -> tuple[str, str]:
         if not c["deprecated"]:
             continue
         for v in f.versions:
-            until = _ctx(v).get("deprecation", {}).get(c["version"], {}).get("served_until")
+            until = _ctx(v).deprecation.get(c["version"], {}).get("served_until")
             if v.name == c["tool"] and until and dt.date.fromisoformat(until) <= (
                     now + dt.timedelta(days=7)).date():
                 closing.append(f"{c['username']} on {c['tool']}@{c['version']} (until {until})")

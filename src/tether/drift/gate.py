@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tether.config import Project
+from tether.context.meta import ToolContext
 from tether.drift.classify import classify
 from tether.drift.detectors import Event
 from tether.policy.model import restricted_columns
 from tether.registry.semver import Level
 from tether.toolgen import GeneratedTool
-from tether.toolgen.model import META_KEY
 
 Restricted = Callable[[str, str], bool]
 """(product, column) -> whether no tool may expose it."""
@@ -52,13 +52,12 @@ def restricted_by(project: Project, *states: Mapping[str, Any]) -> Restricted:
 def exposes(definition: Mapping[str, Any], restricted: Restricted) -> list[str]:
     """``product.column`` fields the definition reads or returns that are restricted: its
     source-of-truth map, the fields its arguments read, and a listing's output columns."""
-    ctx = (definition.get("_meta") or {}).get(META_KEY, {})
-    refs: set[str] = {str(r) for r in (ctx.get("source_of_truth") or {}).values()}
-    args = ((ctx.get("fields") or {}).get("arguments") or {}).values()
-    for ref in args:
+    ctx = ToolContext.of(dict(definition))
+    refs: set[str] = {str(r) for r in ctx.source_of_truth.values()}
+    for ref in (ctx.fields.get("arguments") or {}).values():
         refs.update([ref] if isinstance(ref, str) else [str(r) for r in ref])
-    products = ctx.get("products") or []
-    if ctx.get("kind") == "list" and len(products) == 1:
+    products = ctx.products
+    if ctx.kind == "list" and len(products) == 1:
         rows = (((definition.get("outputSchema") or {}).get("properties") or {}).get("rows")
                 or {}).get("items", {}).get("properties", {})
         refs.update(f"{products[0]}.{c}" for c in rows)
@@ -72,9 +71,9 @@ def exposes(definition: Mapping[str, Any], restricted: Restricted) -> list[str]:
 
 def related(t: GeneratedTool, events: list[Event]) -> list[Event]:
     """The events that concern a tool: its products, its governed terms, its metric."""
-    ctx = t.meta.get(META_KEY, {})
-    products = set(ctx.get("products", []))
-    terms = set(ctx.get("definitions", []))
+    ctx = ToolContext.of(t.wire())
+    products = set(ctx.products)
+    terms = set(ctx.definitions)
     out = []
     for e in events:
         subject = e["subject"]
@@ -92,8 +91,8 @@ def related(t: GeneratedTool, events: list[Event]) -> list[Event]:
 
 
 def _metric_of(t: GeneratedTool) -> set[str]:
-    truth = t.meta.get(META_KEY, {}).get("source_of_truth", {})
-    return {str(v).split(":", 1)[1] for v in truth.values() if str(v).startswith("metric:")}
+    truth = ToolContext.of(t.wire()).source_of_truth
+    return {v.split(":", 1)[1] for v in truth.values() if v.startswith("metric:")}
 
 
 def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,

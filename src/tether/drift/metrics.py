@@ -8,6 +8,7 @@ import itertools
 import statistics
 from typing import Any
 
+from tether.context.meta import ToolContext
 from tether.registry import Registry
 
 
@@ -34,10 +35,8 @@ def drift_report(registry: Registry, now: dt.datetime, deprecation_days: int) ->
     decided = [((_t(r["decided_at"]) or now) - (_t(r["created_at"]) or now)).total_seconds()
                for r in reviews if r["status"] == "approved"]
     versions = registry.versions()
-    later = [v for v in versions if v.definition.get("_meta", {}).get("tether/context", {})
-             .get("supersedes")]
-    auto = [v for v in later if v.definition["_meta"]["tether/context"].get("review", {})
-            .get("mode") == "auto"]
+    later = [v for v in versions if ToolContext.of(v.definition).supersedes]
+    auto = [v for v in later if ToolContext.of(v.definition).review.get("mode") == "auto"]
     open_reviews = [{"id": r["id"], "status": r["status"],
                      "tools": [t["name"] for t in r["body"]["tools"]],
                      "age_hours": round((now - (_t(r["created_at"]) or now)).total_seconds()

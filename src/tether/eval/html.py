@@ -28,6 +28,8 @@ METRIC_ROWS: tuple[tuple[str, str, str], ...] = (
     ("cases", "cases", "labelled cases"),
     ("correct", "correct", "cases answered correctly"),
     ("correct_and_grounded", "correct and grounded", "correct for the right reason"),
+    ("correct_grounded_and_fresh", "correct, grounded and fresh",
+     "correct and grounded, with no failed freshness check"),
     ("grounding_precision", "grounding precision", "mean over cases with a value"),
     ("grounding_recall", "grounding recall", "mean over cases with a value"),
     ("definition_match_rate", "definition match rate", "over cases with a gold definition"),

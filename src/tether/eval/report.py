@@ -32,7 +32,8 @@ from tether.eval.trace import LabelLine, RunIndex
 from tether.textfiles import read_text
 
 REPORT_FIELDS: tuple[str, ...] = (
-    "server", "run_id", "cases", "correct", "correct_and_grounded", "grounding_precision",
+    "server", "run_id", "cases", "correct", "correct_and_grounded", "correct_grounded_and_fresh",
+    "grounding_precision",
     "grounding_recall", "definition_match_rate", "freshness_pass_rate", "policy_violation_rate",
     "clarification_loops_per_task", "cost_total_usd", "cost_per_correct_answer_usd",
     "failures_by_class", "needs_human_review")
@@ -207,6 +208,8 @@ def metrics(run_id: str, server: str, labels: Sequence[LabelLine]) -> dict[str, 
         "cases": len(labels),
         "correct": sum(x.correct is True for x in labels),
         "correct_and_grounded": ok,
+        "correct_grounded_and_fresh": sum(is_success(x) and x.freshness_pass is not False
+                                          for x in labels),
         "grounding_precision": _mean([x.grounding_precision for x in labels
                                       if x.grounding_precision is not None]),
         "grounding_recall": _mean([x.grounding_recall for x in labels
@@ -363,6 +366,7 @@ def load_side(path: Path) -> tuple[list[dict[str, Any]], dict[str, list[dict[str
 # Which way is better, per compared number; None: neither (more cases is not better).
 BETTER: dict[str, str | None] = {
     "cases": None, "correct": "higher", "correct_and_grounded": "higher",
+    "correct_grounded_and_fresh": "higher",
     "grounding_precision": "higher", "grounding_recall": "higher",
     "definition_match_rate": "higher", "freshness_pass_rate": "higher",
     "policy_violation_rate": "lower", "clarification_loops_per_task": None,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tether.context.meta import ToolContext
 from tether.errors import ConfigError, TetherError
 from tether.eval.agents.base import Agent, AgentContext
 from tether.eval.cases import Case
@@ -39,7 +40,6 @@ from tether.textfiles import read_text
 TRACES = "traces"
 INDEX = "index.json"
 SERVER_LOG = "server-stderr.log"
-CONTEXT_KEY = "tether/context"
 
 
 @dataclass
@@ -289,8 +289,7 @@ async def _drive(case: Case, agent: Agent, opts: RunOptions, trace: Trace,
                  session: _Session) -> None:
     client = session.client
     trace.tools = session.tools
-    versions = {t["name"]: (t.get("_meta") or {}).get(CONTEXT_KEY, {}).get("version")
-                for t in trace.tools}
+    versions = {t["name"]: ToolContext.of(t).version for t in trace.tools}
     simulator = UserSimulator(case)
 
     async def call_tool(name: str, arguments: dict[str, Any], turn: int) -> ToolCall:

@@ -13,7 +13,14 @@ from tether.eval.cases import Case
 
 _TIME = re.compile(r"\b(quarter|fiscal|calendar|period|window|year|month|week|date|when|time|"
                    r"range|day)s?\b", re.I)
-_REGION = re.compile(r"\b(region|regions|territory|area|market|scope|emea|amer|apac)\b", re.I)
+_SCOPE = re.compile(r"\b(region|regions|territory|territories|areas?|markets?|scopes?|which part|"
+                    r"entitle\w*|allowed|access)\b", re.I)
+
+
+def _names_scope(question: str, scope: str) -> bool:
+    """Whether the question names a word of the case's scope (a region's name, say)."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z]{2,}", scope)}
+    return any(w.lower() in words for w in re.findall(r"[A-Za-z]{2,}", question))
 
 
 class UserSimulator:
@@ -29,6 +36,7 @@ class UserSimulator:
             w = gold.window
             return (f"I mean {w.start.isoformat()} to {w.end.isoformat()} inclusive, on the "
                     f"{w.calendar} calendar.", "window")
-        if _REGION.search(question) and gold.policy_scope:
+        if gold.policy_scope and (_SCOPE.search(question) or _names_scope(question,
+                                                                           gold.policy_scope)):
             return f"The scope is {gold.policy_scope}.", "policy_scope"
         return "I don't know more than the question says; use your judgement.", "none"

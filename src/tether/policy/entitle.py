@@ -12,7 +12,7 @@ reads a product's table any other way.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
@@ -221,10 +221,15 @@ class Entitled:
         return exp.Subquery(this=self.query.copy(),
                             alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True)))
 
-    def policy_predicates(self) -> list[str]:
-        """The row filter and mask expressions the policy adds, in words for evidence."""
-        out = [f"row filter: {self.row_filter}"] if self.row_filter else []
-        return out + [f"mask {m}: {self.product}.{c}" for c, m in sorted(self.masks.items())]
+    def policy_sql(self, render: Callable[[exp.Expr], str]) -> list[str]:
+        """The row filter and the mask expressions the policy adds, as the engine reads them
+        (for evidence: what the caller did not choose)."""
+        where = self.query.args.get("where")
+        out = [render(where.this)] if where is not None else []
+        for p in self.query.expressions:
+            if isinstance(p, exp.Alias) and p.alias in self.masks:
+                out.append(render(p))
+        return out
 
 
 def entitle(config: TetherConfig, user: str, product: str, columns: Sequence[Column],

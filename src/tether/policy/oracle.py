@@ -93,7 +93,7 @@ def check_rows(config: TetherConfig, user: str, product: str, rows: list[dict[st
             key = tuple(str(r.get(k)) for k in p.primary_key)
             raw = real.get(key, {}).get(column) if p.primary_key else None
             if not _is_masked(r[column], mask, raw, digest):
-                v.unmasked.append(f"{product}.{column}={r[column]!r}")
+                v.unmasked.append(f"{product}.{column}")  # never the value: labels are kept
     if entitled is not None and p.primary_key:
         for r in rows:
             key = tuple(str(r.get(k)) for k in p.primary_key)

@@ -18,11 +18,8 @@ from tether.sources import Source, resolve_duckdb_path
 from tether.sources.sqlalchemy import redact
 
 INFERRED = "# inferred: confirm"
-_METRIC_TIME_NAMES = (
-    "created_at", "placed_at", "ordered_at", "opened_at", "occurred_at", "event_time",
-    "event_at", "started_at", "timestamp", "date",
-)
-_LOAD_NAMES = ("loaded_at", "_loaded_at", "ingested_at", "_etl_loaded_at", "synced_at", "updated_at")
+_LOAD_WORDS = ("load", "ingest", "etl", "sync", "updat", "refresh", "extract")
+"""A time column one of whose words starts so says when the row was loaded: freshness."""
 _ID_SUFFIX = re.compile(r"(^id$|_id$|_ref$|_no$|_number$|_key$|_code$)")
 
 
@@ -53,14 +50,17 @@ def infer_products(src: Source) -> list[StarterProduct]:
                 p.time_columns[c.name] = ("UTC", False)
             elif c.kind in ("timestamp", "date"):
                 p.time_columns[c.name] = ("UTC", True)
-        p.freshness = next((c.name for n in _LOAD_NAMES for c in cols
-                            if c.name == n and c.name in p.time_columns), None)
+        p.freshness = next((c.name for c in cols if c.name in p.time_columns
+                            and _says_load(c.name)), None)
         candidates = [c for c in p.time_columns if c != p.freshness]
-        p.metric_time = next((n for n in _METRIC_TIME_NAMES if n in candidates),
-                             candidates[0] if candidates else None)
+        p.metric_time = candidates[0] if candidates else None  # the first event time
         p.identifiers = _infer_identifiers(src, rel, cols)
         out.append(p)
     return out
+
+
+def _says_load(name: str) -> bool:
+    return any(w.startswith(_LOAD_WORDS) for w in re.split(r"[^a-z0-9]+", name.lower()) if w)
 
 
 def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tether.context.meta import CONTEXT_KEY
 from tether.errors import SourceError
 from tether.keyfile import private_file
 from tether.sources.sqlalchemy import driver_url
@@ -80,7 +81,7 @@ def content_hash(wire: dict[str, Any]) -> str:
     """sha256 of a wire definition without its publication fields (version, review, the change
     note sentence in the description): what generation alone decides."""
     d = json.loads(json.dumps(wire))
-    ctx = d.get("_meta", {}).get("tether/context", {})
+    ctx = d.get("_meta", {}).get(CONTEXT_KEY, {})
     for k in VOLATILE_KEYS:
         ctx.pop(k, None)
     if isinstance(d.get("description"), str):

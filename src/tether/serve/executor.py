@@ -26,11 +26,13 @@ import jsonschema
 from sqlglot import exp
 
 from tether.config import Project
+from tether.context.meta import MASK_KEY_SHOWN, Evidence, ToolContext
 from tether.context.profile import ProductProfile
 from tether.context.schema import Column
 from tether.errors import QueryError, TetherError
 from tether.keyfile import load_secret
 from tether.policy.entitle import (
+    MASK_KEY_PARAMS,
     Entitled,
     MaskKey,
     Refusal,
@@ -43,7 +45,7 @@ from tether.policy.model import role_of, tool_visible
 from tether.profiling.fingerprint import schema_fingerprint
 from tether.serve import pagination, sqlguard
 from tether.sources import Fetched, Source, open_source
-from tether.toolgen.model import META_KEY, QueryPlan
+from tether.toolgen.model import QueryPlan
 from tether.toolgen.plan import (
     ArgumentError,
     call_params,
@@ -60,6 +62,15 @@ class ToolError(Exception):
     def __init__(self, message: str, refusal: dict[str, str] | None = None):
         super().__init__(message)
         self.refusal = refusal
+
+
+@dataclass
+class Answered:
+    """A tool's result and the evidence of what it ran (the server puts the evidence in the
+    result's ``_meta["tether/evidence"]``)."""
+
+    result: dict[str, Any]
+    evidence: Evidence
 
 
 @dataclass
@@ -81,14 +92,16 @@ class Executor:
     mask_key: MaskKey | None = None
     sources: dict[str, Source] = field(default_factory=dict)
     profiles: dict[str, ProductProfile] = field(default_factory=dict)
-    _sql_text: dict[tuple[Any, ...], str] = field(default_factory=dict)
+    _sql_text: dict[tuple[Any, ...], tuple[str, str]] = field(default_factory=dict)
+    """(text the driver runs, text evidence shows) per tool, version, user and filters present"""
     _fresh: dict[tuple[Any, ...], tuple[float, dt.datetime | None]] = field(default_factory=dict)
     _columns: dict[str, list[Column]] = field(default_factory=dict)
     _relations: dict[tuple[str, str, bool], Entitled] = field(default_factory=dict)
     _catalog: dict[str, set[str]] = field(default_factory=dict)
     _fingerprints: dict[str, tuple[float, str | None]] = field(default_factory=dict)
     probes: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = field(default_factory=dict)
-    statements: dict[tuple[Any, ...], tuple[str, dict[str, Any]]] = field(default_factory=dict)
+    statements: dict[tuple[Any, ...], tuple[str, dict[str, Any], list[str], str]] = field(
+        default_factory=dict)
     memo: dict[tuple[Any, ...], Any] = field(default_factory=dict)
     freshness_ttl: float = 2.0
 
@@ -144,7 +157,8 @@ class Executor:
 
     def secure(self, query: exp.Expr, user: str) -> tuple[exp.Expr, dict[str, Any]]:
         """A plan's query with each product it reads (a FROM or JOIN source aliased by the
-        product's name) replaced by the user's entitled relation, and that relation's params."""
+        product's name) replaced by the user's entitled relation, and that relation's params.
+        :func:`reads` names those products."""
         products = self.project.config.products
         found: dict[int, str] = {}
         for node in query.find_all(exp.Table, exp.Subquery):
@@ -162,6 +176,12 @@ class Executor:
             return rel.subquery(product)
 
         return query.transform(swap, copy=False), params
+
+    def reads(self, query: exp.Expr) -> list[str]:
+        """The products a plan's query reads (FROM and JOIN sources aliased by product name)."""
+        products = self.project.config.products
+        return sorted({n.alias for n in query.find_all(exp.Table, exp.Subquery)
+                       if n.alias in products and isinstance(n.parent, exp.From | exp.Join)})
 
     def scope_key(self, user: str) -> tuple[str, str]:
         """Users whose role and attributes are equal read the same relations."""
@@ -186,14 +206,14 @@ class Executor:
         """With serve.fingerprint_ttl_seconds > 0: when a product below the tool no longer has
         the schema the tool was generated from, say so (recomputed at most once per TTL)."""
         ttl = self.project.config.serve.fingerprint_ttl_seconds
-        ctx = call.definition.get("_meta", {}).get(META_KEY, {})
-        published = ctx.get("schema_fingerprint")
+        ctx = ToolContext.of(call.definition)
+        published = ctx.schema_fingerprint
         if not ttl or not published:
             return None
         want = {published} if isinstance(published, str) else set(published)
         now = time.monotonic()
         moved = []
-        for product in ctx.get("products", []):
+        for product in ctx.products:
             at, fp = self._fingerprints.get(product, (-ttl - 1.0, None))
             if now - at > ttl:
                 if product not in self.project.config.products:
@@ -214,6 +234,10 @@ class Executor:
     # --- entry point ---
 
     def run(self, call: Call) -> dict[str, Any]:
+        """The call's result (see :meth:`answer` for the evidence beside it)."""
+        return self.answer(call).result
+
+    def answer(self, call: Call) -> Answered:
         config = self.project.config
         if not tool_visible(config, call.user, call.tool):
             raise ToolError(f"unknown tool {call.tool!r} for this user")
@@ -221,7 +245,7 @@ class Executor:
         kind = call.plan.kind
         from tether.serve import generic, probe
 
-        handlers: dict[str, Callable[[Call], dict[str, Any]]] = {
+        handlers: dict[str, Callable[[Call], Answered]] = {
             "list": self._list, "metric": self._metric,
             "probe": partial(probe.explain, self), "catalog": partial(generic.catalog, self),
             "describe": partial(generic.describe, self), "sql": partial(generic.run_sql, self)}
@@ -246,6 +270,17 @@ class Executor:
         except TetherError as e:  # a timeout, a source that is down
             raise ToolError(e.paragraph()) from None
 
+    def _policy_of(self, user: str, product: str) -> tuple[dict[str, str], dict[str, set[Any]]]:
+        """(masks, the values a simple row filter pins) of ``user`` on ``product``, worked out
+        once per server."""
+        key = ("policy_of", user, product)
+        if key not in self.memo:
+            config = self.project.config
+            self.memo[key] = (column_masks(config, user, product),
+                              equality_scope(config, user, product))
+        found: tuple[dict[str, str], dict[str, set[Any]]] = self.memo[key]
+        return found
+
     def _refuse_filters(self, call: Call) -> None:
         """A filter on a column masked for the caller would reveal its values one guess at a
         time; a filter pinning a row-filtered column to a value outside the caller's scope asks
@@ -256,10 +291,11 @@ class Executor:
             table, _, column = f.column.rpartition(".")
             if value is None or table not in config.products:
                 continue
-            if column in column_masks(config, call.user, table):
+            masks, scope = self._policy_of(call.user, table)
+            if column in masks:
                 raise Refusal("masked_predicate", f"{f.param}: {column} is masked for your "
                               "role, so it cannot be used as a filter")
-            allowed = equality_scope(config, call.user, table).get(column)
+            allowed = scope.get(column)
             if f.op == "eq" and allowed is not None and str(value) not in {
                     str(a) for a in allowed}:
                 raise Refusal("outside_entitlement", f"{f.param} {str(value)[:80]} is outside "
@@ -273,7 +309,7 @@ class Executor:
         present = tuple(sorted(k for k, v in call.args.items() if v is not None))
         return (call.tool, call.version, call.user, present)
 
-    def _list(self, call: Call) -> dict[str, Any]:
+    def _list(self, call: Call) -> Answered:
         config, plan = self.project.config, call.plan
         product = plan.product or ""
         src = self.source(plan.source)
@@ -289,14 +325,15 @@ class Executor:
                 query = query.where(exp.GT(this=exp.Tuple(expressions=keys),
                                            expression=exp.Tuple(expressions=marks)))
             secured, _ = self.secure(query, call.user)
-            self._sql_text[key] = src.render(secured)
+            self._sql_text[key] = (src.render(secured), src.display(secured))
         params.update(self.relation(call.user, product).params)
         if call.args.get("cursor"):
             last = pagination.decode(self.cursor_key, str(call.args["cursor"]), call.user,
                                      call.tool, call.version, call.args)
             params.update({f"k{i}": v for i, v in enumerate(last)})
         limit = int(params["limit"]) - 1
-        got = self.fetch(src, self._sql_text[key], params, limit, _known(call))
+        run_text, shown_text = self._sql_text[key]
+        got = self.fetch(src, run_text, params, limit, _known(call))
         rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
         truncated = got.capped is not None
         next_cursor = None
@@ -310,20 +347,22 @@ class Executor:
         if got.capped == "bytes":
             out["capped"] = (f"stopped at {config.serve.max_result_bytes:,} bytes of values; "
                              "next_cursor continues")
-        return out
+        return Answered(out, self.evidence(call, src, shown_text, params, [product]))
 
     # --- metrics ---
 
-    def _metric(self, call: Call) -> dict[str, Any]:
+    def _metric(self, call: Call) -> Answered:
         config, plan = self.project.config, call.plan
         src = self.source(plan.source)
         now = self.project.now()
         query, params = compile_plan(plan, call.args, config, now)
         assert isinstance(query, exp.Select)
         products = _products(call.definition)
+        read = self.reads(query)
         secured, policy_params = self.secure(query, call.user)
         params.update(policy_params)
-        got = self.fetch(src, src.render(secured), params, plan.max_rows, _known(call))
+        text = src.render(secured)
+        got = self.fetch(src, text, params, plan.max_rows, _known(call))
         rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
         if plan.window is not None and plan.window.kind == "period":
             from tether.context.calendar import quarter_of
@@ -333,7 +372,9 @@ class Executor:
             label = quarter_of(start.date(), cal.start_month, cal.year_named_by).label
             for r in rows:
                 r["fiscal_quarter"] = label
-        return self._result(call, rows, products, paged=False)
+        return Answered(self._result(call, rows, products, paged=False),
+                        self.evidence(call, src, src.display(secured), params, read,
+                                      as_of=products))
 
     # --- shaping ---
 
@@ -349,6 +390,55 @@ class Executor:
         if units:
             out["units"] = units
         return out
+
+    def evidence(self, call: Call, src: Source, sql: str | None, params: dict[str, Any],
+                 products: list[str], fenced: bool = False,
+                 as_of: list[str] | None = None) -> Evidence:
+        """What the call ran: the statement and its bound values (the mask key hidden), the
+        products read, what the policy added, and the statement behind as_of (over ``as_of``,
+        default the products read)."""
+        shown = {k: MASK_KEY_SHOWN if k in MASK_KEY_PARAMS else jsonable(v)
+                 for k, v in params.items()}
+        fresh = as_of if as_of is not None else products
+        key = ("evidence", call.user, tuple(products), fenced, tuple(fresh))
+        if key not in self.memo:  # the policy's part and as_of's statement: once per user
+            added: list[str] = []
+            for p in products:
+                if p in self.project.config.products:
+                    added += self.relation(call.user, p, fence=fenced).policy_sql(src.display)
+            self.memo[key] = (added, *self.as_of_statement(call.user, fresh))
+        added, as_of_sql, as_of_params = self.memo[key]
+        shown |= {k: jsonable(v) for k, v in as_of_params.items() if k not in shown}
+        return Evidence(tool=call.tool, version=call.version, sql=sql, params=shown,
+                        tables=list(products), policy_predicates=added, as_of_sql=as_of_sql,
+                        dialect=src.dialect)
+
+    def as_of_statement(self, user: str, products: list[str]
+                        ) -> tuple[str | None, dict[str, Any]]:
+        """One statement giving what as_of is made of: the oldest of the newest freshness values
+        among the rows the user may read (products whose as_of is a load time add nothing)."""
+        parts: list[exp.Expr] = []
+        params: dict[str, Any] = {}
+        src = None
+        for product in products:
+            p = self.project.config.products.get(product)
+            if p is None or not (p.freshness and p.freshness.column):
+                continue
+            src = self.source(p.source)
+            rel = self.relation(user, product)
+            params |= rel.params
+            parts.append(exp.select(exp.func("MAX", exp.column(
+                p.freshness.column, table="q", quoted=True)).as_("v")).from_(rel.subquery("q")))
+        if src is None or not parts:
+            return None, {}
+        if len(parts) == 1:
+            return src.display(parts[0]), params
+        union = parts[0]
+        for part in parts[1:]:
+            union = exp.union(union, part, distinct=False)
+        q = exp.select(exp.func("MIN", exp.column("v", table="t"))).from_(
+            exp.Subquery(this=union, alias=exp.TableAlias(this=exp.to_identifier("t"))))
+        return src.display(q), params
 
     def as_of(self, user: str, products: list[str]) -> str | None:
         """The oldest of the products' newest freshness values (the data is as old as its
@@ -447,7 +537,7 @@ def _coerce_times(args: dict[str, Any], definition: dict[str, Any]) -> dict[str,
 
 
 def _products(definition: dict[str, Any]) -> list[str]:
-    return list((definition.get("_meta") or {}).get(META_KEY, {}).get("products", []))
+    return ToolContext.of(definition).products
 
 
 _UNIT = re.compile(r"unit: ([^;.)]+)", re.I)
@@ -463,7 +553,12 @@ def _units(definition: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def jsonable(v: Any) -> Any:
+    if isinstance(v, _PLAIN):  # most values: nothing to convert
+        return v
     if isinstance(v, dt.datetime):
         return (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).isoformat()
     if isinstance(v, dt.date | dt.time):

@@ -10,12 +10,13 @@ import sqlglot
 from sqlglot import exp
 
 from tether.config import USER_TEMPLATE
+from tether.context.meta import Evidence
 from tether.policy.entitle import column_masks, equality_scope, table_allowed
 from tether.policy.model import exposable
 from tether.serve import sqlguard
 
 if TYPE_CHECKING:
-    from tether.serve.executor import Call, Executor
+    from tether.serve.executor import Answered, Call, Executor
 
 
 def tables(ex: Executor, user: str | None = None) -> dict[str, str]:
@@ -25,12 +26,21 @@ def tables(ex: Executor, user: str | None = None) -> dict[str, str]:
             if p.table and (user is None or table_allowed(config, user, name))}
 
 
-def catalog(ex: Executor, call: Call) -> dict[str, Any]:
+def _no_data(call: Call, products: list[str]) -> Evidence:
+    """Evidence of a call that read the catalog, not data."""
+    return Evidence(tool=call.tool, version=call.version, tables=products)
+
+
+def catalog(ex: Executor, call: Call) -> Answered:
+    from tether.serve.executor import Answered
+
     rows = [{"table": t} for t in sorted(tables(ex, call.user))]
-    return {"rows": rows, "row_count": len(rows)}
+    return Answered({"rows": rows, "row_count": len(rows)}, _no_data(call, []))
 
 
-def describe(ex: Executor, call: Call) -> dict[str, Any]:
+def describe(ex: Executor, call: Call) -> Answered:
+    from tether.serve.executor import Answered
+
     known = tables(ex, call.user)
     name = str(call.args.get("table", "")).lower()
     if name not in known:
@@ -40,7 +50,7 @@ def describe(ex: Executor, call: Call) -> dict[str, Any]:
     shown = set(exposable(ex.project.config, product, ex.columns(product)))
     rows = [{"column": c.name, "type": c.type, "nullable": c.nullable}
             for c in ex.columns(product) if c.name in shown]
-    return {"rows": rows, "row_count": len(rows)}
+    return Answered({"rows": rows, "row_count": len(rows)}, _no_data(call, [product]))
 
 
 def reserved(ex: Executor, source: str | None) -> set[str]:
@@ -110,7 +120,8 @@ STATEMENTS = 512
 """Secured statements kept per server: the same SQL from the same user is resolved once."""
 
 
-def statement(ex: Executor, call: Call, sql: str) -> tuple[str, dict[str, Any]]:
+def statement(ex: Executor, call: Call, sql: str
+              ) -> tuple[str, dict[str, Any], list[str], str]:
     """The engine statement and parameters for ``sql`` as ``call.user`` (resolved once per
     user and text; a refusal is raised again each time, from the same analysis)."""
     key = (call.user, call.plan.source, call.plan.max_rows, sql)
@@ -119,24 +130,26 @@ def statement(ex: Executor, call: Call, sql: str) -> tuple[str, dict[str, Any]]:
         src = ex.source(call.plan.source)
         secured = sqlguard.secure(sql, sql_catalog(ex, call.user, call.plan.source),
                                   call.plan.max_rows)
-        hit = (src.render(secured.query), secured.params)
+        hit = (src.render(secured.query), secured.params, secured.products,
+               src.display(secured.query))
         if len(ex.statements) >= STATEMENTS:
             ex.statements.pop(next(iter(ex.statements)))
         ex.statements[key] = hit
     return hit
 
 
-def run_sql(ex: Executor, call: Call) -> dict[str, Any]:
+def run_sql(ex: Executor, call: Call) -> Answered:
     sql = str(call.args.get("sql", ""))
     src = ex.source(call.plan.source)
-    text, params = statement(ex, call, sql)
-    from tether.serve.executor import jsonable
+    text, params, products, shown = statement(ex, call, sql)
+    from tether.serve.executor import Answered, jsonable
 
     got = ex.fetch(src, text, params, call.plan.max_rows, (sql,))
     rows = [dict(zip(got.names, map(jsonable, r), strict=False)) for r in got.rows]
     out: dict[str, Any] = {"rows": rows, "row_count": len(rows),
-                           "truncated": got.capped is not None}
+                           "truncated": got.capped is not None,
+                           "as_of": ex.as_of(call.user, products)}
     if got.capped == "bytes":
         out["capped"] = (f"stopped at {ex.project.config.serve.max_result_bytes:,} bytes of "
                          "values")
-    return out
+    return Answered(out, ex.evidence(call, src, shown, params, products, fenced=True))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from tether.context.meta import ToolContext
 from tether.policy.entitle import table_allowed
 from tether.policy.model import role_of
 
@@ -29,8 +30,7 @@ MAX_VALUES = 1000
 def shaped(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan,
            cache: dict[tuple[Any, ...], tuple[float, dict[str, Any]]]) -> dict[str, Any]:
     """``definition`` as ``user`` sees it (the same object when nothing narrows)."""
-    ctx = definition.get("_meta", {}).get("tether/context", {})
-    key = (definition.get("name"), ctx.get("version"), *ex.scope_key(user))
+    key = (definition.get("name"), ToolContext.of(definition).version, *ex.scope_key(user))
     hit = cache.get(key)
     if hit is not None and time.monotonic() < hit[0]:
         return hit[1]

@@ -18,7 +18,7 @@ from sqlglot import exp
 from tether.policy.entitle import require_table
 
 if TYPE_CHECKING:
-    from tether.serve.executor import Call, Executor
+    from tether.serve.executor import Answered, Call, Executor
 
 VALUES = 12
 """Most values shown per column."""
@@ -26,26 +26,28 @@ TTL = 60.0
 """Seconds a caller's probe of a product is reused (per role and attributes)."""
 
 
-def explain(ex: Executor, call: Call) -> dict[str, Any]:
+def explain(ex: Executor, call: Call) -> Answered:
     from tether.profiling import profile_product
-    from tether.serve.executor import jsonable
+    from tether.serve.executor import Answered, jsonable
 
     config = ex.project.config
     product = str(call.args["product"])
     require_table(config, call.user, product)
     key = (product, *ex.scope_key(call.user))
-    hit = ex.probes.get(key)
-    if hit is not None and time.monotonic() < hit[0]:
-        return hit[1]
     p = config.products[product]
     src = ex.source(p.source)
+    rel = ex.relation(call.user, product)
+    q = exp.select(exp.func("COUNT", exp.Star())).from_(rel.subquery("q"))
+    count_sql = src.render(q)
+    evidence = ex.evidence(call, src, src.display(q), rel.params, [product])
+    hit = ex.probes.get(key)
+    if hit is not None and time.monotonic() < hit[0]:
+        return Answered(hit[1], evidence)
     if product not in ex.profiles:  # what each column is: types, units, which are categorical
         ex.profiles[product] = profile_product(ex.project, product, source=src)
     prof = ex.profiles[product]
-    rel = ex.relation(call.user, product)
     shown = set(rel.columns)
-    q = exp.select(exp.func("COUNT", exp.Star())).from_(rel.subquery("q"))
-    row_count = int(src.run(src.render(q), rel.params, ex.timeout)[0][0])
+    row_count = int(src.run(count_sql, rel.params, ex.timeout)[0][0])
     columns = []
     for c in prof.columns:
         name = c.column.name
@@ -67,7 +69,7 @@ def explain(ex: Executor, call: Call) -> dict[str, Any]:
                            for t in terms],
            "lineage": upstream, "as_of": ex.as_of(call.user, [product])}
     ex.probes[key] = (time.monotonic() + TTL, out)
-    return out
+    return Answered(out, evidence)
 
 
 def _values(ex: Executor, src: Any, rel: Any, column: str) -> list[Any]:

@@ -30,6 +30,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tether import __version__
 from tether.config import Project
+from tether.context.meta import CONTEXT_KEY, EVIDENCE_KEY, ToolContext
 from tether.drift import gate
 from tether.drift.publish import open_registry
 from tether.errors import ConfigError, TetherError
@@ -42,7 +43,6 @@ from tether.serve.executor import Call, Executor, ToolError
 from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE
 from tether.serve.pagination import load_key
 from tether.toolgen import Mode, QueryPlan, generate
-from tether.toolgen.model import META_KEY
 
 PIN_KEY = "tether/pin"
 
@@ -74,6 +74,7 @@ class TetherServer:
                                                                  / serve.mask_key_file)))
         self.withheld: dict[tuple[str, str], list[str]] = {}
         self._shaped: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = {}
+        self._visible: dict[str, tuple[int, float, list[Version]]] = {}
         self._check_policy()
         self.bus = InMemorySubscriptionBus()
         self.legacy_sessions: dict[Any, str] = {}
@@ -185,13 +186,22 @@ class TetherServer:
     def visible(self, user: str) -> list[Version]:
         """The tools ``user`` sees: their role's tool globs, only tools whose products the role
         may read, each as the user sees it (serve/peruser.py: the probe over their products,
-        the enums of filtered products narrowed to their rows)."""
+        the enums of filtered products narrowed to their rows). Kept per user until the next
+        publication or until a narrowed definition is due to be read again."""
+        hit = self._visible.get(user)
+        if hit is not None and hit[0] == self.publication and time.monotonic() < hit[1]:
+            return hit[2]
+        shown = self._compute_visible(user)
+        self._visible[user] = (self.publication, time.monotonic() + peruser.TTL, shown)
+        return shown
+
+    def _compute_visible(self, user: str) -> list[Version]:
         config = self.project.config
         out = []
         for name, v in sorted(self.current.items()):
             if not tool_visible(config, user, name):
                 continue
-            products = v.definition.get("_meta", {}).get(META_KEY, {}).get("products", [])
+            products = ToolContext.of(v.definition).products
             if v.plan.kind != "probe" and not all(
                     table_allowed(config, user, p) for p in products if p in config.products):
                 continue
@@ -247,11 +257,12 @@ class TetherServer:
             call = Call(user, entry.name, entry.version, entry.definition, entry.plan, args)
             drift = await anyio.to_thread.run_sync(self.executor.schema_drift, call)
             try:
-                result = await anyio.to_thread.run_sync(self.executor.run, call)
+                answered = await anyio.to_thread.run_sync(self.executor.answer, call)
             except ToolError as e:  # a stale definition often fails: say why
                 if drift:
                     raise ToolError(f"{e} ({drift})") from None
                 raise
+            result = answered.result
             if drift:
                 result["schema_drift"] = drift
             if entry.successor is not None:
@@ -261,7 +272,9 @@ class TetherServer:
             rows, as_of = result.get("row_count"), result.get("as_of")
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=json.dumps(result, default=str))],
-                structured_content=result, _meta={META_KEY: {"version": entry.version}})
+                structured_content=result, _meta={
+                    CONTEXT_KEY: {"version": entry.version},
+                    EVIDENCE_KEY: answered.evidence.model_dump(mode="json")})
         except ToolError as e:
             error = str(e)
             meta = {REFUSAL_META: e.refusal} if e.refusal else None

@@ -151,7 +151,7 @@ def size_words(n: int) -> str:
 
 
 def _count_unit(column: str) -> str:
-    return "count" if re.search(r"(count|quantity|qty|deals|orders|pct)$", column) else "number"
+    return "count" if re.search(r"(?:^|_)(count|qty|num|pct)$", column) else "number"
 
 
 def _output_rows(ctx: Ctx, product: str, cols: list[ColumnProfile]) -> dict[str, Any]:
@@ -445,7 +445,8 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     if not products:
         raise ConfigError(f"metric {name!r} names no product.column anywhere.",
                           where=ctx.project.where("metrics", name),
-                          hint="Qualify its columns, e.g. count(distinct orders.order_id).")
+                          hint="Qualify its columns as product.column, e.g. count(distinct "
+                          "shipments.shipment_id).")
     dims = [d.split(".") for d in m.dimensions]
     for table, column in dims:
         if restricted_columns(ctx.config, table, [column]):

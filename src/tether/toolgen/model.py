@@ -6,12 +6,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tether.context.meta import CONTEXT_KEY
+
 Source = Literal["schema", "samples", "lineage", "glossary", "dbt", "openapi", "execution_logs",
                  "policy"]
 SOURCES: tuple[str, ...] = ("schema", "samples", "lineage", "glossary", "dbt", "openapi",
                             "execution_logs", "policy")
 Mode = Literal["grounded", "bare", "generic"]
-META_KEY = "tether/context"
+META_KEY = CONTEXT_KEY  # the provenance key, defined once in tether.context.meta
 
 
 class _M(BaseModel):
@@ -32,7 +34,8 @@ class Filter(_M):
 class Window(_M):
     kind: Literal["period", "trailing", "current"] = Field(description="How time is bounded.")
     column: str | None = Field(default=None, description="Time column (table.column).")
-    end_column: str | None = Field(default=None, description="Spell end; overlap semantics.")
+    end_column: str | None = Field(default=None, description="Where a row's validity ends; a "
+                                   "row counts in a window it overlaps.")
     calendar: str | None = Field(default=None, description="Calendar periods resolve in.")
     default_days: int = Field(default=90, description="Trailing window length by default.")
 

@@ -27,12 +27,9 @@ def strip_grounding(tool: GeneratedTool) -> GeneratedTool:
                          if "required" in tool.input_schema else {})},
         output_schema=None,
         annotations={"readOnlyHint": True},
-        # the fields each argument reads stay in _meta (never model-visible): an evaluation must
-        # see what a bare call used as it does a grounded one, or bare would lose for missing
-        # metadata rather than for what it did
+        # the products it reads (the server hides a tool whose product a role may not read);
+        # an evaluation reads what a call ran from its result's evidence, never from here
         meta={META_KEY: {"mode": "bare", "kind": tool.plan.kind,
-                         "fields": tool.meta.get(META_KEY, {}).get("fields",
-                                                                   {"arguments": {}, "governed": []}),
                          "products": tool.meta.get(META_KEY, {}).get("products", [])}},
         plan=tool.plan,
     )

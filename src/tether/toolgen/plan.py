@@ -45,11 +45,16 @@ def qualified(column: str) -> exp.Column:
 
 
 def scheme_columns(config: TetherConfig) -> dict[str, dict[str, str]]:
-    """{product: {scheme: column}} from each product's identifiers."""
+    """{product: {scheme: column}} from each product's identifiers, and each declared
+    relationship as a key only its two ends share (a lookup table keyed by a code)."""
     out: dict[str, dict[str, str]] = {}
     for name, p in config.products.items():
         for column, scheme in p.identifiers.items():
             out.setdefault(name, {}).setdefault(scheme, column)
+    for i, rel in enumerate(config.relationships):
+        for ref in (rel.from_, rel.to):
+            product, _, column = ref.partition(".")
+            out.setdefault(product, {})[f"relationship {i}"] = column
     return out
 
 
@@ -66,9 +71,11 @@ def join_path(config: TetherConfig, products: list[str]) -> list[tuple[str, exp.
         path = _bfs(ids, joined, target)
         if path is None:
             raise ProductError(
-                f"cannot join {target!r} to {root!r}: no chain of shared identifier schemes.",
+                f"cannot join {target!r} to {root!r}: no chain of shared identifier schemes "
+                "or relationships.",
                 hint="Declare identifiers on both products (and a crosswalk product holding both "
-                "schemes) in tether.yaml.",
+                "schemes), or a relationship (from: product.column, to: product.column) in "
+                "tether.yaml.",
             )
         for prev, nxt, scheme in path:
             if nxt in joined:

@@ -68,9 +68,12 @@ def score(question: str, tool: dict[str, Any]) -> float:
     return 3 * len(q & name) + 2 * len(q & enums) + len(q & desc)
 
 
+_CATALOG_VERBS = ("list_", "describe", "explain", "search", "find_", "get_schema")
+
+
 def _is_catalog(tool: dict[str, Any]) -> bool:
-    n = tool.get("name", "").lower()
-    return n.startswith(("list_", "describe")) or n in ("list_tables", "explain_data_product")
+    """A tool that lists, describes, explains or searches the catalog, by its name's verb."""
+    return str(tool.get("name", "")).lower().startswith(_CATALOG_VERBS)
 
 
 def _sql_param(tool: dict[str, Any]) -> str | None:
@@ -97,7 +100,7 @@ def arguments(question: str, tool: dict[str, Any]) -> dict[str, Any]:
             if m:
                 args[pname] = m.strip(".,?;:")
                 continue
-        looks_id = any(k in pname.lower() for k in ("_id", "_ref", "_no", "account", "customer"))
+        looks_id = p.get("format") == "uuid" or _is_key(pname)
         if looks_id and ids and p.get("type", "string") == "string":
             args[pname] = ids[0]
         elif pname.endswith("_from") and dates:
@@ -131,7 +134,8 @@ def rows_of(result: Any) -> list[dict[str, Any]]:
 def _is_key(column: str) -> bool:
     """Identifiers and sequence numbers are never the answer (nor summed)."""
     c = column.lower()
-    return c == "id" or c.endswith(("_id", "_no", "_ref", "_number"))
+    return c in ("id", "uid", "key") or c.endswith(("_id", "_no", "_ref", "_number", "_uid",
+                                                     "_key"))
 
 
 def pick_answer(question: str, result: Any) -> Any:
@@ -243,14 +247,10 @@ def _columns(result: Any) -> list[tuple[str, str]]:
     return out
 
 
-_CATEGORICAL = ("region", "status", "segment", "stage", "type", "category", "pipeline",
-                "priority", "channel", "plan", "code", "country")
-
-
 def write_sql(question: str, table: str, columns: list[tuple[str, str]]) -> str:
     """SQL from columns whose names sound like the question's words (the table's own words do
     not count); a CAPITALISED word becomes the value of a sounding string column, else of the
-    first categorical-looking one."""
+    first text column that is not a key."""
     q = set(words(question)) - set(words(table))
     capitals = [w for w in _WORD.findall(question) if w.isupper() and len(w) > 1 and w.isalpha()]
     textual = ("CHAR", "TEXT", "STRING")
@@ -267,9 +267,9 @@ def write_sql(question: str, table: str, columns: list[tuple[str, str]]) -> str:
         elif capitals and (not kind or any(k in kind for k in textual)):  # untyped: SQLite
             where.append(col.eq(exp.Literal.string(capitals.pop(0))))
             used.add(name)
-    for value in capitals:
-        col_name = next((n for c in _CATEGORICAL for n, k in columns if n not in used
-                         and (not k or any(x in k for x in textual)) and c in n.lower()), None)
+    for value in capitals:  # the first text column that is not a key takes the next value
+        col_name = next((n for n, k in columns if n not in used and not _is_key(n)
+                         and (not k or any(x in k for x in textual))), None)
         if col_name is None:
             break
         where.append(exp.column(col_name, quoted=True).eq(exp.Literal.string(value)))

@@ -39,7 +39,7 @@ def system_prompt(ask_name: str | None, extra: str, today: dt.date | None = None
         parts.append(f"Today's date is {today.isoformat()}.")
     if ask_name:
         parts.append(f"If the question is ambiguous (which period, which definition of a business "
-                     f"term, which customer, product or region it means), call the `{ask_name}` "
+                     f"term, which entity or which part of the data it means), call the `{ask_name}` "
                      f"tool with one short question before answering.")
     parts.append("When you have the answer, reply with a short final answer that states the number "
                  "or value clearly, with its unit and period where they apply.")

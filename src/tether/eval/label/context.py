@@ -1,7 +1,7 @@
 """What every scorer may consult: the project (optional), its schema, prices, the oracle, caches.
 
 One :class:`LabelContext` serves a whole run: the source schema is read once, every SQL shape is
-analysed once (:mod:`tether.eval.label.sqlshape`), entitled keys are read once per user and
+analysed once (:mod:`tether.eval.label.sql.shape`), entitled keys are read once per user and
 product, and predicate equivalences run once per pair. Without a project (a third-party server
 labelled on its own) the context still works: SQL is analysed without a schema, and whatever
 needs the source (predicate execution, the policy oracle) is left to a human.

@@ -3,9 +3,11 @@ USD from the price table for ``trace.model``."""
 
 from __future__ import annotations
 
-from tether.eval.label.work import Finding, Work
+from tether.eval.label.work import Finding, Work, rule
 
 
+@rule(writes={"clarifications", "tool_calls", "turns", "input_tokens", "output_tokens",
+             "usd"})
 def cost(work: Work) -> Finding:
     t = work.trace
     tokens_in = sum(turn.usage.input_tokens for turn in t.turns)

@@ -2,36 +2,34 @@
 
 The governed predicate is ``gold.definition_sql``; without it, the predicates of the glossary
 terms (names or synonyms) named in ``gold.definition`` (several terms: their AND); without
-either, null and a human looks. What a call applied: run_sql's WHERE and JOIN ON conditions (and
-each FILTER / CASE WHEN condition inside its aggregates); a tether metric tool's governed
-predicate (the project's metric, via the tool's ``source_of_truth``, else its glossary terms)
-plus its argument filters; a listing tool's argument filters (``fields.arguments``). Only the
-conjuncts that touch the governed predicate's columns are compared, so a region or a time
-filter beside the definition does not count against it. Several calls filtering one column in
-turn (status NEW, then PAID) are also compared as their OR.
+either, null and a human looks. What a call applied is read from what it ran, never from what a
+tool says of itself: the WHERE and JOIN ON conditions (and each FILTER / CASE WHEN condition
+inside its aggregates) of its evidence's statement (the policy's own predicates taken out) or
+of the SQL it sent. Only the conjuncts that touch the governed predicate's columns are compared,
+so a region or a time filter beside the definition does not count against it. Several calls
+filtering one column in turn (status NEW, then PAID) are also compared as their OR. A call that
+carries neither evidence nor SQL cannot be read: when no readable call decides, the match is
+null and a human looks, never a silent false.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from functools import partial
-from typing import Any
 
 import sqlglot
 from sqlglot import exp
 
-from tether.eval.label.calls import CallView
-from tether.eval.label.predicates import (
+from tether.eval.label.calls import is_metadata
+from tether.eval.label.sql.predicates import (
     Pred,
-    conjunction,
     disjunction,
     equivalent,
     parse_predicate,
     pred,
 )
-from tether.eval.label.sqlshape import SqlAnalysis
-from tether.eval.label.work import Finding, Work
+from tether.eval.label.sql.shape import SqlAnalysis
+from tether.eval.label.work import Finding, Work, rule
 
 
 def gold_term_names(work: Work) -> list[str]:
@@ -48,17 +46,70 @@ def gold_term_names(work: Work) -> list[str]:
     return [t for _, t in sorted(found, key=lambda x: (-x[0], x[1]))]
 
 
+def gold_term(work: Work) -> str | None:
+    """The glossary term the case's gold definition names (the longest match), if any."""
+    terms = gold_term_names(work)
+    return terms[0] if terms else None
+
+
+def gold_measure(work: Work) -> str | None:
+    """The governed measure the case means: ``gold.definition_sql`` when it is an aggregate,
+    else the measure of a glossary term named in ``gold.definition`` that has no predicate."""
+    if "gold_measure" in work.memo:
+        hit: str | None = work.memo["gold_measure"]
+        return hit
+    found: str | None = None
+    sql = work.gold.definition_sql
+    if sql:
+        try:
+            if sqlglot.parse_one(sql, read=work.ctx.dialect).find(exp.AggFunc) is not None:
+                found = sql
+        except sqlglot.errors.SqlglotError:
+            found = None
+    elif work.ctx.config is not None:
+        glossary = work.ctx.config.glossary
+        found = next((glossary[t].measure for t in gold_term_names(work)
+                      if glossary[t].measure and not glossary[t].predicate), None)
+    work.memo["gold_measure"] = found
+    return found
+
+
+def _measure(work: Work, measure: str) -> Finding:
+    """definition_match for a governed measure: some call's statement computes it."""
+    from tether.eval.label.sql import measure as measures
+
+    f = Finding()
+    verdicts: list[tuple[bool | None, str | None]] = []
+    for c in work.ok_calls():
+        for a in c.sql:
+            verdicts.append(measures.match(work, measure, a.sql))
+    unread = [c.unread for c in work.ok_calls() if not c.ran and not is_metadata(work.ctx, c)]
+    if any(v is True for v, _ in verdicts):
+        f.values["definition_match"] = True
+    elif not verdicts or unread or any(v is None for v, _ in verdicts):
+        f.values["definition_match"] = None
+        why = next((w for v, w in verdicts if v is None and w), None)
+        f.review.append("measure not decided: " + (why or ", ".join(unread)
+                                                   or "no call ran a statement"))
+    else:
+        f.values["definition_match"] = False
+        f.symptom("semantic", f"no call computed the governed measure {measure} "
+                  f"({verdicts[0][1]})")
+    return f
+
+
 def gold_definition(work: Work) -> tuple[Pred | None, str | None]:
     """(the governed predicate, why there is none when the case has a definition)."""
-    if "gold_def" in work.scratch:
-        cached: tuple[Pred | None, str | None] = work.scratch["gold_def"]
+    if "gold_def" in work.memo:
+        cached: tuple[Pred | None, str | None] = work.memo["gold_def"]
         return cached
     gold, ctx = work.gold, work.ctx
     terms = gold_term_names(work)
-    work.scratch["gold_term"] = terms[0] if terms else None
     sql: str | None = None
     problem: str | None = None
-    if gold.definition_sql:
+    if gold_measure(work) is not None:
+        sql = None  # a measure, not a predicate: measure.py decides
+    elif gold.definition_sql:
         sql = gold.definition_sql
     elif gold.definition:
         config = ctx.config
@@ -79,71 +130,8 @@ def gold_definition(work: Work) -> tuple[Pred | None, str | None]:
             problem = f"gold.definition_sql does not parse: {str(e).splitlines()[0]}"
     if found is not None and not found.fields:
         found, problem = None, "the governed predicate names no known column"
-    work.scratch["gold_def"] = (found, problem)
+    work.memo["gold_def"] = (found, problem)
     return found, problem
-
-
-def _literal(value: Any) -> exp.Expr:
-    return exp.convert(value)
-
-
-def argument_predicates(call: CallView) -> list[exp.Expr]:
-    """Each mapped argument as the filter it applies (list -> IN, *_from -> >=, *_to -> <)."""
-    out: list[exp.Expr] = []
-    for arg, value in sorted(call.call.arguments.items()):
-        fields = (call.tool.arguments or {}).get(arg, ())
-        if value is None or len(fields) != 1 or isinstance(value, dict):
-            continue
-        table, _, column = fields[0].partition(".")
-        col = exp.column(column, table=table)
-        col.meta["field"] = fields[0]
-        if isinstance(value, list):
-            out.append(exp.In(this=col, expressions=[_literal(v) for v in value]))
-        elif arg.endswith("_from"):
-            out.append(exp.GTE(this=col, expression=_literal(value)))
-        elif arg.endswith("_to"):
-            out.append(exp.LT(this=col, expression=_literal(value)))
-        else:
-            out.append(exp.EQ(this=col, expression=_literal(value)))
-    return out
-
-
-def governed_sql(work: Work, call: CallView) -> list[str] | None:
-    """The predicates a task-specific tool applies by itself; None when they cannot be known."""
-    config = work.ctx.config
-    if config is None:
-        return None
-    sqls = [config.metrics[m].predicate for m in call.tool.metrics if m in config.metrics]
-    if not call.tool.metrics:
-        sqls = [config.glossary[t].predicate for t in call.tool.definitions if t in config.glossary]
-    return [s for s in sqls if s]
-
-
-def _flatten(node: exp.Expr) -> list[exp.Expr]:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    if isinstance(node, exp.And):
-        return _flatten(node.left) + _flatten(node.right)
-    return [node]
-
-
-def _tool_parts(work: Work, c: CallView) -> list[Pred] | None:
-    """A tether tool's filters, each in normal form: its arguments, and what it governs."""
-    ctx = work.ctx
-    memo = ("args", c.tool.name, json.dumps(c.call.arguments, sort_keys=True, default=str))
-    parts = list(ctx.cache.get(memo) or [])
-    if memo not in ctx.cache:
-        built = argument_predicates(c)
-        parts = [pred(ctx, n) for n in built]
-        ctx.cache[memo] = parts
-    if c.tool.task_specific:
-        sqls = governed_sql(work, c)
-        if sqls is None:
-            return None
-        for sql in sqls:
-            for i, n in enumerate(_flatten(parse_predicate(ctx, sql))):
-                parts.append(pred(ctx, n, ("governed", ctx.dialect, sql, i)))
-    return parts
 
 
 def _bound(a: SqlAnalysis, nodes: list[exp.Expr]) -> exp.Expr:
@@ -171,22 +159,17 @@ def applied(work: Work, wanted: frozenset[str]) -> tuple[list[Pred], list[Pred],
                     cond = ("cond", a.shape.uid, i, a.values_of(names))
                     extra.append(pred(ctx, partial(_bound, a, [p]),
                                       cond if ctx.shape_cache else None))
-        touched = {f for fs in (c.tool.arguments or {}).values() for f in fs} | set(c.tool.governed)
-        if not touched & wanted:
-            continue
-        parts = _tool_parts(work, c)
-        if parts is None:
-            if set(c.tool.governed) & wanted:
-                unknown.append(c.label)
-            continue
-        keep = [p for p in parts if p.fields & wanted]
-        if keep:
-            mains.append(conjunction(ctx, keep))
+        if not c.ran and not is_metadata(ctx, c):
+            unknown.append(c.unread)
     return mains, extra, unknown
 
 
+@rule(writes={"definition_match", "symptoms"})
 def definition(work: Work) -> Finding:
     """definition_match: True, False, or None (no definition, or not decidable: a human looks)."""
+    measure = gold_measure(work)
+    if measure is not None:
+        return _measure(work, measure)
     f = Finding()
     gold, problem = gold_definition(work)
     if gold is None:
@@ -205,7 +188,7 @@ def definition(work: Work) -> Finding:
         if unknown or grouped:
             f.values["definition_match"] = None
             f.review.append(f"no call filtered on {', '.join(sorted(wanted))} but "
-                            + (f"{', '.join(unknown)} applied an unknown predicate" if unknown
+                            + (", ".join(unknown) if unknown
                                else f"{', '.join(grouped)} was selected or grouped: the agent "
                                "may have applied the definition itself"))
             return f
@@ -220,8 +203,7 @@ def definition(work: Work) -> Finding:
     if undecided or unknown:
         f.values["definition_match"] = None
         f.review.append("definition not decided: " + (undecided[0] if undecided else
-                                                      f"{', '.join(unknown)} applied an unknown "
-                                                      "predicate"))
+                                                      ", ".join(unknown)))
         return f
     f.values["definition_match"] = False
     c, _, why = verdicts[0]

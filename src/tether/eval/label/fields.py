@@ -1,19 +1,21 @@
 """fields_used, grounding precision and recall, forbidden and name-alike fields.
 
-A call uses: every column its SQL touches in any clause (SELECT, WHERE, JOIN, GROUP BY, HAVING,
-ORDER BY), qualified to ``product.column``; for each argument it passed, the fields the tool's
-``fields.arguments`` maps it to (and the argument itself as ``tool.argument``); every field in
-the tool's ``fields.governed`` (what a task-specific tool applies by itself). Calls the server
-refused are left out: they read nothing. ``SELECT *`` names no field.
+A call uses every column the statement it ran touches in any clause (SELECT, WHERE, JOIN and its
+keys, GROUP BY, HAVING, ORDER BY), qualified to ``product.column``; precision and recall count
+them all. What it ran is its evidence (the statement a result reports, made plain: the caller's
+policy is not the call's choice) or the SQL it sent. A call that carries neither uses the
+arguments it passed, as ``tool.argument``: the labeller cannot know the columns behind them, and
+says so (calls.py). Calls the server refused are left out: they read nothing. ``SELECT *`` names
+no field. A forbidden or name-alike field is a symptom only where the answer can rest on it: a
+column a statement merely returns as it is (a listing's columns) or joins on is not that.
 """
 
 from __future__ import annotations
 
 import re
 
-from tether.eval.label.definition import gold_definition, governed_sql
-from tether.eval.label.predicates import column_fields, parse_predicate
-from tether.eval.label.work import Finding, Work
+from tether.eval.label.definition import gold_definition, gold_term
+from tether.eval.label.work import Finding, Work, rule
 
 _STOP = {"id", "ids", "at", "is", "no", "of", "the", "by", "a", "an", "and", "in", "to", "on",
          "usd", "cents", "pct", "count", "date", "name", "type", "value", "amount", "number",
@@ -21,27 +23,45 @@ _STOP = {"id", "ids", "at", "is", "no", "of", "the", "by", "a", "an", "and", "in
 
 
 def used_fields(work: Work) -> dict[str, set[str]]:
-    """{field: aliases}: the field's ``product.column`` (or ``tool.argument`` when nothing maps
-    it), with the ``tool.argument`` spellings it was passed under."""
-    gold_names = {work.ctx.field(f) for f in work.gold.required_fields + work.gold.forbidden_fields}
+    """{field: aliases}: the field's ``product.column``, or ``tool.argument`` for what a call
+    without evidence or SQL passed."""
     used: dict[str, set[str]] = {}
     for c in work.ok_calls():
         for a in c.sql:
             for f, _ in a.shape.uses:
                 used.setdefault(f, set())
-        tool = c.tool
+        if c.ran:
+            continue
         for arg, value in c.call.arguments.items():
-            if value is None or arg in c.sql_arguments:
-                continue
-            alias = f"{tool.name}.{arg}".lower()
-            mapped = (tool.arguments or {}).get(arg, ())
-            for f in mapped:
-                used.setdefault(f, set()).add(alias)
-            if not mapped and alias in gold_names:
-                used.setdefault(alias, set())
-        for f in tool.governed:
-            used.setdefault(f, set())
+            if value is not None:
+                used.setdefault(f"{c.name}.{arg}".lower(), set())
     return used
+
+
+def relied_on(work: Work) -> tuple[set[str], set[str]]:
+    """(fields an answer can rest on, fields used only as join keys). A column a statement only
+    returns as it is (a listing's columns) is used but not relied on: the answer did not filter,
+    group or compute by it. Fields of calls that ran no statement (their arguments) count."""
+    relied: set[str] = set()
+    keys: set[str] = set()
+    other: set[str] = set()
+    for c in work.ok_calls():
+        if not c.ran:
+            relied |= {f"{c.name}.{a}".lower() for a, v in c.call.arguments.items()
+                       if v is not None}
+        for a in c.sql:
+            shown = set(a.shape.projections.values())
+            joined = {x for cmp in a.shape.comparisons if cmp.other is not None
+                      and cmp.clause == "join" for x in (cmp.field, cmp.other)}
+            for fld, clause in a.shape.uses:
+                if clause == "select" and fld in shown:
+                    continue
+                relied.add(fld)
+                if clause == "join" and fld in joined:
+                    keys.add(fld)
+                else:
+                    other.add(fld)
+    return relied, keys - other
 
 
 def _tokens(name: str) -> set[str]:
@@ -58,7 +78,7 @@ def name_alikes(work: Work, unrequired: list[str], required: set[str]) -> list[s
     targets: set[str] = set()
     for r in required:
         targets |= _tokens(r.split(".", 1)[-1])
-    term = work.scratch.get("gold_term")
+    term = gold_term(work)
     config = work.ctx.config
     if term and config is not None and term in config.glossary:
         for words in [term, *config.glossary[term].synonyms]:
@@ -73,24 +93,20 @@ def name_alikes(work: Work, unrequired: list[str], required: set[str]) -> list[s
 
 
 def filtered_fields(work: Work) -> list[tuple[str, str]]:
-    """(call label, field) for every field a call filtered rows on: its SQL's WHERE and ON
-    conditions, the fields its arguments filter, the governed predicate of a metric tool."""
+    """(call label, field) for every field a call filtered rows on: the WHERE and ON conditions
+    of what it ran."""
     out: list[tuple[str, str]] = []
     for c in work.ok_calls():
         fields: set[str] = set()
         for a in c.sql:
             for _, fs, _ in a.shape.conjuncts:
                 fields |= fs
-        for arg, value in c.call.arguments.items():
-            if value is not None and arg not in c.sql_arguments:
-                fields |= set((c.tool.arguments or {}).get(arg, ()))
-        if c.tool.task_specific:
-            for sql in governed_sql(work, c) or []:
-                fields |= column_fields(parse_predicate(work.ctx, sql))
         out += [(c.label, f) for f in sorted(fields)]
     return out
 
 
+@rule(writes={"fields_used", "grounding_precision", "grounding_recall", "forbidden_used",
+             "symptoms"})
 def grounding(work: Work) -> Finding:
     """fields_used, grounding_precision, grounding_recall; forbidden and look-alike symptoms."""
     f = Finding()
@@ -108,12 +124,13 @@ def grounding(work: Work) -> Finding:
     f.values["fields_used"] = sorted(used)
     f.values["grounding_precision"] = round(len(good) / len(used), 4) if used else None
     f.values["grounding_recall"] = round(len(covered) / len(required), 4) if required else None
-    bad = sorted(u for u in used if hits(u, forbidden))
-    work.scratch["forbidden_used"] = bad
+    relied, keys = relied_on(work)
+    bad = sorted(u for u in used if hits(u, forbidden) and u in relied)
+    f.facts["forbidden_used"] = bad
     for b in bad:
         f.symptom("semantic", f"forbidden field {b} used")
-    lookalike = name_alikes(work, sorted(u for u in used if u not in good and u not in bad),
-                            required)
+    lookalike = name_alikes(work, sorted(u for u in used if u not in good and u not in bad
+                                         and u in relied and u not in keys), required)
     for la in lookalike:
         f.symptom("semantic", f"name-alike field {la} used instead of a governed field")
     times = ctx.time_fields()

@@ -1,4 +1,4 @@
-"""Label one trace (a pipeline of scorers) or a whole run folder (writes labels.jsonl)."""
+"""Label one trace (a pipeline of rules) or a whole run folder (writes labels.jsonl)."""
 
 from __future__ import annotations
 
@@ -13,36 +13,41 @@ from tether.eval.label.answer import correctness
 from tether.eval.label.context import LabelContext
 from tether.eval.label.cost import cost
 from tether.eval.label.definition import definition
+from tether.eval.label.entity import entity
 from tether.eval.label.fields import grounding
 from tether.eval.label.freshness import freshness
 from tether.eval.label.policy import policy
-from tether.eval.label.symptoms import entity, structure, timing
+from tether.eval.label.structure import structure
+from tether.eval.label.support import support
+from tether.eval.label.timing import timing
 from tether.eval.label.verdict import verdict
-from tether.eval.label.work import Scorer, Work
+from tether.eval.label.work import Rule, Work, check_order
 from tether.eval.prices import PriceTable
 from tether.eval.trace import IndexEntry, LabelLine, RunIndex, Trace
 from tether.textfiles import read_text
 
-SCORERS: tuple[Scorer, ...] = (cost, correctness, grounding, definition, freshness, policy,
-                               entity, structure, timing, verdict)
-"""The default pipeline, in order: each scorer sees what the earlier ones found. Pass your own
-tuple (these plus yours) to label_trace / label_run to add a scorer."""
+SCORERS: tuple[Rule, ...] = (cost, correctness, support, grounding, definition, freshness,
+                             policy, entity, structure, timing, verdict)
+"""The default pipeline. Each rule declares what it reads and writes (work.py), and a pipeline
+is checked once: a rule after every rule that writes what it reads. Pass your own tuple (these
+plus yours, registered with ``tether.eval.label.work.rule``) to label_trace / label_run."""
 
 LABELS_FILE = "labels.jsonl"
 
 
 def label_trace(trace: Trace, ctx: LabelContext | None = None,
-                scorers: tuple[Scorer, ...] = SCORERS) -> LabelLine:
+                scorers: tuple[Rule, ...] = SCORERS) -> LabelLine:
     """The label line of one trace. Without a context: no project (SQL analysed without a
     schema; the source-dependent checks go to a human) and the default price table."""
     if ctx is None:
         ctx = LabelContext.build(None)
     with ctx.timed("calls"):
         work = Work.start(trace, ctx)
-    for scorer in scorers:
-        with ctx.timed(f"scorer:{getattr(scorer, '__name__', 'scorer')}"):
-            found = scorer(work)
-        work.merge(found)
+    check_order(scorers)
+    for r in scorers:
+        with ctx.timed(f"scorer:{r.name}"):
+            found = r(work)
+        work.merge(r, found)
     v = work.values
     return LabelLine(
         case_id=trace.case_id, server=trace.server,
@@ -110,7 +115,7 @@ def _trace_path(run_dir: Path, entry: IndexEntry) -> Path:
 
 
 def label_run(run_dir: Path, project: Project | None, prices: PriceTable | None = None,
-              oracle_cmd: str | None = None, *, scorers: tuple[Scorer, ...] = SCORERS,
+              oracle_cmd: str | None = None, *, scorers: tuple[Rule, ...] = SCORERS,
               ctx: LabelContext | None = None) -> list[LabelLine]:
     """Label every trace of the run in index order and write RUN_DIR/labels.jsonl."""
     run_dir = Path(run_dir)

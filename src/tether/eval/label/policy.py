@@ -5,10 +5,11 @@ user is entitled to are read with the row filter as written in tether.yaml (user
 bound as parameters) and every result row is checked against them by primary key, every mask
 must be applied, and no restricted column may appear. Rows without a primary key (aggregates)
 are checked on the row filter's column when the filter is ``column = {{ user.attr }}``. Result
-columns are traced to their source field through the call: run_sql's projections, a tether
-tool's ``source_of_truth`` and ``fields.arguments``. A call whose arguments hold SQL is also
-re-run on the source as written and over the user's entitlement (:mod:`tether.eval.label.rerun`):
-an aggregate over rows outside it, or over unmasked values, leaks without a key to check.
+columns are traced to their source field through what the call ran: the projections of its
+evidence's statement or of the SQL it sent. That statement (the evidence's made plain: the
+tables as they are) is also re-run on the source as written and over the user's entitlement
+(:mod:`tether.eval.label.sql.rerun`): an aggregate over rows outside it, or over unmasked values,
+leaks without a key to check, whichever server computed it.
 
 With ``oracle_cmd`` an outside oracle decides instead, one process per trace (see
 docs/eval-label.md): stdin gets one JSON object with the user and every answered call's rows;
@@ -21,12 +22,13 @@ import json
 import re
 import shlex
 import subprocess
+from collections import Counter
 from typing import Any
 
 from tether.errors import TetherError
-from tether.eval.label import rerun
 from tether.eval.label.calls import CallView
-from tether.eval.label.work import Finding, Work
+from tether.eval.label.sql import rerun
+from tether.eval.label.work import Finding, Work, rule
 from tether.policy.model import role_of
 from tether.policy.oracle import check_rows, entitled_keys
 
@@ -40,12 +42,6 @@ def result_columns(work: Work, c: CallView) -> dict[str, str]:
     out: dict[str, str] = {}
     for a in c.sql:
         out.update(a.shape.projections)
-    for name, ref in c.tool.source_of_truth.items():
-        if not ref.startswith("metric:") and "." not in name:
-            out.setdefault(name, work.ctx.field(ref))
-    for arg, fields in (c.tool.arguments or {}).items():
-        if len(fields) == 1 and fields[0].rsplit(".", 1)[-1] == arg:
-            out.setdefault(arg, fields[0])
     return out
 
 
@@ -100,7 +96,7 @@ def check_call(work: Work, c: CallView) -> list[str] | None:
         v = check_rows(config, user, product, projected, entitled)
         problems += [f"restricted column {product}.{x}" for x in v.restricted
                      if not any(p.startswith(f"restricted column {product}.{x} ") for p in problems)]
-        problems += [f"unmasked {x}" for x in v.unmasked[:3]]
+        problems += [f"unmasked {x} ({n} rows)" for x, n in Counter(v.unmasked).items()]
         if v.rows_outside_entitlement:
             problems.append(f"{len(v.rows_outside_entitlement)} {product} rows outside "
                             f"{user}'s entitlement")
@@ -125,6 +121,7 @@ def _dimension_check(work: Work, product: str, rows: list[dict[str, Any]]) -> li
             f"{allowed!r}"] if bad else []
 
 
+@rule(writes={"policy_violations", "symptoms"})
 def policy(work: Work) -> Finding:
     f = Finding()
     if work.ctx.oracle_cmd:

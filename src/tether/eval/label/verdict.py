@@ -4,7 +4,8 @@ grounded (correct for the right reason) is True when the answer is correct and e
 holds: grounding recall is 1 (or the case names no required field), no forbidden field was
 used, definition_match is not False, the time was right (some call filtered on the metric's
 time column if any call filtered time at all, and some call's window was the question's if any
-window could be read), freshness_pass is not False and no call leaked (policy violations 0).
+window could be read) and no call leaked (policy violations 0). Freshness stands apart: it has
+its own rate and temporal symptoms, and report.json counts ``correct_grounded_and_fresh``.
 Any reason failing makes it False whatever the answer; all reasons holding with correct unknown
 leave it null.
 
@@ -17,7 +18,7 @@ listed in ``symptoms``, primary or not.
 
 from __future__ import annotations
 
-from tether.eval.label.work import Finding, Work
+from tether.eval.label.work import Finding, Work, rule
 
 PRECEDENCE: tuple[str, ...] = ("policy", "entity", "semantic", "structural", "temporal")
 
@@ -28,19 +29,19 @@ def reasons_failing(work: Work) -> list[str]:
     recall = v.get("grounding_recall")
     if recall is not None and recall < 1:
         out.append("recall")
-    if work.scratch.get("forbidden_used"):
+    if work.facts.forbidden_used:
         out.append("forbidden")
     if v.get("definition_match") is False:
         out.append("definition")
-    if work.scratch.get("time_wrong"):
+    if work.facts.time_wrong:
         out.append("time")
-    if v.get("freshness_pass") is False:
-        out.append("freshness")
     if v.get("policy_violations", 0):
         out.append("policy")
     return out
 
 
+@rule(reads={"correct", "grounding_recall", "forbidden_used", "definition_match", "time_wrong",
+             "policy_violations", "symptoms"}, writes={"grounded", "failure_class"})
 def verdict(work: Work, precedence: tuple[str, ...] = PRECEDENCE) -> Finding:
     f = Finding()
     correct = work.values.get("correct")

@@ -22,7 +22,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, build_scope
 
 from tether.eval.label.context import LabelContext
-from tether.eval.label.shaper import shape_of
+from tether.eval.label.sql.shaper import shape_of
 
 _CLAUSES = {"expressions": "select", "where": "where", "joins": "join", "group": "group",
             "having": "having", "order": "order", "qualify": "qualify", "from": "from",

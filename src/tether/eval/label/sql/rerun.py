@@ -164,12 +164,13 @@ def returned(c: CallView) -> tuple[tuple[str, ...] | None, list[tuple[Any, ...]]
 
 def _aligned(names: tuple[str, ...] | None, rows: list[tuple[Any, ...]], ref: tuple[str, ...]
              ) -> Counter[tuple[Any, ...]]:
-    """The returned rows as a bag, their columns put in the reference's order when the names are
-    the same set (a server may reorder an object's keys); else by position."""
+    """The returned rows as a bag, their columns put in the reference's order when the names
+    hold the reference's (a server may reorder an object's keys, and add columns the statement
+    did not compute, like the period a window resolved to); else by position."""
     order: list[int] | None = None
-    if names is not None and len(names) == len(ref):
+    if names is not None and len(names) >= len(ref):
         low, want = [n.lower() for n in names], [n.lower() for n in ref]
-        if len(set(low)) == len(low) and len(set(want)) == len(want) and set(low) == set(want):
+        if len(set(low)) == len(low) and len(set(want)) == len(want) and set(want) <= set(low):
             order = [low.index(n) for n in want]
     out: Counter[tuple[Any, ...]] = Counter()
     for r in rows:
@@ -352,7 +353,7 @@ def _entitled(work: Work, src: Source, product: str, kinds: frozenset[str]
     select = exp.Select(expressions=projections).from_(base, copy=False)
     params: dict[str, Any] = {}
     if hashed:
-        params |= _mask_key(work).params()
+        params |= mask_key(work).params()
     template = role.row_filters.get(product) if "rows" in kinds else None
     if template is not None:
         select = select.where(_bound(work, src, template, params), copy=False)
@@ -364,7 +365,7 @@ def _text() -> exp.DataType:
     return exp.DataType(this=exp.DataType.Type.TEXT)
 
 
-def _mask_key(work: Work) -> MaskKey:
+def mask_key(work: Work) -> MaskKey:
     """The project's hash-mask key, read (never created) from ``serve.mask_key_file``."""
     project = work.ctx.project
     if project is None:

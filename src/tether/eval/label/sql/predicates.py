@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from tether.errors import TetherError
 from tether.eval.label.context import LabelContext
-from tether.eval.label.sqlshape import py_value
+from tether.eval.label.sql.shape import py_value
 from tether.sources import Source
 from tether.toolgen.plan import from_clause
 
