@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tether.context.meta import ToolContext
 from tether.toolgen.describe import split_sentences
 from tether.toolgen.model import META_KEY, SOURCES
 
@@ -58,9 +59,9 @@ def _walk_fields(schema: Any, prefix: str = "") -> Iterator[tuple[str, dict[str,
             yield from _walk_fields(s["items"], f"{prefix}{name}[].")
 
 
-def _context(tool: Tool) -> dict[str, Any]:
-    ctx = (tool.get("_meta") or {}).get(META_KEY)
-    return ctx if isinstance(ctx, dict) else {}
+def _context(tool: Tool) -> ToolContext:
+    """What the tool says of itself (empty when it says nothing, or nothing well formed)."""
+    return ToolContext.of(tool)
 
 
 def _tokens(name: str) -> list[str]:
@@ -153,8 +154,7 @@ def _finite(name: str, s: dict[str, Any]) -> bool:
 def _enums(tool: Tool) -> tuple[str, str] | None:
     props = _props(tool.get("inputSchema"))
     bad = [n for n, s in props.items() if isinstance(s, dict) and _finite(n, s)]
-    dormant = _context(tool).get("deprecated_values")
-    unmarked = [n for n, values in (dormant if isinstance(dormant, dict) else {}).items()
+    unmarked = [n for n, values in _context(tool).deprecated_values.items()
                 if values and isinstance(props.get(n), dict)
                 and "deprecat" not in str(props[n].get("description", "")).lower()]
     if bad or unmarked:
@@ -254,9 +254,9 @@ def _annotations(tool: Tool) -> tuple[str, str] | None:
 def _sources(tool: Tool) -> tuple[str, str] | None:
     """Read from the wire form of any server: ``_meta["tether/context"].sources`` maps each
     sentence (whitespace-insensitive) to its source."""
-    sources = _context(tool).get("sources")
+    sources = _context(tool).sources
     sentences = split_sentences(str(tool.get("description") or ""))
-    if not isinstance(sources, dict):
+    if not sources:
         return ("no sentence of the description records where it came from",
                 f'Map each sentence to its source ({", ".join(SOURCES)}) under '
                 f'_meta["{META_KEY}"].sources in the tool definition.')
