@@ -29,14 +29,14 @@ from tether.serve.pagination import load_key
 from tether.toolgen import QueryPlan
 
 MEASURE = "sum(orders.amount_cents * fx_rates.rate_to_eur)"
-EXTRA = f"""
+EXTRA = """
   fx_rates:
     table: fx_rates
     description: One row per currency with its rate to euros.
     primary_key: [currency]
-    tool: {{name: currency_rates}}
+    tool: {name: currency_rates}
 relationships:
-  - {{from: orders.currency, to: fx_rates.currency, kind: many_to_one}}
+  - {from: orders.currency, to: fx_rates.currency, kind: many_to_one}
 """
 TERM = f"""  revenue in euros:
     definition: "Order amounts converted to euro cents at the currency's rate."
