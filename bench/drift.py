@@ -2,7 +2,7 @@
 against floors run on the same engine in the same process.
 
 Floors: (a) one SELECT count(*) per table (the issue's target: a no-drift check within 3x);
-(b) the real floor of what a check must read (CONTRACTS.md): the catalog query plus one
+(b) the real floor of what a check must read: the catalog query plus one
 GROUP BY per enum column. Both ratios are reported.
 
     python bench/drift.py [--tables 200] [--rows 20000] [--dir bench/out/drift]

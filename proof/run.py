@@ -57,7 +57,7 @@ MAX_TURNS = 6
 CASE_TIMEOUT_S = 900  # one case, all its model requests (a loaded 2-core machine is slow)
 REQUEST_TIMEOUT_S = 600
 MAX_TOKENS = 512  # per model response: an answer is a sentence; stops a runaway generation
-# A tool result the model reads is cut here (CONTRACTS: cap result sizes): a page of a listing is
+# A tool result the model reads is cut here (results are capped): a page of a listing is
 # thousands of tokens of ids, which this CPU reads at 30-150 tokens a second.
 MAX_RESULT_CHARS = 1200
 

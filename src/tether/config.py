@@ -1,7 +1,7 @@
 """The project file ``tether.yaml``: its model and a loader whose errors name file, line and key.
 
 Every section is a pydantic model with ``extra="forbid"``, so a typo'd key is an error, not a
-silently ignored setting. The whole skeleton is fixed in CONTRACTS.md; ``docs/config.md`` is the
+silently ignored setting. ``docs/config.md`` is the
 reference, and a test checks that every key here appears there.
 """
 
@@ -70,11 +70,28 @@ class Freshness(Model):
 
 
 class ColumnFacts(Model):
-    unit: str | None = Field(default=None, description="Unit of the values, e.g. USD_cents, days.")
+    unit: str | None = Field(
+        default=None, description="Unit of the values, e.g. USD_cents, days; `none` for a "
+        "dimensionless value (a count of things is `count`).")
+    unit_column: str | None = Field(
+        default=None, description="A column of the same row that names the unit (a currency code "
+        "column); the unit is unit_format with {value} replaced by that column's value.")
+    unit_format: str = Field(
+        default="{value}", description="How a unit_column value becomes a unit, e.g. "
+        "'{value}_cents'.")
     description: str | None = Field(default=None, description="What the column means.")
     classification: Literal["public", "internal", "pii", "restricted"] | None = Field(
         default=None, description="`restricted` columns are never exposed by any tool."
     )
+
+    @model_validator(mode="after")
+    def _unit_source(self) -> ColumnFacts:
+        if self.unit is not None and self.unit_column is not None:
+            raise ValueError("give `unit` or `unit_column`, not both")
+        if "{value}" not in self.unit_format:
+            raise ValueError(f"unit_format {self.unit_format!r} must contain {{value}}, where the "
+                             "unit_column's value goes")
+        return self
 
 
 class ToolSpec(Model):

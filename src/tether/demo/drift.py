@@ -1,7 +1,7 @@
 """The demo's drift story, one step at a time (`tether demo drift [STEP]`).
 
 Each step changes the demo warehouse or its tether.yaml the way production data and people do;
-`tether check` then has something to find. Steps (CONTRACTS.md): on-hold (a new order status,
+`tether check` then has something to find. Steps: on-hold (a new order status,
 additive), rename (a renamed column, breaking), redefine-active (an edited governed definition,
 semantic), unmask-tax-id (a policy edit that would expose the restricted column: blocked),
 new-restricted-column (a new column matching a restricted glob: excluded).

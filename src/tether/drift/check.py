@@ -1,6 +1,6 @@
 """`tether check`: detect, regenerate, classify, note, diff, gate, publish, in one pass.
 
-Routes (CONTRACTS.md): wording and additive changes publish at once by a named rule; breaking,
+Routes: wording and additive changes publish at once by a named rule; breaking,
 semantic and policy changes wait in a review for a named human; a change that would expose a
 restricted column (by the current policy or by the one the last check saw) is blocked, paged and
 never published. Exit codes: 2 error, 12 blocked, 11 waiting for review, 10 published, 0 none.

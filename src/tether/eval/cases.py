@@ -1,6 +1,6 @@
 """`cases.jsonl`: one evaluation case per line, with exactly the fields of the evaluation article.
 
-Extensions (CONTRACTS.md): ``gold.definition_sql`` holds the governed predicate for machine
+Extensions: ``gold.definition_sql`` holds the governed predicate for machine
 comparison. ``label`` and ``cost`` may be null (cases with gold only). A bad line (not UTF-8
 text, not JSON, not a valid case) is reported with its line number and field, and the valid lines
 still load; a file that is not text at all is refused whole (see :func:`load_cases`).

@@ -1,7 +1,7 @@
 """The price table: USD per million input and output tokens, by model name (glob).
 
-A local model costs nothing to run, so it is priced as a small hosted model would be
-(CONTRACTS.md): $0.10 per million input tokens and $0.40 per million output tokens, unless the
+A local model costs nothing to run, so it is priced as a small hosted model would be:
+$0.10 per million input tokens and $0.40 per million output tokens, unless the
 table says otherwise. The file (``eval.price_table`` in tether.yaml) is YAML::
 
     default: {input_per_million: 0.10, output_per_million: 0.40}

@@ -44,7 +44,7 @@ SERVER_LOG = "server-stderr.log"
 
 @dataclass
 class Identity:
-    """How as_user reaches the server (CONTRACTS.md, Identity)."""
+    """How as_user reaches the server (docs/eval.md, "Identity")."""
 
     via: str = "none"  # none | env:VAR | header:NAME | runner-token
     token_env: str = "TETHER_RUNNER_TOKEN"

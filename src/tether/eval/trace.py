@@ -115,7 +115,7 @@ class RunIndex(_M):
 
 
 class LabelLine(_M):
-    """One line of labels.jsonl (CONTRACTS.md)."""
+    """One line of labels.jsonl (docs/eval-label.md)."""
 
     case_id: str
     server: str

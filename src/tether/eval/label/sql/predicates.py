@@ -73,7 +73,7 @@ def _join(how: Callable[..., exp.Expr], parts: list[Pred]) -> exp.Expr:
 
 
 def parse_predicate(ctx: LabelContext, sql: str) -> exp.Expr:
-    """A predicate from tether.yaml or a case (``table.column`` qualified, as CONTRACTS says);
+    """A predicate from tether.yaml or a case (``table.column`` qualified, as docs/config.md says);
     an unqualified column is placed when exactly one product has it. Parsed once per text; the
     tree is shared, so callers copy before changing it."""
     memo = ("parsed", ctx.dialect, sql)
