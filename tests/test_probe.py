@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from conftest import run_cli
@@ -73,11 +74,34 @@ def test_a_config_edit_reprofiles_only_its_product_and_full_reprofiles_all(demo:
     assert json.loads(res.stdout)["exit_code"] == res.returncode
 
 
-def test_the_dormancy_horizon_forces_a_profile(demo: Path) -> None:
-    """A value that turns dormant with no new data changes the tool (Deprecated ...), so a
-    profile whose newest live value crosses profiling.dormant_after_days is redone."""
+def test_the_clock_alone_never_redoes_a_profile(demo: Path) -> None:
+    """Dormancy counts from the earlier of the clock and the product's newest time, so with no
+    new data no value turns dormant as the clock moves on: no horizon to recheck, and a clock a
+    year later profiles nothing again."""
     project = load_project(demo)
     registry = open_registry(project)
+    try:
+        entry = registry.state()[PROFILE_KEY + "orders"]
+    finally:
+        registry.close()
+    assert entry["recheck_by"] is None
+    p = demo / "tether.yaml"
+    text = p.read_text()
+    clock = next(line for line in text.splitlines() if line.startswith("clock:"))
+    p.write_text(text.replace(clock, "clock: 2027-08-20T09:00:00Z", 1))
+    assert "orders" not in redone(demo)
+
+
+def test_a_product_with_rows_after_the_clock_rechecks_at_its_horizon(demo: Path) -> None:
+    """Rows dated after the clock (bookings): dormancy counts from the clock, which moves, so the
+    profile is redone when the newest live value would turn dormant."""
+    with duckdb.connect(str(demo / "warehouse.duckdb")) as con:
+        con.execute("UPDATE orders SET placed_at = placed_at + INTERVAL 400 DAY "
+                    "WHERE placed_at = (SELECT max(placed_at) FROM orders)")
+    assert "orders" in redone(demo)
+    check(load_project(demo))  # profiles it again and keeps the horizon
+    assert "orders" not in redone(demo)
+    registry = open_registry(load_project(demo))
     try:
         entry = registry.state()[PROFILE_KEY + "orders"]
     finally:

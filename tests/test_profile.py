@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from tether.config import load_project
 from tether.context.profile import ProductProfile
 from tether.profiling import profile_product
+from tether.profiling.formats import unit_from_name
 from tether.sources import open_product_source
 
 
@@ -86,7 +88,20 @@ def test_formats_and_units(profiles: dict[str, ProductProfile]) -> None:
     assert "datetime_midnight_utc" not in profiles["deals"].column("created_at").formats
     assert "date" in profiles["subscriptions"].column("period_start").formats
     assert profiles["orders"].column("amount_cents").unit_hint == "USD_cents"
-    assert profiles["order_lines"].column("quantity").unit_hint is None
+    quantity = profiles["order_lines"].column("quantity")
+    assert (quantity.unit_hint, quantity.unit_evidence) == ("count", "config")
+
+
+@pytest.mark.parametrize(("name", "unit"), [
+    ("amount_cents", "cents"), ("price_usd", "USD"), ("price", "currency"), ("mrr", "currency"),
+    ("duration_seconds", "seconds"), ("latency_ms", "milliseconds"), ("order_count", "count"),
+    ("discount_pct", "percent"),
+    # a money word beside a time or counting word, or not a whole word: no unit is claimed
+    ("arr_time", None), ("sched_arr_time", None), ("arr_delay", None), ("cost_count", "count"),
+    ("subtotal", None), ("amounts_id", None), ("temp", None), ("year", None), ("lat", None),
+])
+def test_units_from_whole_words_only(name: str, unit: str | None) -> None:
+    assert unit_from_name(name) == unit
 
 
 def test_unit_hint_from_name_and_values(tmp_path: Path, demo_dir: Path) -> None:
@@ -166,3 +181,37 @@ def test_as_of_comes_from_the_freshness_column(profiles: dict[str, ProductProfil
     orders = profiles["orders"].as_of
     assert orders is not None and dt.timedelta(minutes=5) <= CLOCK - orders < dt.timedelta(hours=2)
     assert profiles["order_lines"].as_of is None  # freshness: {load_time: true}
+
+
+def _dormant(project_dir: Path, clock: str | None, tmp: Path) -> dict[tuple[str, str], set[Any]]:
+    """{(product, column): values marked deprecated} with the project's clock replaced."""
+    text = (project_dir / "tether.yaml").read_text()
+    lines = [ln for ln in text.splitlines() if not ln.startswith("clock:")]
+    if clock:
+        lines.insert(0, f"clock: {clock}")
+    shutil.copytree(project_dir, tmp, ignore=shutil.ignore_patterns(".tether", "tools"))
+    (tmp / "tether.yaml").write_text("\n".join(lines) + "\n")
+    project = load_project(tmp)
+    out: dict[tuple[str, str], set[Any]] = {}
+    for name in project.config.products:
+        for c in profile_product(project, name).columns:
+            dormant = {e.value for e in c.enum or [] if e.deprecated}
+            if dormant:
+                out[(name, c.column.name)] = dormant
+    return out
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_dormancy_counts_from_the_data_not_the_wall_clock(
+        which: str, demo_dir: Path, second_dir: Path, tmp_path: Path) -> None:
+    """Moving the clock years past the data (or using the wall clock) marks nothing more dormant:
+    dormancy counts from the earlier of the clock and each product's newest time."""
+    project_dir = demo_dir if which == "demo" else second_dir
+    text = (project_dir / "tether.yaml").read_text()
+    clock = next(ln.split(":", 1)[1].split("#")[0].strip() for ln in text.splitlines()
+                 if ln.startswith("clock:"))
+    at_clock = _dormant(project_dir, clock, tmp_path / "a")
+    assert _dormant(project_dir, "2036-01-01T00:00:00Z", tmp_path / "b") == at_clock
+    assert _dormant(project_dir, None, tmp_path / "c") == at_clock  # the wall clock
+    if which == "demo":
+        assert at_clock[("deals", "stage")] == {"LEGAL_REVIEW", "VERBAL_COMMIT"}

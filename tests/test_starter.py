@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
+from conftest import run_cli
 from tether.config import SourceConfig, parse_project
 from tether.profiling.starter import infer_products, render_starter, starter_url
 from tether.sources import open_source
@@ -59,3 +65,69 @@ def test_password_becomes_env_var(tmp_path: Path) -> None:
 
 def test_relative_duckdb_path(tmp_path: Path) -> None:
     assert starter_url(str(tmp_path / "w.duckdb"), tmp_path) == ("duckdb:///w.duckdb", None)
+
+
+# --- the CLI, as a new user meets it -------------------------------------------------------------
+
+
+def _one_paragraph(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr and r.stderr.strip().count("\n") == 0, r.stderr
+    return r.stderr
+
+
+def test_init_writes_a_starter_that_serves(demo_dir: Path, tmp_path: Path) -> None:
+    """A relative file name resolves from where init runs; the starter has a user and serves."""
+    shutil.copy(demo_dir / "warehouse.duckdb", tmp_path / "wh.duckdb")
+    r = run_cli("init", "proj", "--source", "wh.duckdb", cwd=tmp_path,
+                env={"TETHER_USER": "pat.doe"})
+    assert r.returncode == 0, r.stderr
+    data = yaml.safe_load((tmp_path / "proj" / "tether.yaml").read_text())
+    assert data["policies"]["users"] == {"pat.doe": {"role": "everything"}}
+    assert data["policies"]["roles"]["everything"]["tools"] == ["*"]
+    assert data["sources"]["main"]["url"] == f"duckdb:///{(tmp_path / 'wh.duckdb').resolve()}"
+    assert run_cli("build", "--project", "proj", cwd=tmp_path).returncode == 0
+    # the starter's user sees every tool without anything else to edit (serving over stdio as
+    # that user: test_realdata.py)
+    r = run_cli("tools", "--project", "proj", "--as-user", "pat.doe", "--json", cwd=tmp_path)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert len(json.loads(r.stdout)) == len(data["products"]) + 1  # one listing each, the probe
+
+
+def test_init_errors_leave_nothing_behind(tmp_path: Path) -> None:
+    text = _one_paragraph(run_cli("init", "p1", "--source", "missing.duckdb", cwd=tmp_path))
+    assert "missing.duckdb" in text and str(tmp_path) in text
+    text = _one_paragraph(run_cli("init", "p2", "--source", "postgresql://u@h/${NO_SUCH_VAR}",
+                                  cwd=tmp_path))
+    assert "NO_SUCH_VAR" in text
+    assert not (tmp_path / "p1").exists() and not (tmp_path / "p2").exists()
+
+
+@pytest.mark.postgres
+def test_init_postgres_schema_and_password(pg_url: str, tmp_path: Path) -> None:
+    import psycopg
+
+    schema = f"init_{os.getpid()}"
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        # an empty schema: one paragraph naming it and --schema, and no folder
+        text = _one_paragraph(run_cli("init", "empty", "--source", pg_url, "--schema", schema,
+                                      cwd=tmp_path))
+        assert schema in text and "--schema" in text and not (tmp_path / "empty").exists()
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            c.execute(f'CREATE TABLE "{schema}".things (code text PRIMARY KEY, n integer)')
+            c.execute(f"INSERT INTO \"{schema}\".things VALUES ('a', 1), ('b', 2)")
+        # a password in the URL is used now and written as a variable
+        with_pw = pg_url.replace("://postgres@", "://postgres:s3cret@", 1)
+        r = run_cli("init", "proj", "--source", with_pw, "--schema", schema, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        text = (tmp_path / "proj" / "tether.yaml").read_text()
+        assert "s3cret" not in text and "${TETHER_SOURCE_PASSWORD}" in text
+        assert f"schema: {schema}" in text and "TETHER_SOURCE_PASSWORD" in r.stderr
+        r = run_cli("build", "--project", "proj", cwd=tmp_path,
+                    env={"TETHER_SOURCE_PASSWORD": "s3cret"})
+        assert r.returncode == 0, r.stderr
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -76,7 +76,7 @@ def test_wire_form_and_provenance(built: Path) -> None:
     assert ctx["review"]["rule"] == "initial"
     assert ctx["schema_fingerprint"].startswith("sha256:")
     assert set(ctx["sources"].values()) <= {"schema", "samples", "lineage", "glossary", "policy"}
-    assert ctx["canonical_ids"] == {"crm_account_id": "crm_account_id"}
+    assert ctx["canonical_ids"] == {"crm_account_id": "crm_account_id", "deal_id": "deal_id"}
     assert ctx["limits"] == {"max_rows": 200, "max_bytes": 1048576, "pagination": "cursor"}
     assert "deals" in ctx["products"]
 

@@ -95,11 +95,12 @@ def tools(
         print_json(visible)
         return
     t = Table(show_edge=False, header_style="bold")
-    for h in ("tool", "version", "description"):
-        t.add_column(h, overflow="fold")
+    t.add_column("tool", overflow="fold")
+    t.add_column("version", no_wrap=True)
+    t.add_column("description", overflow="fold")  # wrapped at word boundaries, never cut
     for d in visible:
         ctx = ToolContext.of(d)
-        t.add_row(d["name"], ctx.version or "", d.get("description", "")[:140])
+        t.add_row(d["name"], ctx.version or "", d.get("description", ""))
     out.print(t)
     out.print(f"{len(visible)} tools" + (f" visible to {as_user}" if as_user else ""))
 

@@ -7,6 +7,7 @@ docs/cli.md; a test fails when they are out of date.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,27 +36,45 @@ def _models(annotation: Any) -> list[type[BaseModel]]:
     return found
 
 
-def config_rows(model: type[BaseModel] = TetherConfig, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(dotted key, type, description) for every key, depth first; ``*`` stands for a map key."""
-    rows: list[tuple[str, str, str]] = []
+def config_rows(model: type[BaseModel] = TetherConfig, prefix: str = ""
+                ) -> list[tuple[str, str, str, str]]:
+    """(dotted key, type, description, default) for every key, depth first; ``*`` stands for a
+    map key."""
+    rows: list[tuple[str, str, str, str]] = []
     for name, field in model.model_fields.items():
         key = f"{prefix}{field.alias or name}"
         ann = field.annotation
-        rows.append((key, _type_name(ann), field.description or ""))
+        rows.append((key, _type_name(ann), field.description or "", _default(field)))
         origin = getattr(ann, "__origin__", None)
         sub = f"{key}.*." if origin is dict else f"{key}."
         for m in _models(ann):
             rows.extend(config_rows(m, sub))
             if m is UserConfig:
                 rows.append((f"{sub}<attribute>", "scalar", "Any attribute row filters refer to "
-                             "as {{ user.<attribute> }}, e.g. team."))
+                             "as {{ user.<attribute> }}, e.g. team.", "none"))
     return rows
 
 
+def _default(field: Any) -> str:
+    """The default as tether.yaml would spell it; "required" when there is none."""
+    if field.is_required():
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, BaseModel):
+        return "see below"
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = json.dumps(value, default=str) if isinstance(value, list | dict) else str(value)
+    return f"`{text}`"
+
+
 def config_reference() -> str:
-    lines = [BEGIN, "", "| key | type | meaning |", "| --- | --- | --- |"]
-    for key, typ, desc in config_rows():
-        lines.append(f"| `{key}` | `{typ.replace('|', '/')}` | {desc.replace('|', '/')} |")
+    lines = [BEGIN, "", "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for key, typ, desc, default in config_rows():
+        lines.append(f"| `{key}` | `{typ.replace('|', '/')}` | {default.replace('|', '/')} | "
+                     f"{desc.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import getpass
+import os
+import re
+import shutil
 from pathlib import Path
 
 import typer
@@ -10,35 +14,103 @@ from tether.cli.output import err, out
 from tether.config import PROJECT_FILE, SourceConfig, parse_project
 from tether.errors import ConfigError, ProjectExistsError
 from tether.profiling.starter import infer_products, render_starter, starter_url
-from tether.sources import open_source
+from tether.sources import open_source, resolve_duckdb_path
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def init(
     directory: Path = typer.Argument(None, help="Project directory (default: --project or .)."),
-    source: str = typer.Option(None, "--source", help="DuckDB file or SQLAlchemy URL to read."),
+    source: str = typer.Option(None, "--source", help="DuckDB file or SQLAlchemy URL to read "
+                               "(a relative file path is relative to the current directory; "
+                               "${VAR} in a URL is read from the environment)."),
+    schema: str = typer.Option(None, "--schema", help="Schema to read (PostgreSQL and other "
+                               "engines with schemas; default: the engine's)."),
     project: Path = typer.Option(None, "--project", "-p", help="Project directory."),
+    user: str = typer.Option(None, "--user", help="The example user tether.yaml names "
+                             "(default: TETHER_USER, else the login name)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing tether.yaml."),
 ) -> None:
-    """Write a commented tether.yaml: one product per table, inferences marked for a person."""
+    """Write a commented tether.yaml that serves as written: one product per table (inferences
+    marked for a person), one example role that sees everything, and you as its user."""
     root = (directory or project or Path(".")).resolve()
     target = root / PROJECT_FILE
     if target.exists() and not force:
         raise ProjectExistsError(f"{target} already exists.",
                                  hint="Edit it, or pass --force to write a new one over it.")
     if source is None:
-        found = sorted(root.glob("*.duckdb"))
+        found = sorted(root.glob("*.duckdb")) if root.is_dir() else []
         if len(found) != 1:
             raise ConfigError("tether init needs --source URL (a DuckDB file or a SQLAlchemy URL).",
                               hint="e.g. --source warehouse.duckdb or --source "
                               "postgresql://user@host/db")
         source = str(found[0])
-    root.mkdir(parents=True, exist_ok=True)
-    with open_source("main", SourceConfig(url=source), root) as src:
-        products = infer_products(src)
-    url, env_var = starter_url(source, root)
-    text = render_starter(url, products)
-    parse_project(text, target)  # what we write must load
-    target.write_text(text, encoding="utf-8")
-    out.print(f"wrote {target} ({len(products)} products). Review each '# inferred: confirm'.")
+    connect_url = _expand(source)
+    path = resolve_duckdb_path(connect_url, Path.cwd())  # as the user typed it: from here
+    if path is not None:
+        if not path.is_file():
+            raise ConfigError(f"--source {source}: no DuckDB file at {path}.",
+                              hint="Give the path of an existing .duckdb file (relative to the "
+                              "current directory, or absolute).")
+        connect_url = f"duckdb:///{path.resolve()}"
+    name = user or os.environ.get("TETHER_USER") or _login()
+    created = not root.exists()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        config = SourceConfig.model_validate({"url": connect_url, "schema": schema})
+        with open_source("main", config, root) as src:
+            products = infer_products(src)
+        if not products:
+            where = f"schema {schema!r}" if schema else "the source's default schema"
+            raise ConfigError(f"--source {source}: {where} has no tables or views.",
+                              hint="Pass --schema NAME for the schema that holds the tables "
+                              "(PostgreSQL's default is public).")
+        if path is not None:
+            url, env_var = starter_url(connect_url, root)  # relative when inside the project
+        elif _ENV.search(source):
+            url, env_var = source, None  # the user's own variable, written as given
+        else:
+            url, env_var = starter_url(source, root)
+        text = render_starter(url, products, schema=schema, user=name)
+        _validate(text, target, env_var)
+        target.write_text(text, encoding="utf-8")
+    except BaseException:
+        if created:  # a failed init leaves nothing behind
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+    out.print(f"wrote {target} ({len(products)} products, user {name!r} in an example role that "
+              "sees everything). Review each '# inferred: confirm' and narrow the role.")
     if env_var:
-        err.print(f"the password was replaced by ${{{env_var}}}: export {env_var} before running tether.")
+        err.print(f"the password was replaced by ${{{env_var}}}: export {env_var} before running "
+                  "tether.")
+
+
+def _expand(url: str) -> str:
+    """``${VAR}`` in a --source URL, from the environment (a password kept out of the shell's
+    history); a missing variable is an error naming it."""
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1) not in os.environ:
+            raise ConfigError(f"--source uses ${{{m.group(1)}}}, but the environment variable "
+                              f"{m.group(1)} is not set.", hint=f"Export {m.group(1)} first.")
+        return os.environ[m.group(1)]
+    return _ENV.sub(sub, url)
+
+
+def _validate(text: str, target: Path, env_var: str | None) -> None:
+    """What we write must load, with the password variable it names set as it will be."""
+    saved = os.environ.get(env_var) if env_var else None
+    try:
+        if env_var and saved is None:
+            os.environ[env_var] = "placeholder"
+        parse_project(text, target)
+    finally:
+        if env_var and saved is None:
+            os.environ.pop(env_var, None)
+
+
+def _login() -> str:
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = ""
+    return re.sub(r"[^\w.@-]", "_", name) or "me"

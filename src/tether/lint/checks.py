@@ -193,16 +193,21 @@ _UNIT_TEXT = re.compile(r"\bunit\b|\b(USD|EUR|GBP|cents?|percent|ratio|days|hour
                         re.I)
 
 
+_NO_UNIT = re.compile(r"\bno known unit\b", re.I)
+
+
 def _units(tool: Tool) -> tuple[str, str] | None:
     out = tool.get("outputSchema")
     if not isinstance(out, dict):
         return ("there is no output schema, so no output states a unit",
                 "Add an outputSchema whose numeric fields say their unit or currency.")
     bad = [n for n, s in _walk_fields(out) if _types(s) & {"integer", "number"}
-           and not _UNIT_TEXT.search(str(s.get("description", "")))]
+           and (not _UNIT_TEXT.search(text := str(s.get("description", "")))
+                or _NO_UNIT.search(text))]
     if bad:
         return (f"numeric output(s) {', '.join(bad)} state no unit",
-                "Say the unit or currency of each numeric field (e.g. 'unit: seconds').")
+                "Say the unit or currency of each numeric field (tether.yaml: `columns: {C: "
+                "{unit: seconds}}`, or `unit: none` for a dimensionless value).")
     return None
 
 

@@ -120,24 +120,48 @@ def native_formats(kind: TypeKind) -> list[str]:
 
 # --- units ---------------------------------------------------------------------------------------
 
-_NAME_UNITS: tuple[tuple[str, str], ...] = (
-    (r"(^|_)(cents|cent)($|_)", "cents"),
-    (r"(^|_)(usd|eur|gbp|jpy)($|_)", "currency"),
-    (r"(^|_)(amount|price|revenue|cost|mrr|arr|total|fee|balance)($|_)", "currency"),
-    (r"(^|_)(pct|percent|percentage)($|_)", "percent"),
-    (r"(^|_)(seconds|secs)($|_)", "seconds"),
-    (r"(^|_)(ms|millis|milliseconds)($|_)", "milliseconds"),
-    (r"(^|_)(days)($|_)", "days"),
+_MONEY = frozenset({"amount", "price", "revenue", "cost", "fee", "balance", "mrr", "arr"})
+_CODES = frozenset({"usd", "eur", "gbp", "jpy"})
+# a token of time or of counting makes a money word mean something else (``arr_time`` is an
+# arrival time, ``cost_count`` a count): no currency is claimed then
+_NOT_MONEY = frozenset({"time", "times", "delay", "duration", "hour", "hours", "minute", "minutes",
+                        "min", "mins", "second", "seconds", "day", "days", "date", "at", "year",
+                        "month", "week", "count", "qty", "num", "number", "rate", "ratio", "pct",
+                        "percent", "id", "code"})
+_TOKEN_UNITS: tuple[tuple[frozenset[str], str], ...] = (
+    (frozenset({"cents", "cent"}), "cents"),
+    (frozenset({"pct", "percent", "percentage"}), "percent"),
+    (frozenset({"seconds", "secs", "sec"}), "seconds"),
+    (frozenset({"ms", "millis", "milliseconds"}), "milliseconds"),
+    (frozenset({"minutes", "mins"}), "minutes"),
+    (frozenset({"hours"}), "hours"),
+    (frozenset({"days"}), "days"),
 )
 
 
 def unit_from_name(name: str) -> str | None:
-    """A unit hint from a column name: ``amount_cents`` -> cents, ``price`` -> currency."""
-    leaf = name.rsplit(".", 1)[-1].lower()
-    for pattern, unit in _NAME_UNITS:
-        if re.search(pattern, leaf):
-            if unit == "currency":
-                m = re.search(r"(^|_)(usd|eur|gbp|jpy)($|_)", leaf)
-                return m.group(2).upper() if m else "currency"
+    """A unit from a column name's whole words (split on ``_``), or None when the name does not
+    say: ``amount_cents`` -> cents, ``price_usd`` -> USD, ``price`` -> currency,
+    ``duration_seconds`` -> seconds, ``order_count`` -> count; ``arr_time`` -> None (a time
+    word beside a money word), ``subtotal`` -> None (not a whole word)."""
+    tokens = [t for t in name.rsplit(".", 1)[-1].lower().split("_") if t]
+    words = set(tokens)
+    for unit_words, unit in _TOKEN_UNITS:
+        if words & unit_words:
             return unit
+    codes = [t for t in tokens if t in _CODES]
+    if codes:
+        return codes[0].upper()
+    if words & _MONEY and not words & _NOT_MONEY:
+        return "currency"
+    if tokens and tokens[-1] in ("count", "qty", "num"):
+        return "count"
     return None
+
+
+MONEY_UNITS = frozenset({"cents", "currency"})
+
+
+def is_money(unit: str) -> bool:
+    """A unit that is an amount of money: cents, a currency code, CODE_cents, currency."""
+    return unit in MONEY_UNITS or unit.endswith("_cents") or bool(re.fullmatch(r"[A-Z]{3}", unit))

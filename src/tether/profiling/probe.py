@@ -54,7 +54,26 @@ def recheck_by(project: Project, prof: ProductProfile) -> str | None:
     days = dt.timedelta(days=project.config.profiling.dormant_after_days)
     seen = [e.last_seen for c in prof.columns for e in c.enum or []
             if e.last_seen is not None and not e.deprecated]
-    return (min(seen) + days).isoformat() if seen else None
+    if not seen:
+        return None
+    due = min(seen) + days
+    newest = _newest(prof)
+    if newest is not None and newest < due:
+        # dormancy counts from min(clock, newest): until a newer row arrives (which the probe
+        # sees), the clock passing `due` changes nothing
+        return None
+    return due.isoformat()
+
+
+def _newest(prof: ProductProfile) -> dt.datetime | None:
+    """The newest value of the profile's timestamp column, when it is a time."""
+    if prof.timestamp_column is None:
+        return None
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        value = prof.column(prof.timestamp_column).max
+        found = dt.datetime.fromisoformat(str(value))
+        return found if found.tzinfo else found.replace(tzinfo=dt.UTC)
+    return None
 
 
 def _tracked(prof: ProductProfile | None) -> list[str]:

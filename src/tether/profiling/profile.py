@@ -355,11 +355,15 @@ def _assemble(
             prof.never_negative = float(prof.min) >= 0
         out.append(prof)
     now = project.now()
+    newest = next((_aware(scalar[i].get("max"), tz) for i, c in enumerate(leaves)
+                   if c.name == ts), None)
+    # dormancy counts from the earlier of the clock and the product's own newest time: on
+    # historical data (nothing after 2013) a value seen in the last month of the data is live
+    dormant = dormancy_reference(now, newest) - dt.timedelta(days=cfg.dormant_after_days)
     for i in enum_candidates(product, leaves, out, cfg):
         if i not in groups:  # exact count from the scan, but above exact_distinct_below
             continue
         _, values = groups[i]
-        dormant = now - dt.timedelta(days=cfg.dormant_after_days)
         out[i].enum = sorted(
             (
                 EnumValue(
@@ -379,6 +383,12 @@ def _assemble(
 
 def _zone(name: str) -> dt.tzinfo:
     return dt.UTC if name.upper() == "UTC" else zoneinfo.ZoneInfo(name)
+
+
+def dormancy_reference(now: dt.datetime, newest: dt.datetime | None) -> dt.datetime:
+    """The time dormancy is measured from: the earlier of the clock and the product's newest
+    metric time (never the wall clock alone: old data is not dormant data)."""
+    return min(now, newest) if newest is not None else now
 
 
 def _aware(value: Any, tz: dt.tzinfo) -> dt.datetime | None:

@@ -63,19 +63,32 @@ def _says_load(name: str) -> bool:
     return any(w.startswith(_LOAD_WORDS) for w in re.split(r"[^a-z0-9]+", name.lower()) if w)
 
 
+_KEY_KINDS = ("string", "integer", "uuid")
+"""Kinds a single-column key may have (a float or a time that happens to be unique is not one)."""
+_KEY_COLUMNS_CHECKED = 12
+
+
 def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> list[str]:
+    """A single column that is unique and non-null in the data, checked in the engine in one
+    query: id-like names first (``id``, ``<table>_id``, then ``*_id``, ``*_code``, ...), then
+    the table's columns in order. Empty when no column is (or the table has no rows)."""
     singular = table.rsplit(".", 1)[-1].rstrip("s")
-    names = [c.name for c in cols]
+    names = [c.name for c in cols if c.kind in _KEY_KINDS and "." not in c.name]
     order = [n for n in ("id", f"{singular}_id", f"{table}_id") if n in names]
-    order += [n for n in names if n.endswith("_id") and n not in order]
-    for name in order[:3]:
+    order += [n for n in names if _ID_SUFFIX.search(n) and n not in order]
+    order += [n for n in names if n not in order]
+    order = order[:_KEY_COLUMNS_CHECKED]
+    if not order:
+        return []
+    exprs: list[exp.Expr] = [exp.func("COUNT", exp.Star())]
+    for name in order:
         ref = exp.column(name, quoted=True)
-        q = exp.select(
-            exp.func("COUNT", exp.Star()),
-            exp.func("COUNT", ref.copy()),
-            exp.Count(this=exp.Distinct(expressions=[ref.copy()])),
-        ).from_(rel.copy())
-        n, non_null, distinct = src.query(q)[0]
+        exprs += [exp.func("COUNT", ref.copy()),
+                  exp.Count(this=exp.Distinct(expressions=[ref.copy()]))]
+    row = src.query(exp.select(*exprs).from_(rel.copy()))[0]
+    n = row[0]
+    for i, name in enumerate(order):
+        non_null, distinct = row[1 + 2 * i], row[2 + 2 * i]
         if n and n == non_null == distinct:
             return [name]
     return []
@@ -159,14 +172,17 @@ def _q(s: str) -> str:
     return s if re.fullmatch(r"[A-Za-z_][\w.]*", s) else '"' + s.replace('"', '\\"') + '"'
 
 
-def render_starter(url: str, products: list[StarterProduct]) -> str:
-    """The commented starter tether.yaml."""
+def render_starter(url: str, products: list[StarterProduct], schema: str | None = None,
+                   user: str | None = None) -> str:
+    """The commented starter tether.yaml. With ``user``, it serves as written: one example
+    role that sees every tool with no row filter, and that user in it."""
+    source = f"url: {_q(url)}" + (f", schema: {_q(schema)}" if schema else "")
     lines = [
         "# tether.yaml written by `tether init`. Lines marked '# inferred: confirm' are guesses",
         "# from the data: check each, then delete the marker. Reference: docs/config.md",
         "",
         "sources:",
-        f"  main: {{url: {_q(url)}}}",
+        f"  main: {{{source}}}",
         "",
         "products:",
     ]
@@ -179,7 +195,7 @@ def render_starter(url: str, products: list[StarterProduct]) -> str:
             lines.append(pk + (f"  {INFERRED} (unique and non-null in the data)"
                                if p.pk_inferred else ""))
         else:
-            lines.append("    # primary_key: []  # no declared key and no unique id column found")
+            lines.append("    # primary_key: []  # no declared key and no unique, non-null column found")
         if p.time_columns:
             lines.append("    time_columns:")
             for col, (tz, guess) in p.time_columns.items():
@@ -203,8 +219,22 @@ def render_starter(url: str, products: list[StarterProduct]) -> str:
         for pattern, scheme in schemes.items():
             lines.append(f"  {_q(scheme)}: {{pattern: {_json_str(pattern)}}}  {INFERRED}")
         lines.append("")
+    if user:
+        lines += [
+            "policies:",
+            "  roles:",
+            "    # An example role: every tool, every row, no masks. Narrow it (tools, tables,",
+            "    # row_filters, masks; docs/config.md) before anyone else uses this project.",
+            "    everything:",
+            "      description: Sees every tool and every row (the example role of `tether init`).",
+            '      tools: ["*"]',
+            "  users:",
+            "    # The person who ran `tether init`; add one entry per person or program.",
+            f"    {_q(user)}: {{role: everything}}",
+            "",
+        ]
     lines += [
-        "# glossary:, metrics:, calendars:, policies:, lineage: -- add what your business means;",
+        "# glossary:, metrics:, calendars:, lineage: -- add what your business means;",
         "# see docs/config.md and the demo's tether.yaml (`tether demo init`) for a full example.",
         "",
     ]

@@ -1,4 +1,7 @@
-"""Unit hints: tether.yaml first, then the glossary, then the column's name and the values."""
+"""Unit hints: tether.yaml first, then the glossary, then the column's name and the values.
+
+A unit is stated only from evidence; a numeric column none of these speaks for has no unit hint,
+and the tool says so ("no known unit") instead of guessing."""
 
 from __future__ import annotations
 
@@ -19,6 +22,9 @@ def unit_hints(project: Project, product: str, profiles: list[ColumnProfile]) ->
         facts = p.columns.get(name)
         if facts and facts.unit:
             prof.unit_hint, prof.unit_evidence = facts.unit, "config"
+        elif facts and facts.unit_column:  # per row: the template, e.g. {currency}_cents
+            prof.unit_hint = facts.unit_format.replace("{value}", "{" + facts.unit_column + "}")
+            prof.unit_evidence = f"config; each row's {facts.unit_column}"
         elif name in glossary and prof.column.kind in ("integer", "decimal", "float"):
             prof.unit_hint, prof.unit_evidence = glossary[name], "glossary"
         elif prof.column.kind in ("integer", "decimal", "float"):

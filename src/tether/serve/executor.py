@@ -319,17 +319,24 @@ class Executor:
         if key not in self._sql_text:
             query, _ = compile_plan(plan, args, config, self.project.now())
             assert isinstance(query, exp.Select)
-            if call.args.get("cursor"):
+            if call.args.get("cursor") and plan.paging == "keyset":
                 keys = [qualified(k) for k in plan.order_by]
                 marks = [exp.Placeholder(this=f"k{i}") for i in range(len(keys))]
                 query = query.where(exp.GT(this=exp.Tuple(expressions=keys),
                                            expression=exp.Tuple(expressions=marks)))
+            elif call.args.get("cursor"):  # no key: the rows before this page are skipped
+                query = query.offset(exp.Placeholder(this="k0"))
             secured, _ = self.secure(query, call.user)
             self._sql_text[key] = (src.render(secured), src.display(secured))
         params.update(self.relation(call.user, product).params)
+        last: list[Any] = []
         if call.args.get("cursor"):
             last = pagination.decode(self.cursor_key, str(call.args["cursor"]), call.user,
                                      call.tool, call.version, call.args)
+            if plan.paging == "offset" and (len(last) != 1 or not isinstance(last[0], int)
+                                            or last[0] < 0):
+                raise pagination.CursorError("this cursor is not one of this tool's: ask for "
+                                             "the first page again")
             params.update({f"k{i}": v for i, v in enumerate(last)})
         limit = int(params["limit"]) - 1
         run_text, shown_text = self._sql_text[key]
@@ -338,10 +345,13 @@ class Executor:
         truncated = got.capped is not None
         next_cursor = None
         if truncated and got.rows:
-            pk = [k.rsplit(".", 1)[-1] for k in plan.order_by]
-            last_raw = dict(zip(got.names, got.rows[-1], strict=True))
+            if plan.paging == "offset":
+                mark = [(last[0] if last else 0) + len(got.rows)]
+            else:
+                last_raw = dict(zip(got.names, got.rows[-1], strict=True))
+                mark = [last_raw[k.rsplit(".", 1)[-1]] for k in plan.order_by]
             next_cursor = pagination.encode(self.cursor_key, call.user, call.tool, call.version,
-                                            call.args, [last_raw[k] for k in pk])
+                                            call.args, mark)
         out = self._result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
                            paged=True)
         if got.capped == "bytes":

@@ -37,14 +37,33 @@ def humanize(name: str) -> str:
 
 
 def plural(noun: str) -> str:
-    return noun if noun.endswith("s") else noun + "s"
+    """``order line`` -> ``order lines``, ``category`` -> ``categories``, ``box`` -> ``boxes``."""
+    if noun.endswith("s") and not noun.endswith("ss"):
+        return noun
+    if re.search(r"[^aeiou]y$", noun):
+        return noun[:-1] + "ies"
+    if re.search(r"(ss|x|z|ch|sh)$", noun):
+        return noun + "es"
+    return noun + "s"
+
+
+def singular(noun: str) -> str:
+    """``categories`` -> ``category``, ``addresses`` -> ``address``, ``airlines`` -> ``airline``."""
+    if re.search(r"[^aeiou]ies$", noun):
+        return noun[:-3] + "y"
+    if re.search(r"(ss|x|z|ch|sh)es$", noun):
+        return noun[:-2]
+    if noun.endswith("s") and not noun.endswith(("ss", "us", "is")):
+        return noun[:-1]
+    return noun
 
 
 def grain_noun(grain: str | None, fallback: str) -> str:
-    """``one row per order line`` -> ``order line``."""
+    """``one row per order line`` -> ``order line``; without a grain, the table name's
+    singular (``order_lines`` -> ``order line``)."""
     if grain:
         return re.sub(r"^one row per\s+", "", grain.strip().rstrip("."), flags=re.I)
-    return fallback.rstrip("s")
+    return singular(fallback.replace("_", " "))
 
 
 def enum_note(c: ColumnProfile) -> str | None:

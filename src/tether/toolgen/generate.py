@@ -8,6 +8,7 @@ name, schemas built in a fixed order.
 
 from __future__ import annotations
 
+import calendar
 import datetime as dt
 import re
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from tether.context.calendar import PERIOD_PATTERN, quarter_of
 from tether.context.profile import ColumnProfile, ProductProfile
 from tether.errors import ConfigError
 from tether.policy import restricted_columns
+from tether.profiling.formats import is_money
 from tether.sources import dialect_of
 from tether.toolgen.describe import (
     enum_note,
@@ -29,6 +31,7 @@ from tether.toolgen.describe import (
     json_type,
     plural,
     sentence,
+    singular,
     split_sentences,
 )
 from tether.toolgen.model import (
@@ -131,9 +134,8 @@ def _field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
     if scheme and scheme != leaf:
         notes.append(f"{scheme} identifier")
     if c.column.kind in ("integer", "decimal", "float"):
-        keyish = leaf in p.primary_key or leaf in p.identifiers
-        notes.append("key, no unit" if keyish and not c.unit_hint
-                     else f"unit: {c.unit_hint or _count_unit(leaf)}")
+        notes.append(unit_note(c.unit_hint, keyish=leaf in p.primary_key
+                               or leaf in p.identifiers))
     if notes:
         schema["description"] = sentence("; ".join(notes))
     if c.column.nullable:  # the schema's promise, not this week's data
@@ -150,8 +152,21 @@ def size_words(n: int) -> str:
     return f"{n} bytes"
 
 
-def _count_unit(column: str) -> str:
-    return "count" if re.search(r"(?:^|_)(count|qty|num|pct)$", column) else "number"
+NO_UNIT = "no known unit"
+
+
+def unit_note(unit: str | None, *, keyish: bool = False) -> str:
+    """What a numeric field's description says of its unit: the unit, ``unit: none`` for a
+    declared dimensionless value, "key, no unit", or, without evidence, that no unit is known
+    (lint item 6 counts that as a lost point; nothing is invented)."""
+    if unit == "none":
+        return "dimensionless (unit: none)"
+    if unit and "{" in unit:
+        column = unit[unit.index("{") + 1:unit.index("}")]
+        return f"unit: {unit} (from each row's {column})"
+    if unit:
+        return f"unit: {unit}"
+    return "key, no unit" if keyish else NO_UNIT
 
 
 def _output_rows(ctx: Ctx, product: str, cols: list[ColumnProfile]) -> dict[str, Any]:
@@ -192,8 +207,34 @@ def _filter_columns(p: ProductConfig, cols: list[ColumnProfile]) -> list[ColumnP
                               "not expose (unknown, restricted or the load-time column).",
                               hint="Filters: " + ", ".join(sorted(by_name)) + ".")
         return [by_name[n] for n in p.tool.filters]
+    key = p.primary_key[0] if len(p.primary_key) == 1 else None
     return [c for c in cols if c.column.name in p.identifiers
-            or (c.enum is not None and 2 <= len(c.enum) <= MAX_FILTER_ENUM)]
+            or (c.column.name == key and c.column.kind in _LOOKUP_KINDS)
+            or (c.enum is not None and len(c.enum) >= 2)]
+
+
+_LOOKUP_KINDS = ("string", "integer", "uuid", "decimal", "date")
+"""Kinds of a single-column key offered as a lookup parameter (one row by its key)."""
+EXAMPLES = 5
+"""Values shown for an enum above MAX_FILTER_ENUM (the parameter then has a pattern, not a list)."""
+
+
+def value_pattern(values: list[str]) -> str | None:
+    """A pattern every value fits, by character class and length (``^[A-Z0-9]{2}$`` for
+    two-character carrier codes), or None when the values are too long or too varied to say."""
+    if not values or max(map(len, values)) > 40:
+        return None
+    classes: list[str] = []
+    for test, cls in ((str.isupper, "A-Z"), (str.islower, "a-z"), (str.isdigit, "0-9")):
+        if any(test(ch) for v in values for ch in v):
+            classes.append(cls)
+    other = sorted({ch for v in values for ch in v if not (ch.isascii() and ch.isalnum())})
+    if any(not ch.isascii() for ch in other) or len(other) > 6:
+        return None
+    body = "".join(classes) + "".join(re.escape(ch) if ch != " " else " " for ch in other)
+    lo, hi = min(map(len, values)), max(map(len, values))
+    size = f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
+    return f"^[{body}]{size}$"
 
 
 def _param_name(p: ProductConfig, column: str) -> str:
@@ -222,8 +263,27 @@ def _param_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
     parent = _parent_product(ctx, product, leaf)
     if parent:
         notes.append(f"the {leaf} of {ctx.tool_names.get(parent, parent)} ({parent}.{leaf})")
-    if c.enum is not None and c.column.kind != "boolean":
+    key = p.primary_key[0] if len(p.primary_key) == 1 else None
+    if leaf == key:
+        notes.append(f"the key of {plural(grain_noun(p.grain, product))}: at most one row")
+    chosen = bool(p.tool and p.tool.filters and leaf in p.tool.filters)  # named in tether.yaml
+    if c.enum is not None and c.column.kind != "boolean" and (
+            chosen or len(c.enum) <= MAX_FILTER_ENUM):
         schema["enum"] = [e.value for e in c.enum]
+        note = enum_note(c)
+        if note:
+            notes.append(note.rstrip("."))
+    elif c.enum is not None and c.column.kind != "boolean":  # too many to list in the tool
+        values = [str(e.value) for e in c.enum]
+        pattern = value_pattern(values) if c.column.kind == "string" else None
+        if pattern:
+            schema["pattern"] = pattern
+        text = f"one of {len(values)} values in the data"
+        if not _scoped(ctx, product, leaf):  # a value every caller may see
+            top = sorted(c.enum, key=lambda e: (-(e.count or 0), str(e.value)))[:EXAMPLES]
+            schema["examples"] = [e.value for e in top]
+            text += ", e.g. " + ", ".join(str(e.value) for e in top)
+        notes.append(text)
         note = enum_note(c)
         if note:
             notes.append(note.rstrip("."))
@@ -289,6 +349,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     plan = QueryPlan(kind="list", product=name, source=ctx.project.source_name(name),
                      dialect=dialect, select=select.sql(dialect=dialect), filters=filters,
                      order_by=[f"{name}.{k}" for k in (p.primary_key or _sortable(cols))],
+                     paging="keyset" if p.primary_key else "offset",
                      max_rows=max_rows, default_rows=min(50, max_rows),
                      masks_apply_to=name)
     meta = _meta(ctx, "list", sentences, sources, [name],
@@ -331,8 +392,10 @@ def _alias_table(ctx: Ctx, product: str) -> exp.Expr:
 
 
 def _units_phrase(cols: list[ColumnProfile], p: ProductConfig) -> str:
-    units = sorted({c.unit_hint for c in cols if c.unit_hint and c.unit_hint not in ("percent",)})
-    parts = [f"amounts are in {join_words(units)}" if units else "no amounts"]
+    money = sorted({c.unit_hint for c in cols if c.unit_hint and is_money(c.unit_hint)})
+    per_row = sorted({c.unit_hint for c in cols if c.unit_hint and "{" in c.unit_hint})
+    parts = [f"amounts are in {join_words(money + per_row)}" if money or per_row
+             else "no amounts"]
     if p.time_columns:
         parts.append(f"times are {join_words(sorted(set(p.time_columns.values())))}")
     return ", ".join(parts)
@@ -341,12 +404,23 @@ def _units_phrase(cols: list[ColumnProfile], p: ProductConfig) -> str:
 def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile],
                        max_rows: int) -> list[Sentence]:
     noun = grain_noun(p.grain, name)
-    question = (p.tool.question if p.tool and p.tool.question else f"Which {plural(noun)} match")
-    s1 = f"{question.rstrip('?')}: one row per {noun}, narrowed by any parameter"
+    words = name.replace("_", " ")
+    if p.grain:
+        question, each = f"Which {plural(noun)} match", f"one row per {noun}"
+    elif words.endswith("s") and not words.endswith("ss"):  # a plural table name: a noun
+        question, each = f"Which {words} match", f"one row per {singular(words)}"
+    else:  # a mass noun ("weather", "inventory"): no plural is made up
+        question, each = f"Which rows of {words} match", "one row each"
+    if p.tool and p.tool.question:
+        question = p.tool.question
+    narrowed = bool(p.metric_time) or bool(_filter_columns(p, cols))
+    s1 = f"{question.rstrip('?')}: {each}" + (", narrowed by any parameter" if narrowed else "")
     siblings = _metric_siblings(ctx, name)
     if siblings:
         s1 += "; " + "; ".join(siblings)
-    out = [Sentence(text=sentence(s1), source="glossary")]
+    # written by a person (a grain or question in tether.yaml), else made from the table's name
+    said = "glossary" if p.grain or (p.tool and p.tool.question) else "schema"
+    out = [Sentence(text=sentence(s1), source=said)]
     out.append(Sentence(text=sentence(
         f"{_units_phrase(cols, p)}; read-only, at most {max_rows} rows or "
         f"{size_words(ctx.config.serve.max_result_bytes)} a page, cursor paging"),
@@ -474,9 +548,10 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         props["fiscal_quarter"] = {
             "type": "string", "pattern": PERIOD_PATTERN,
             "description": sentence(
-                f"Fiscal quarter FYyyyy-Qn; fiscal years start on the 1st of month "
-                f"{cal.start_month} and are named by the calendar year they {cal.year_named_by} "
-                f"in ({example.label} = {example.start}..{example.end - dt.timedelta(days=1)}); "
+                f"Fiscal quarter FYyyyy-Qn; fiscal years start on 1 "
+                f"{calendar.month_name[cal.start_month]} and are named by the calendar year "
+                f"they {cal.year_named_by} in ({example.label} = {example.start}.."
+                f"{example.end - dt.timedelta(days=1)}); "
                 "UTC; default: the current quarter"),
         }
     elif kind == "trailing":
@@ -496,7 +571,7 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         is_time = bool(unit and "timestamp" in unit)
         rows[mname] = ({"type": ["string", "null"], "format": "date-time"} if is_time
                        else {"type": "number"})
-        rows[mname]["description"] = sentence(f"{desc.rstrip('.')}; unit: {unit or 'number'}")
+        rows[mname]["description"] = sentence(f"{desc.rstrip('.')}; {unit_note(unit)}")
     max_rows = 1
     for prof in dim_profiles:
         max_rows *= len(prof.enum) if prof.enum else METRIC_MAX_ROWS

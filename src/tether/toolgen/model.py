@@ -50,7 +50,12 @@ class QueryPlan(_M):
     dialect: str = Field(default="duckdb", description="sqlglot dialect of the source.")
     select: str | None = Field(default=None, description="The SELECT, in that dialect.")
     filters: list[Filter] = Field(default_factory=list)
-    order_by: list[str] = Field(default_factory=list, description="Key for keyset pagination.")
+    order_by: list[str] = Field(default_factory=list, description="The listing's order: the "
+                                "primary key (keyset paging) or every plain column (offset).")
+    paging: Literal["keyset", "offset"] = Field(
+        default="offset", description="keyset: the cursor holds the last row's key (order_by is "
+        "a key); offset: the cursor holds how many rows came before, over an order by every "
+        "column, which is total up to identical rows (no key, NULLs and duplicates allowed).")
     max_rows: int = 200
     default_rows: int = 50
     window: Window | None = None
