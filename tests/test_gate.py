@@ -146,6 +146,12 @@ def test_approving_a_review_after_the_policy_moved_is_blocked(demo: Path) -> Non
      "does not compile", "orders"),
     (('orders: "sales_region = {{ user.region }}"', 'orders: "sales_region = = {{ user.region }}"'),
      "does not", "orders"),
+    # the freshness condition and a per-row unit are checked against the source too
+    (("freshness: {column: loaded_at}",
+      'freshness: {column: loaded_at, where: "loaded_at <= {{ clock }} AND lodaed_at > 0"}'),
+     "freshness condition of", "freshness"),
+    (("quantity: {unit: count}", "quantity: {unit_column: curency}"),
+     "declares column 'curency'", "unit_column"),
 ])
 def test_a_policy_naming_something_missing_fails_closed(demo_dir: Path, tmp_path: Path,
                                                         edit: tuple[str, str], says: str | None,

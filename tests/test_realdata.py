@@ -116,6 +116,9 @@ def _check_words_and_facts(project: Path, counts: dict[str, int]) -> None:
         for field, schema in rows.get("items", {}).get("properties", {}).items():
             assert not MONEY.search(str(schema.get("description", ""))), (name, field, schema)
         assert "weathers" not in d["description"] and "amounts are in" not in d["description"]
+        # a project with no glossary and no lineage: no sentence claims either
+        assert "glossary" not in d["description"] and "lineage" not in d["description"]
+        assert set(ctx["sources"].values()) <= {"schema", "samples", "policy"}, ctx["sources"]
     # a lookup by each table's unique key (inferred by init from the data)
     for table, key in (("airlines", "carrier"), ("airports", "faa"), ("planes", "tailnum")):
         props = tools[f"{table}_by_attributes"]["inputSchema"]["properties"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -392,3 +393,35 @@ def test_sigterm_on_stdio_flushes_the_call_log(project_dir: Path, tmp_path: Path
     proc.send_signal(signal.SIGTERM)  # stdin still open: no EOF, a signal
     assert proc.wait(timeout=20) == 0
     assert calls() == before + 1
+
+
+def test_a_freshness_condition_keeps_future_rows_out_of_as_of(demo_dir: Path,
+                                                              tmp_path: Path) -> None:
+    """A booking dated after the clock is not news of the data: with `where`, as_of is the
+    newest past event, and the evidence names the statement and the bound clock."""
+    import duckdb
+
+    d = tmp_path / "fresh"
+    d.mkdir()
+    shutil.copy(demo_dir / "warehouse.duckdb", d / "warehouse.duckdb")
+    shutil.copy(demo_dir / "tether.yaml", d / "tether.yaml")
+    with duckdb.connect(str(d / "warehouse.duckdb")) as con:
+        con.execute("UPDATE orders SET placed_at = TIMESTAMPTZ '2027-03-01 00:00:00+00' "
+                    "WHERE order_id = (SELECT min(order_id) FROM orders)")
+    p = d / "tether.yaml"
+    text = p.read_text()
+    marker = "    table: orders\n"
+    start = text.index(marker)
+    end = text.index("freshness: {column: loaded_at}", start)
+    p.write_text(text[:end] + 'freshness: {column: placed_at, where: "placed_at <= {{ clock }}"}'
+                 + text[end + len("freshness: {column: loaded_at}"):])
+    build(load_project(d))
+    server = TetherServer(load_project(d), stdio_user="fin.ana")
+    try:
+        _, (r,) = call_all(server, [("orders_by_status_and_customer", {"limit": 1})])
+    finally:
+        server.close()
+    as_of = dt.datetime.fromisoformat(r.structured_content["as_of"])
+    assert as_of <= CLOCK and as_of > CLOCK - dt.timedelta(days=2)
+    evidence = r.meta["tether/evidence"]
+    assert "<=" in evidence["as_of_sql"]

@@ -56,17 +56,37 @@ class SourceConfig(Model):
 # --- products ------------------------------------------------------------------------------------
 
 
+CLOCK_TEMPLATE = re.compile(r"\{\{\s*clock\s*\}\}")
+"""`{{ clock }}` in a freshness condition: the project clock, as a bound parameter."""
+
+
 class Freshness(Model):
     column: str | None = Field(default=None, description="Column whose max() is the data's as_of.")
+    where: str | None = Field(
+        default=None, description="SQL condition on the rows whose newest `column` is as_of, "
+        "e.g. `happened_at <= {{ clock }}` (the newest past event, not a future booking); "
+        "`{{ clock }}` is the project clock, bound as a parameter.")
     load_time: bool = Field(
         default=False, description="Use the time the source was last loaded when no column says."
     )
 
     @model_validator(mode="after")
     def _one(self) -> Freshness:
+        if self.where is not None and self.column is None:
+            raise ValueError("`where` needs `column`: it picks the rows whose newest column "
+                             "value is as_of")
         if (self.column is not None) != self.load_time:
             return self
         raise ValueError("give exactly one of `column: NAME` or `load_time: true`")
+
+    def condition(self, dialect: str) -> Any:
+        """The ``where`` condition as a sqlglot expression, ``{{ clock }}`` as the placeholder
+        ``:clock`` (None without one). Raises sqlglot's ParseError on bad SQL."""
+        if self.where is None:
+            return None
+        import sqlglot
+
+        return sqlglot.parse_one(CLOCK_TEMPLATE.sub(":clock", self.where), read=dialect)
 
 
 class ColumnFacts(Model):

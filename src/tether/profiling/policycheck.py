@@ -1,4 +1,5 @@
-"""The access policy checked against the source, so that a typo fails closed.
+"""The access policy (and the freshness conditions) checked against the source, so that a typo
+fails closed.
 
 tether.yaml loads only if the policy names declared products (config.py); here each rule checks
 what the file cannot know alone, against the columns the source really has: a mask or a
@@ -128,8 +129,36 @@ def hash_masks_supported(facts: Facts) -> list[Problem]:
     return out
 
 
+def freshness_conditions_compile(facts: Facts) -> list[Problem]:
+    """A freshness ``where`` runs on every result's as_of: compiled by the product's engine
+    now (the clock bound, no rows read), not on the first call."""
+    out = []
+    config = facts.project.config
+    for product, p in config.products.items():
+        if product not in facts.columns or p.freshness is None or p.freshness.where is None:
+            continue
+        try:
+            src = facts.source(product)
+            cond = p.freshness.condition(src.dialect)
+            base: exp.Expr = (src.table_expr(p.table) if p.table
+                              else src.sql_expr(p.sql or "", product))
+            base.set("alias", exp.TableAlias(this=exp.to_identifier(product, quoted=True)))
+            src.run(src.render(exp.select("1").from_(base).where(cond).limit(0)),
+                    {"clock": facts.project.now()})
+        except sqlglot.errors.SqlglotError as e:
+            problem = f"it does not parse ({str(e).splitlines()[0]})"
+        except TetherError as e:
+            problem = getattr(e, "reason", None) or e.message
+        else:
+            continue
+        out.append(Problem(("products", product, "freshness", "where"),
+                           f"the freshness condition of {product} does not compile on its "
+                           f"source: {problem}"))
+    return out
+
+
 RULES: tuple[Rule, ...] = (masks_name_columns, restricted_name_columns, row_filters_compile,
-                           hash_masks_supported)
+                           hash_masks_supported, freshness_conditions_compile)
 
 
 def check_policy(project: Project, columns: Mapping[str, Sequence[str]],

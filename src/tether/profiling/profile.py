@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+import sqlglot
 from sqlglot import exp
 
 from tether.config import ProductConfig, ProfilingConfig, Project
 from tether.context.profile import ColumnProfile, EnumValue, ProductProfile, ValueCount
 from tether.context.schema import Column, TypeKind
-from tether.errors import ProductError
+from tether.errors import ProductError, TetherError
 from tether.profiling.enums import enum_candidates
 from tether.profiling.fingerprint import schema_fingerprint
 from tether.profiling.formats import DEFAULT_FORMATS, FormatCheck, native_formats
@@ -89,12 +90,14 @@ def profile_product(
         ]
         note(f"{name}: counting values of {len(groupable)} low-cardinality columns")
         groups = _group_pass(src, relation, leaves, groupable, ts, cfg, row_count)
+        conditional = _conditional_as_of(project, src, relation, name)
     finally:
         if own:
             src.close()
     profiles = _assemble(project, name, product, leaves, row_count, scalar, groups, ts)
     fresh = product.freshness.column if product.freshness else None
-    as_of = next((c.max for c in profiles if fresh and c.column.name == fresh), None)
+    as_of = conditional if product.freshness and product.freshness.where else next(
+        (c.max for c in profiles if fresh and c.column.name == fresh), None)
     return ProductProfile(
         product=name,
         source=src.name,
@@ -150,6 +153,8 @@ def _check_declared(project: Project, name: str, p: ProductConfig, columns: list
     declared += [(("time_columns", c), c) for c in p.time_columns]
     declared += [(("identifiers", c), c) for c in p.identifiers]
     declared += [(("columns", c), c) for c in p.columns]
+    declared += [(("columns", c, "unit_column"), f.unit_column) for c, f in p.columns.items()
+                 if f.unit_column]
     if p.freshness and p.freshness.column:
         declared.append((("freshness", "column"), p.freshness.column))
     for loc, col in declared:
@@ -383,6 +388,25 @@ def _assemble(
 
 def _zone(name: str) -> dt.tzinfo:
     return dt.UTC if name.upper() == "UTC" else zoneinfo.ZoneInfo(name)
+
+
+def _conditional_as_of(project: Project, src: Source, relation: exp.Expr, name: str) -> Any:
+    """The newest freshness value among the rows its ``where`` keeps (None without one); a
+    condition the engine rejects is an error naming its line in tether.yaml."""
+    f = project.config.products[name].freshness
+    if f is None or f.column is None or f.where is None:
+        return None
+    try:
+        q = exp.select(exp.func("MAX", _col(f.column))).from_(_aliased(relation)).where(
+            f.condition(src.dialect))
+        return src.query(q, {"clock": project.now()})[0][0]
+    except (sqlglot.errors.SqlglotError, TetherError) as e:
+        reason = (getattr(e, "reason", None) or getattr(e, "message", None)
+                  or str(e).splitlines()[0])
+        raise ProductError(f"the freshness condition of {name} does not compile on its source: "
+                           f"{reason}", where=project.where("products", name, "freshness", "where"),
+                           hint="Fix products.*.freshness.where; it may name the product's "
+                           "columns and {{ clock }}.") from None
 
 
 def dormancy_reference(now: dt.datetime, newest: dt.datetime | None) -> dt.datetime:

@@ -437,8 +437,13 @@ class Executor:
             src = self.source(p.source)
             rel = self.relation(user, product)
             params |= rel.params
-            parts.append(exp.select(exp.func("MAX", exp.column(
-                p.freshness.column, table="q", quoted=True)).as_("v")).from_(rel.subquery("q")))
+            part = exp.select(exp.func("MAX", exp.column(
+                p.freshness.column, table="q", quoted=True)).as_("v")).from_(rel.subquery("q"))
+            cond = p.freshness.condition(src.dialect)
+            if cond is not None:
+                part = part.where(cond)
+                params["clock"] = self.project.now()
+            parts.append(part)
         if src is None or not parts:
             return None, {}
         if len(parts) == 1:
@@ -474,7 +479,12 @@ class Executor:
             rel = self.relation(user, product)
             q = exp.select(exp.func("MAX", exp.column(p.freshness.column, table="q",
                                                       quoted=True))).from_(rel.subquery("q"))
-            raw = src.run(src.render(q), rel.params, self.timeout)[0][0]
+            params = dict(rel.params)
+            cond = p.freshness.condition(src.dialect)
+            if cond is not None:  # the newest past event, not a future booking
+                q = q.where(cond)
+                params["clock"] = self.project.now()
+            raw = src.run(src.render(q), params, self.timeout)[0][0]
             if isinstance(raw, dt.datetime):
                 value = raw if raw.tzinfo else raw.replace(tzinfo=dt.UTC)
         elif p.freshness and p.freshness.load_time:

@@ -699,11 +699,15 @@ def _lookalike_columns(ctx: Ctx, m: MetricConfig) -> list[str]:
 
 def probe_tool(ctx: Ctx) -> GeneratedTool:
     products = sorted(ctx.profiles)
+    parts = ["every column with its type, meaning and sample values"]
+    if ctx.config.glossary:  # only what this project has to tell
+        parts.append("the glossary terms that govern it")
+    if ctx.config.lineage:
+        parts.append("its upstream lineage")
     sentences = [
         Sentence(text=sentence(
-            "Explains one data product on request: every column with its type, meaning and "
-            "sample values, the glossary terms that govern it and its upstream lineage; use it "
-            "when a field's meaning is unclear, before the other tools"), source="schema"),
+            f"Explains one data product on request: {join_words(parts)}; use it when a "
+            "field's meaning is unclear, before the other tools"), source="schema"),
         Sentence(text=sentence(
             "No amounts, units are given per column; read-only, at most 1 product per call, "
             "no pagination, restricted columns are never listed"), source="policy"),
