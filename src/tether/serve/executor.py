@@ -448,9 +448,9 @@ class Executor:
             return None, {}
         if len(parts) == 1:
             return src.display(parts[0]), params
-        union = parts[0]
-        for part in parts[1:]:
-            union = exp.union(union, part, distinct=False)
+        union: exp.Expr = parts[0]
+        for other in parts[1:]:
+            union = exp.union(union, other, distinct=False)
         q = exp.select(exp.func("MIN", exp.column("v", table="t"))).from_(
             exp.Subquery(this=union, alias=exp.TableAlias(this=exp.to_identifier("t"))))
         return src.display(q), params
