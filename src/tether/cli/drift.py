@@ -14,8 +14,8 @@ from rich.table import Table
 from tether.cli.options import JsonOpt, ProjectOpt
 from tether.cli.output import out, print_json, progress
 from tether.config import Project, load_project
+from tether.drift.check import CheckResult, decide
 from tether.drift.check import check as run_check
-from tether.drift.check import decide
 from tether.drift.publish import open_registry
 from tether.errors import ConfigError
 
@@ -49,18 +49,58 @@ def check(project: Path = ProjectOpt, as_json: bool = JsonOpt,
         for e in result.events:
             out.print(f"event {escape(e['kind'])}: {escape(e['subject'])} "
                       f"{escape(json.dumps(e['details'], default=str))[:160]}")
-        t = Table(show_edge=False, header_style="bold")
-        for h in ("tool", "outcome", "version", "change", "note"):
-            t.add_column(h, overflow="fold")
-        for o in result.outcomes:
-            if o.outcome == "unchanged":
-                continue
-            t.add_row(o.tool, o.outcome + (f" (review {o.review})" if o.review else ""),
-                      o.version or "", f"{o.change_level or ''} {o.change_kind or ''}",
-                      escape(o.change_note or ""))
-        out.print(t)
+        _outcomes(result)
         out.print(f"{len(result.events)} events; exit {code}")
     sys.exit(code)
+
+
+def _outcomes(result: CheckResult) -> None:
+    t = Table(show_edge=False, header_style="bold")
+    for h in ("tool", "outcome", "version", "change", "note"):
+        t.add_column(h, overflow="fold")
+    for o in result.outcomes:
+        if o.outcome == "unchanged":
+            continue
+        t.add_row(o.tool, o.outcome + (f" (review {o.review})" if o.review else ""),
+                  o.version or "", f"{o.change_level or ''} {o.change_kind or ''}",
+                  escape(o.change_note or ""))
+    out.print(t)
+
+
+def _finish(result: CheckResult, as_json: bool) -> None:
+    code = result.exit_code
+    if as_json:
+        print_json(result.to_json())
+    else:
+        _outcomes(result)
+        for rid in result.reviews:
+            out.print(f"review {rid} waits: tether review approve {rid} --as NAME (or reject)")
+        out.print(f"exit {code}")
+    sys.exit(code)
+
+
+def retire(tool: str = typer.Argument(..., help="The published tool to retire."),
+           reason: str = typer.Option(None, "--reason", help="Why, in a few words (shown to "
+                                      "models while the tool is still served)."),
+           project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
+    """Retire a published tool: a new major version says why, is served for
+    drift.deprecation_days once published, then is gone. A removal is breaking, so a named
+    person approves it (exit 11); blocked (12) if it exposes a restricted column."""
+    from tether.drift.retire import retire_tool
+
+    _finish(retire_tool(load_project(project), tool, reason), as_json)
+
+
+def rollback(tool: str = typer.Argument(..., help="The published tool."),
+             to: str = typer.Option(..., "--to", help="The version whose definition to "
+                                    "publish again."),
+             project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
+    """Publish an earlier version's definition of TOOL as a new version, through the gate:
+    exit 10 published, 11 waits for review (a breaking difference), 12 blocked, 2 error.
+    Revert tether.yaml too, or the next check proposes the newer definition again."""
+    from tether.drift.retire import rollback_tool
+
+    _finish(rollback_tool(load_project(project), tool, to), as_json)
 
 
 review_app = typer.Typer(help="Changes that wait for a named human.", no_args_is_help=True)

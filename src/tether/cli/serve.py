@@ -123,13 +123,18 @@ def versions(tool: str = typer.Argument(..., help="Tool name."), project: Path =
 
     days = proj.config.drift.deprecation_days
     rows = []
+    from tether.drift.retire import retired_info
+
     for v, nxt in zip(found, [*found[1:], None], strict=True):
-        until = (dt.datetime.fromisoformat(nxt.published_at) + dt.timedelta(days=days)
-                 ).date().isoformat() if nxt else None
+        retired = nxt is None and retired_info(v.definition) is not None
+        ends = nxt.published_at if nxt else v.published_at if retired else None
+        until = (dt.datetime.fromisoformat(ends) + dt.timedelta(days=days)
+                 ).date().isoformat() if ends else None
         rows.append({"version": v.version, "published_at": v.published_at,
                      "change_level": ToolContext.of(v.definition).change_level,
                      "served_until": until,
-                     "status": "current" if nxt is None else "deprecated"})
+                     "status": "retired" if retired else "current" if nxt is None
+                     else "deprecated"})
     if as_json:
         print_json(rows)
         return

@@ -117,8 +117,7 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
     waiting = {(t["name"], t["hash"]): (r["id"], r["status"]) for r in open_reviews
                for t in r["body"]["tools"]}
     result = CheckResult(events=events)
-    routes: dict[str, list[tuple[GeneratedTool, dict[str, Any], Outcome]]] = {
-        "auto": [], "human": [], "blocked": []}
+    routes: Routes = {"auto": [], "human": [], "blocked": []}
     for t in tools:
         wire = t.wire()
         prev = current.get(t.name)
@@ -140,27 +139,11 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
             outcome.outcome = "blocked" if held[1] == "blocked" else "pending"
             result.outcomes.append(outcome)
             continue
-        routes[route].append((t, wire, outcome))
+        routes[route].append(Candidate(t.name, t.plan.model_dump(mode="json"), wire, outcome))
         result.outcomes.append(outcome)
-    if routes["auto"]:
-        kinds = sorted({o.change_kind or "" for _, _, o in routes["auto"]})
-        rule = f"auto: {'+'.join(kinds)}"
-        result.publication = registry.publish(
-            [NewVersion(t.name, o.version or FIRST, w, t.plan.model_dump(mode="json"))
-             for t, w, o in routes["auto"]], rule, now)
-        audit.record(project, [v.definition for v in registry.current().values()],
-                     audit.message(rule, {t.name: o.change_note for t, _, o in routes["auto"]}))
-    for route in ("human", "blocked"):
-        if routes[route]:
-            body = _review_body(routes[route], current, old, new, events)
-            rid = registry.add_review(route, "pending" if route == "human" else "blocked",
-                                      body, now)
-            result.reviews.append(rid)
-            for _, _, o in routes[route]:
-                o.review = rid
-            if route == "blocked":
-                gate.page_blocked(project, rid, [t.name for t, _, _ in routes[route]])
-    export(project.root / TOOLS_DIR, [v.definition for v in registry.current().values()])
+    _retire_vanished(project, {t.name for t in tools}, current, open_reviews, restricted,
+                     routes, result)
+    dispatch(project, registry, routes, result, current, old, new, events)
     clean = all(o.outcome == "unchanged" for o in result.outcomes)
     # the events and the state they were detected against land in one transaction: a check
     # killed before it records nothing, and the next one detects the same events once
@@ -168,6 +151,101 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
         "key": key, "publication": registry.latest_publication(), "clean": clean}}, now,
         events=events)
     return result
+
+
+@dataclass
+class Candidate:
+    """A version on its way through the gate: the tool, its plan, its wire definition."""
+
+    name: str
+    plan: dict[str, Any]
+    wire: dict[str, Any]
+    outcome: Outcome
+    retire: bool = False
+
+
+Routes = dict[str, list[Candidate]]
+
+
+def dispatch(project: Project, registry: Registry, routes: Routes, result: CheckResult,
+             current: dict[str, Any], old: dict[str, Any], new: dict[str, Any],
+             events: list[Event], rule: str | None = None) -> None:
+    """What every publisher does with the gate's routes: publish the auto ones in one
+    publication, open one review for those a person decides and one (paged) for the blocked
+    ones, and export the tools now current."""
+    now = project.now()
+    if routes["auto"]:
+        kinds = sorted({c.outcome.change_kind or "" for c in routes["auto"]})
+        rule = rule or f"auto: {'+'.join(kinds)}"
+        result.publication = registry.publish(
+            [NewVersion(c.name, c.outcome.version or FIRST, c.wire, c.plan)
+             for c in routes["auto"]], rule, now)
+        audit.record(project, [v.definition for v in registry.current().values()],
+                     audit.message(rule, {c.name: c.outcome.change_note for c in routes["auto"]}))
+    for route in ("human", "blocked"):
+        if routes[route]:
+            body = _review_body(routes[route], current, old, new, events)
+            rid = registry.add_review(route, "pending" if route == "human" else "blocked",
+                                      body, now)
+            result.reviews.append(rid)
+            for c in routes[route]:
+                c.outcome.review = rid
+            if route == "blocked":
+                gate.page_blocked(project, rid, [c.name for c in routes[route]])
+    export(project.root / TOOLS_DIR, served_definitions(project, registry))
+
+
+def served_definitions(project: Project, registry: Registry) -> list[dict[str, Any]]:
+    """The current definition of every tool that is still served (a retired tool's, until its
+    window ends): what tools/ holds."""
+    from tether.drift.retire import retired_info
+
+    days = dt.timedelta(days=project.config.drift.deprecation_days)
+    out = []
+    for v in registry.current().values():
+        if retired_info(v.definition) and project.now() > (
+                dt.datetime.fromisoformat(v.published_at) + days):
+            continue
+        out.append(v.definition)
+    return out
+
+
+def _retire_vanished(project: Project, generated: set[str], current: dict[str, Any],
+                     open_reviews: list[dict[str, Any]], restricted: gate.Restricted,
+                     routes: Routes, result: CheckResult) -> None:
+    """A published tool that tether.yaml no longer generates (renamed, its product removed) is
+    retired through a review: a person decides, and it is served for its window meanwhile."""
+    from tether.drift.retire import retired_info
+
+    asked = {t["name"] for r in open_reviews for t in r["body"]["tools"] if t.get("retire")}
+    for name, prev in sorted(current.items()):
+        if name in generated or retired_info(prev.definition):
+            continue
+        if name in asked:
+            held = next(r for r in open_reviews for t in r["body"]["tools"]
+                        if t.get("retire") and t["name"] == name)
+            result.outcomes.append(Outcome(name, "blocked" if held["status"] == "blocked"
+                                           else "pending", prev.version, "major", "breaking",
+                                           review=held["id"]))
+            continue
+        candidate = retire_candidate(project, prev, f"{name} is no longer generated from "
+                                     "tether.yaml (renamed, or its product or metric removed)",
+                                     restricted)
+        routes["blocked" if candidate.outcome.outcome == "blocked" else "human"].append(candidate)
+        result.outcomes.append(candidate.outcome)
+
+
+def retire_candidate(project: Project, prev: Any, reason: str,
+                     restricted: gate.Restricted) -> Candidate:
+    """The retirement of ``prev``'s tool as a gate candidate: a person decides (a removal is
+    breaking); blocked if the definition it keeps serving exposes a restricted column."""
+    from tether.drift.retire import retirement
+
+    wire, version = retirement(prev, reason, project.now())
+    blocked = bool(gate.exposes(wire, restricted))
+    outcome = Outcome(prev.name, "blocked" if blocked else "pending", version, "major",
+                      "breaking", f"Retired: {reason}.")
+    return Candidate(prev.name, prev.plan, wire, outcome, retire=True)
 
 
 def sticky_restrictions(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:
@@ -268,24 +346,24 @@ def _stamp(wire: dict[str, Any], version: str, supersedes: str | None, level: st
     wire["_meta"][META_KEY] = head | {k: v for k, v in ctx.items() if k not in head}
 
 
-def _review_body(items: list[tuple[GeneratedTool, dict[str, Any], Outcome]],
-                 current: dict[str, Any], old: dict[str, Any], new: dict[str, Any],
-                 events: list[Event]) -> dict[str, Any]:
+def _review_body(items: list[Candidate], current: dict[str, Any], old: dict[str, Any],
+                 new: dict[str, Any], events: list[Event]) -> dict[str, Any]:
     """One review object: the candidate versions and the three diffs (schema, description,
     policy projection)."""
     tools, schema, description, policy = [], {}, {}, {}
-    for t, wire, o in items:
-        prev = current[t.name].definition if t.name in current else {}
-        tools.append({"name": t.name, "version": o.version, "hash": content_hash(wire),
-                      "definition": wire, "plan": t.plan.model_dump(mode="json"),
+    for c in items:
+        wire, o = c.wire, c.outcome
+        prev = current[c.name].definition if c.name in current else {}
+        tools.append({"name": c.name, "version": o.version, "hash": content_hash(wire),
+                      "definition": wire, "plan": c.plan, "retire": c.retire,
                       "change_level": o.change_level, "change_kind": o.change_kind,
                       "change_note": o.change_note})
-        schema[t.name] = _schema_diff(prev, wire)
-        description[t.name] = "\n".join(difflib.unified_diff(
+        schema[c.name] = _schema_diff(prev, wire)
+        description[c.name] = "\n".join(difflib.unified_diff(
             _sentences(prev.get("description", "")), _sentences(wire["description"]),
             "published", "candidate", lineterm=""))
         products = wire["_meta"][META_KEY].get("products", [])
-        policy[t.name] = {k: {"before": old.get(k), "after": new.get(k)}
+        policy[c.name] = {k: {"before": old.get(k), "after": new.get(k)}
                           for k in sorted(new) if k.startswith("policy:")
                           and k.rsplit(":", 1)[1] in products and old.get(k) != new.get(k)}
     return {"tools": tools, "diffs": {"schema": schema, "description": description,
@@ -351,7 +429,7 @@ def decide(project: Project, review_id: int, approve: bool, by: str) -> int | No
                          audit.message(f"review {review_id} approved by {by}",
                                        {t["name"]: t["change_note"]
                                         for t in review["body"]["tools"]}))
-        export(project.root / TOOLS_DIR, [v.definition for v in registry.current().values()])
+        export(project.root / TOOLS_DIR, served_definitions(project, registry))
         return pid
     finally:
         registry.close()

@@ -33,6 +33,7 @@ from tether.config import Project
 from tether.context.meta import CONTEXT_KEY, EVIDENCE_KEY, ToolContext
 from tether.drift import gate
 from tether.drift.publish import open_registry
+from tether.drift.retire import retired_info
 from tether.errors import ConfigError, TetherError
 from tether.keyfile import load_secret
 from tether.policy.entitle import REFUSAL_META, MaskKey, table_allowed
@@ -53,7 +54,7 @@ class Version:
     version: str
     definition: dict[str, Any]
     plan: QueryPlan
-    served_until: dt.datetime | None = None  # set on superseded versions
+    served_until: dt.datetime | None = None  # superseded versions, and a retired tool
     successor: str | None = None
 
 
@@ -162,6 +163,17 @@ class TetherServer:
                 prev.definition = {**prev.definition, "description": (
                     f"{prev.definition.get('description', '')} Deprecated: served until "
                     f"{prev.served_until:%Y-%m-%d}; use version {v.version}.")}
+        for vs in by_name.values():
+            last = vs[-1]
+            info = retired_info(last.definition)
+            if info is None:
+                continue
+            published = next(v.published_at for v in versions
+                             if (v.name, v.version) == (last.name, last.version))
+            last.served_until = dt.datetime.fromisoformat(published) + dt.timedelta(days=days)
+            last.definition = {**last.definition, "description": (
+                f"{last.definition.get('description', '')} Served until "
+                f"{last.served_until:%Y-%m-%d}, then removed.")}
         self.current = {n: vs[-1] for n, vs in by_name.items()}
         self.history = {(v.name, v.version): v for vs in by_name.values() for v in vs}
         self.publication = latest
@@ -198,8 +210,11 @@ class TetherServer:
     def _compute_visible(self, user: str) -> list[Version]:
         config = self.project.config
         out = []
+        now = self.clock()
         for name, v in sorted(self.current.items()):
             if not tool_visible(config, user, name):
+                continue
+            if v.served_until is not None and now > v.served_until:  # retired, window over
                 continue
             products = ToolContext.of(v.definition).products
             if v.plan.kind != "probe" and not all(
@@ -299,6 +314,12 @@ class TetherServer:
     def _version_for(self, user: str, name: str, pin: Any) -> Version:
         shown = {v.name: v for v in self.visible(user)}
         if name not in shown:
+            gone = self.current.get(name)
+            if (gone is not None and gone.served_until is not None
+                    and tool_visible(self.project.config, user, name)):
+                info = retired_info(gone.definition) or {}
+                raise ToolError(f"{name} was retired on {gone.served_until:%Y-%m-%d} "
+                                f"({info.get('reason', 'no longer served')})")
             raise ToolError(f"unknown tool {name[:100]!r}")
         if pin is None or str(pin) == shown[name].version:
             return shown[name]
