@@ -131,3 +131,36 @@ def test_init_postgres_schema_and_password(pg_url: str, tmp_path: Path) -> None:
     finally:
         with psycopg.connect(pg_url, autocommit=True) as c:
             c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def test_the_readmes_path_for_your_own_data_works_as_written(demo_dir: Path,
+                                                              tmp_path: Path) -> None:
+    """Every `tether` line of the README's own-data block, run as written (the PostgreSQL
+    lines aside), then its serve line started by the official SDK client over stdio."""
+    import re
+    import shlex
+    import sys
+
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = readme.split("## Pointing tether at your own data", 1)[1].split("```sh", 1)[1]
+    lines = [re.sub(r"\s+#.*$", "", ln).strip() for ln in block.split("```", 1)[0].splitlines()]
+    lines = [ln for ln in lines if ln.startswith("tether ") and "postgresql://" not in ln]
+    assert [ln.split()[1] for ln in lines] == ["init", "profile", "build", "lint", "serve"]
+    shutil.copy(demo_dir / "warehouse.duckdb", tmp_path / "warehouse.duckdb")
+    env = {"USER": "pat.doe", "TETHER_USER": ""}
+    for ln in lines[:-1]:
+        r = run_cli(*shlex.split(ln)[1:], cwd=tmp_path, env=env)
+        assert r.returncode == 0, (ln, r.stdout, r.stderr)
+    serve = shlex.split(ln := lines[-1].replace('"$USER"', "pat.doe"))
+    exe = str(Path(sys.executable).parent / "tether")
+
+    async def go() -> list[str]:
+        params = StdioServerParameters(command=exe, args=serve[1:], cwd=str(tmp_path),
+                                       env={"PATH": os.environ["PATH"]})
+        async with Client(params) as c:
+            return [t.name for t in (await c.list_tools()).tools]
+
+    assert "explain_data_product" in anyio.run(go), ln
