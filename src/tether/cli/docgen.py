@@ -22,7 +22,8 @@ BEGIN = "<!-- generated: do not edit below; python -m tether.cli.docgen --write 
 
 def _type_name(annotation: Any) -> str:
     text = repr(annotation) if not isinstance(annotation, type) else annotation.__name__
-    for noise in ("typing.", "tether.config.", "datetime.", "<class '", "'>"):
+    for noise in ("typing.", "tether.context.config_model.", "tether.config.", "datetime.",
+                  "<class '", "'>"):
         text = text.replace(noise, "")
     return text.replace("Literal", "one of ").replace("NoneType", "None")
 

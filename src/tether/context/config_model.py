@@ -1,0 +1,389 @@
+"""The tether.yaml model: one pydantic model per section, ``extra="forbid"`` everywhere, so a
+typo'd key is an error rather than a silently ignored setting. Plain models, no I/O: loading
+(with file and line in every error) is ``tether.config``; the checks of references between
+sections are ``tether.context.references``; the checks against the source are
+``tether.profiling.policycheck``. ``docs/config.md`` is the reference, generated from here.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+USER_TEMPLATE = re.compile(r"\{\{\s*user\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+"""`{{ user.ATTRIBUTE }}` in a row filter: the one definition every reader of templates uses (it
+becomes a bound parameter, never text)."""
+PII_SELECTOR = "pii"
+"""A role's ``masks`` key that means every column classified pii."""
+
+
+class Model(BaseModel):
+    """Base for every section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+# --- sources -------------------------------------------------------------------------------------
+
+
+class SourceConfig(Model):
+    url: str = Field(
+        description="A DuckDB file (`duckdb:///path.duckdb` or a plain path ending in .duckdb; "
+        "relative to the project) or any SQLAlchemy URL (`postgresql://user@host/db`)."
+    )
+    schema_: str | None = Field(
+        default=None,
+        alias="schema",
+        description="Schema that unqualified table names resolve in (default: the engine's).",
+    )
+
+
+# --- products ------------------------------------------------------------------------------------
+
+
+CLOCK_TEMPLATE = re.compile(r"\{\{\s*clock\s*\}\}")
+"""`{{ clock }}` in a freshness condition: the project clock, as a bound parameter."""
+
+
+class Freshness(Model):
+    column: str | None = Field(default=None, description="Column whose max() is the data's as_of.")
+    where: str | None = Field(
+        default=None, description="SQL condition on the rows whose newest `column` is as_of, "
+        "e.g. `happened_at <= {{ clock }}` (the newest past event, not a future booking); "
+        "`{{ clock }}` is the project clock, bound as a parameter.")
+    load_time: bool = Field(
+        default=False, description="Use the time the source was last loaded when no column says."
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> Freshness:
+        if self.where is not None and self.column is None:
+            raise ValueError("`where` needs `column`: it picks the rows whose newest column "
+                             "value is as_of")
+        if (self.column is not None) != self.load_time:
+            return self
+        raise ValueError("give exactly one of `column: NAME` or `load_time: true`")
+
+    def condition(self, dialect: str) -> Any:
+        """The ``where`` condition as a sqlglot expression, ``{{ clock }}`` as the placeholder
+        ``:clock`` (None without one). Raises sqlglot's ParseError on bad SQL."""
+        if self.where is None:
+            return None
+        import sqlglot
+
+        return sqlglot.parse_one(CLOCK_TEMPLATE.sub(":clock", self.where), read=dialect)
+
+
+class ColumnFacts(Model):
+    unit: str | None = Field(
+        default=None, description="Unit of the values, e.g. USD_cents, days; `none` for a "
+        "dimensionless value (a count of things is `count`).")
+    unit_column: str | None = Field(
+        default=None, description="A column of the same row that names the unit (a currency code "
+        "column); the unit is unit_format with {value} replaced by that column's value.")
+    unit_format: str = Field(
+        default="{value}", description="How a unit_column value becomes a unit, e.g. "
+        "'{value}_cents'.")
+    description: str | None = Field(default=None, description="What the column means.")
+    classification: Literal["public", "internal", "pii", "restricted"] | None = Field(
+        default=None, description="`restricted` columns are never exposed by any tool."
+    )
+
+    @model_validator(mode="after")
+    def _unit_source(self) -> ColumnFacts:
+        if self.unit is not None and self.unit_column is not None:
+            raise ValueError("give `unit` or `unit_column`, not both")
+        if "{value}" not in self.unit_format:
+            raise ValueError(f"unit_format {self.unit_format!r} must contain {{value}}, where the "
+                             "unit_column's value goes")
+        return self
+
+
+class ToolSpec(Model):
+    name: str | None = Field(default=None, description="Tool name (default: from the question).")
+    question: str | None = Field(default=None, description="The business question it answers.")
+    filters: list[str] | None = Field(
+        default=None,
+        description="Columns offered as filter parameters (default: enums, identifiers and the "
+        "metric time).",
+    )
+    max_rows: int = Field(default=200, ge=1, le=10_000, description="Most rows one call returns.")
+
+    @field_validator("name")
+    @classmethod
+    def _tool_name(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z][A-Za-z0-9_-]{0,63}", v):
+            raise ValueError("a tool name is 1-64 letters, digits, _ or -, starting with a letter")
+        return v
+
+
+class ProductConfig(Model):
+    source: str | None = Field(default=None, description="Source name (default: the only source).")
+    table: str | None = Field(default=None, description="Table or view, optionally schema.table.")
+    sql: str | None = Field(default=None, description="A single SELECT defining the product.")
+    description: str | None = Field(default=None, description="What one row is, in plain words.")
+    grain: str | None = Field(default=None, description="One row per ..., in plain words.")
+    owner: str | None = Field(default=None, description="Who answers for this product.")
+    primary_key: list[str] = Field(default_factory=list, description="Columns identifying a row.")
+    time_columns: dict[str, str] = Field(
+        default_factory=dict, description="Timestamp/date columns and the time zone of each."
+    )
+    metric_time: str | None = Field(
+        default=None, description="The time column metrics and last-seen use (one of time_columns)."
+    )
+    freshness: Freshness | None = Field(default=None, description="Where as_of comes from.")
+    identifiers: dict[str, str] = Field(
+        default_factory=dict, description="Identifier columns and the scheme each carries."
+    )
+    columns: dict[str, ColumnFacts] = Field(
+        default_factory=dict, description="Per-column facts a person confirms."
+    )
+    tool: ToolSpec | None = Field(default=None, description="Naming of the generated tool.")
+
+    @field_validator("primary_key", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _table_or_sql(self) -> ProductConfig:
+        if (self.table is None) == (self.sql is None):
+            raise ValueError("give exactly one of `table:` or `sql:`")
+        return self
+
+    def timestamp_column(self) -> str | None:
+        """The column last-seen and recency use: metric_time, else the first time column."""
+        return self.metric_time or next(iter(self.time_columns), None)
+
+
+class IdentifierScheme(Model):
+    pattern: str | None = Field(default=None, description="Regex every value of the scheme fits.")
+    crosswalk: str | None = Field(
+        default=None, description="table.column mapping this scheme to the canonical id."
+    )
+    description: str | None = Field(default=None, description="What the identifier is.")
+    canonical: bool = Field(default=False, description="True for the canonical scheme.")
+
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as e:
+                raise ValueError(f"not a valid regular expression ({e})") from e
+        return v
+
+
+# --- meaning -------------------------------------------------------------------------------------
+
+
+class GlossaryTerm(Model):
+    definition: str = Field(description="The plain-language governed definition.")
+    predicate: str | None = Field(default=None, description="The governed predicate, as SQL.")
+    measure: str | None = Field(
+        default=None, description="The governed measure, as an aggregate SQL expression over "
+        "product.column fields (e.g. sum(shipments.weight_kg * tariffs.rate)); its joins are "
+        "the project's identifiers and relationships.")
+    fields: list[str] = Field(default_factory=list, description="table.column fields it governs.")
+    synonyms: list[str] = Field(default_factory=list, description="Other words people use.")
+    owner: str | None = Field(default=None, description="Who owns the definition.")
+
+
+class MetricOutput(Model):
+    sql: str = Field(description="SQL aggregate over the metric's rows.")
+    unit: str | None = Field(default=None, description="Unit of the value.")
+    description: str | None = Field(default=None, description="What the value means.")
+
+
+class MetricConfig(Model):
+    measure: str = Field(description="SQL aggregate over product.column fields, e.g. "
+                         "count(distinct shipments.shipment_id).")
+    predicate: str | None = Field(default=None, description="SQL filter the measure counts under.")
+    time: str | None = Field(default=None, description="table.column the metric's window uses.")
+    time_end: str | None = Field(
+        default=None,
+        description="table.column ending a row's validity; a row counts in a period when "
+        "[time, time_end) overlaps it (NULL: still open).",
+    )
+    window: Literal["period", "trailing", "current"] | None = Field(
+        default=None,
+        description="period: a calendar quarter (default with a calendar); trailing: the last N "
+        "days (default without); current: no time bound.",
+    )
+    outputs: dict[str, MetricOutput] = Field(
+        default_factory=dict, description="More values computed beside the measure."
+    )
+    dimensions: list[str] = Field(default_factory=list, description="Columns it may be cut by.")
+    calendar: str | None = Field(default=None, description="Calendar periods resolve in.")
+    term: str | None = Field(default=None, description="Glossary term the metric implements.")
+    unit: str | None = Field(default=None, description="Unit of the measure.")
+    description: str | None = Field(default=None, description="Plain-language meaning.")
+    tool: ToolSpec | None = Field(default=None, description="Naming of the generated tool.")
+
+
+class CalendarConfig(Model):
+    start_month: int = Field(default=1, ge=1, le=12, description="First month of the year.")
+    year_named_by: Literal["start", "end"] = Field(
+        default="end",
+        description="FY label: the calendar year the fiscal year ends in (`end`) or starts in.",
+    )
+
+
+# --- policy --------------------------------------------------------------------------------------
+
+
+class TableRule(Model):
+    allow: list[str] = Field(default_factory=lambda: ["*"],
+                             description="Products the role may read (globs on product names).")
+    deny: list[str] = Field(default_factory=list,
+                            description="Products the role may never read (globs); deny wins.")
+
+
+class RoleConfig(Model):
+    tools: list[str] = Field(default_factory=lambda: ["*"], description="Visible tools (globs).")
+    tables: TableRule = Field(
+        default_factory=TableRule,
+        description="Which products the role may read at all, through any tool, run_sql, the "
+        "probe or search; a denied product is absent for the role.")
+    row_filters: dict[str, str] = Field(
+        default_factory=dict,
+        description="product -> SQL predicate; `{{ user.attr }}` becomes a bound parameter.",
+    )
+    masks: dict[str, Literal["redact", "hash", "null"]] = Field(
+        default_factory=dict, description="product.column -> mask (redact | hash | null); the "
+        "selector `pii` masks every column classified pii."
+    )
+    description: str | None = Field(default=None, description="Who holds the role.")
+
+
+class UserConfig(BaseModel):
+    """A user: a role plus free attributes (region, team, ...) that row filters refer to."""
+
+    model_config = ConfigDict(extra="allow")
+    role: str = Field(description="Role name from policies.roles.")
+
+    def attributes(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class PoliciesConfig(Model):
+    roles: dict[str, RoleConfig] = Field(default_factory=dict, description="Roles by name.")
+    users: dict[str, UserConfig] = Field(default_factory=dict, description="Users by name.")
+    restricted: list[str] = Field(
+        default_factory=list, description="product.column globs never exposed by any tool."
+    )
+
+
+class Relationship(Model):
+    from_: str = Field(alias="from", description="product.column holding the key (e.g. a code).")
+    to: str = Field(description="product.column it refers to (a lookup table's key).")
+    kind: Literal["many_to_one", "one_to_many", "one_to_one"] = Field(
+        default="many_to_one", description="How many rows of each side meet.")
+
+
+class LineageEdge(Model):
+    from_: str = Field(alias="from", description="Upstream node (source table, transform, product).")
+    to: str = Field(description="Downstream node.")
+    via: str | None = Field(default=None, description="Transform the edge goes through.")
+
+
+# --- operations ----------------------------------------------------------------------------------
+
+
+class RegistryConfig(Model):
+    url: str = Field(default="sqlite:///.tether/registry.db", description="Registry database.")
+
+
+class ServeConfig(Model):
+    tokens_file: str = Field(default=".tether/tokens.json", description="Hashed bearer tokens.")
+    cursor_key_file: str = Field(default=".tether/cursor.key", description="Cursor signing key.")
+    mask_key_file: str = Field(
+        default=".tether/mask.key", description="Secret key of the `hash` mask (created once, "
+        "mode 600): masked values hash equal within a project and cannot be guessed outside it.")
+    max_result_rows: int = Field(
+        default=1000, ge=1, description="Most rows any one call returns, enforced while fetching.")
+    max_result_bytes: int = Field(
+        default=1_048_576, ge=1024, description="Most bytes of values any one call returns, "
+        "enforced while fetching (default 1 MiB).")
+    statement_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="A tool's query running longer is cancelled."
+    )
+    fingerprint_ttl_seconds: float = Field(
+        default=0, ge=0, description="When > 0, a call checks (at most once per this many "
+        "seconds per product) that its products still have the schema the tool was generated "
+        "from, and adds schema_drift to the result when not. 0: off (tether check does it).")
+
+
+class PageConfig(Model):
+    command: str | None = Field(default=None, description="Shell command run to page a human.")
+    webhook: str | None = Field(default=None, description="URL posted to page a human.")
+
+
+class DriftConfig(Model):
+    deprecation_days: int = Field(default=30, ge=0, description="Window a deprecated version lives.")
+    vanish_after_checks: int = Field(
+        default=3, ge=1, description="Checks a value must be absent before it is called vanished."
+    )
+    page: PageConfig | None = Field(default=None, description="How a blocked change pages a human.")
+    audit_repo: str | None = Field(default=None, description="Git repo the audit trail goes to.")
+
+
+class EvalConfig(Model):
+    price_table: str | None = Field(default=None, description="YAML of per-model token prices.")
+    regression_suite: str | None = Field(default=None, description="cases.jsonl run on check.")
+
+
+class ProfilingConfig(Model):
+    """Caps that keep profiling one pass per table whatever the data (documented in docs/profiling.md)."""
+
+    enum_max_values: int = Field(
+        default=50, ge=1, description="A column with more distinct values is not an enum."
+    )
+    enum_max_columns: int = Field(
+        default=30, ge=0, description="At most this many enum columns per product."
+    )
+    exact_distinct_below: int = Field(
+        default=10_000,
+        ge=0,
+        description="Columns whose approximate distinct count is below this get exact counts "
+        "and top values.",
+    )
+    top_values: int = Field(default=10, ge=0, description="Top values kept per column.")
+    dormant_after_days: int = Field(
+        default=365, ge=1, description="An enum value unseen this long is flagged deprecated."
+    )
+
+
+class TetherConfig(Model):
+    """The whole of tether.yaml."""
+
+    clock: datetime | None = Field(default=None, description="Fixed 'now' (tests, demos).")
+    sources: dict[str, SourceConfig] = Field(description="Data sources by name.")
+    products: dict[str, ProductConfig] = Field(default_factory=dict, description="Data products.")
+    identifier_schemes: dict[str, IdentifierScheme] = Field(
+        default_factory=dict, description="Identifier schemes by name."
+    )
+    glossary: dict[str, GlossaryTerm] = Field(default_factory=dict, description="Business terms.")
+    metrics: dict[str, MetricConfig] = Field(default_factory=dict, description="Governed metrics.")
+    calendars: dict[str, CalendarConfig] = Field(default_factory=dict, description="Calendars.")
+    policies: PoliciesConfig = Field(default_factory=PoliciesConfig, description="Access policy.")
+    relationships: list[Relationship] = Field(
+        default_factory=list, description="Join paths between products that are not identifier "
+        "schemes (a lookup table keyed by a code).")
+    lineage: list[LineageEdge] = Field(default_factory=list, description="Lineage edges.")
+    registry: RegistryConfig = Field(default_factory=RegistryConfig, description="Registry.")
+    serve: ServeConfig = Field(default_factory=ServeConfig, description="Server settings.")
+    drift: DriftConfig = Field(default_factory=DriftConfig, description="Drift settings.")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description="Evaluation settings.")
+    profiling: ProfilingConfig = Field(default_factory=ProfilingConfig, description="Profiler caps.")
+
+    @field_validator("clock")
+    @classmethod
+    def _aware(cls, v: datetime | None) -> datetime | None:
+        if v is not None and v.tzinfo is None:
+            return v.replace(tzinfo=UTC)
+        return v

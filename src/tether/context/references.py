@@ -1,0 +1,225 @@
+"""References between the sections of tether.yaml, checked once it parses: a product names a
+declared source, a metric its products, calendar and term, a user a role, a policy rule its
+products. Each check is a rule in :data:`RULES` (as the profilers and detectors are): a function
+of the config returning (location, message) problems; the loader turns them into one error
+naming the file and line. Plain checks over the model, no I/O.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import zoneinfo
+from collections.abc import Callable
+from typing import Any
+
+from tether.context.config_model import PII_SELECTOR, MetricConfig, TetherConfig
+
+Loc = tuple[str | int, ...]
+Problem = tuple[Loc, str]
+Rule = Callable[[TetherConfig], list[Problem]]
+
+
+def did_you_mean(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f"Did you mean {close[0]!r}?" if close else ""
+
+
+
+_TEMPLATE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
+
+
+def sources_declared(c: TetherConfig) -> list[Problem]:
+    return [] if c.sources else [(("sources",), "at least one source is required")]
+
+
+def products_refer(c: TetherConfig) -> list[Problem]:
+    """A product's source, metric time, time zones and identifier schemes are declared."""
+    problems: list[Problem] = []
+    for name, p in c.products.items():
+        base: Loc = ("products", name)
+        if p.source is not None and p.source not in c.sources:
+            problems.append(
+                ((*base, "source"), f"product {name!r} names unknown source {p.source!r}. "
+                 + did_you_mean(p.source, c.sources))
+            )
+        if p.source is None and len(c.sources) > 1:
+            problems.append((base, f"product {name!r} must say `source:` (there are several)"))
+        if p.metric_time and p.metric_time not in p.time_columns:
+            problems.append(
+                ((*base, "metric_time"),
+                 f"metric_time {p.metric_time!r} is not one of time_columns "
+                 f"({', '.join(p.time_columns) or 'none declared'})")
+            )
+        for col, tz in p.time_columns.items():
+            if not _valid_tz(tz):
+                problems.append(
+                    ((*base, "time_columns", col),
+                     f"{tz!r} is not a time zone name (use e.g. UTC or Europe/Berlin)")
+                )
+        for col, scheme in p.identifiers.items():
+            if scheme not in c.identifier_schemes:
+                problems.append(
+                    ((*base, "identifiers", col),
+                     f"identifier scheme {scheme!r} is not declared under identifier_schemes. "
+                     + did_you_mean(scheme, c.identifier_schemes))
+                )
+    return problems
+
+
+def metrics_refer(c: TetherConfig) -> list[Problem]:
+    """A metric's columns, calendar and glossary term are declared; its window can be built."""
+    problems: list[Problem] = []
+    for name, m in c.metrics.items():
+        problems += _metric_problems(c, name, m)
+        if m.calendar and m.calendar not in c.calendars:
+            problems.append(
+                (("metrics", name, "calendar"), f"metric {name!r} uses unknown calendar "
+                 f"{m.calendar!r}. " + did_you_mean(m.calendar, c.calendars))
+            )
+        if m.term and m.term not in c.glossary:
+            problems.append(
+                (("metrics", name, "term"), f"metric {name!r} names unknown glossary term "
+                 f"{m.term!r}. " + did_you_mean(m.term, c.glossary))
+            )
+    return problems
+
+
+def relationships_refer(c: TetherConfig) -> list[Problem]:
+    problems: list[Problem] = []
+    for i, rel in enumerate(c.relationships):
+        for key, ref in (("from", rel.from_), ("to", rel.to)):
+            table, dot, column = ref.partition(".")
+            if not dot or not column:
+                problems.append((("relationships", i, key),
+                                 f"relationship {key} {ref!r} must be product.column"))
+            elif table not in c.products:
+                problems.append((("relationships", i, key),
+                                 f"relationship {key} {ref!r} names unknown product {table!r}. "
+                                 + did_you_mean(table, c.products)))
+    return problems
+
+
+def measures_aggregate(c: TetherConfig) -> list[Problem]:
+    return [(("glossary", term, "measure"), msg) for term, g in c.glossary.items()
+            if g.measure is not None for msg in _aggregate_problems(term, g.measure)]
+
+
+def users_have_roles(c: TetherConfig) -> list[Problem]:
+    roles = c.policies.roles
+    return [(("policies", "users", uname, "role"),
+             f"user {uname!r} has unknown role {u.role!r}. " + did_you_mean(u.role, roles))
+            for uname, u in c.policies.users.items() if u.role not in roles]
+
+
+def roles_refer(c: TetherConfig) -> list[Problem]:
+    """A role's row filters, masks and table rules name declared products; templates are
+    ``{{ user.ATTRIBUTE }}``."""
+    problems: list[Problem] = []
+    for rname, r in c.policies.roles.items():
+        for product, pred in r.row_filters.items():
+            loc: Loc = ("policies", "roles", rname, "row_filters", product)
+            if product not in c.products:
+                problems.append(
+                    (loc, f"row filter for unknown product {product!r}. "
+                     + did_you_mean(product, c.products))
+                )
+            for ref in _TEMPLATE.findall(pred):
+                if not re.fullmatch(r"user\.[A-Za-z_][A-Za-z0-9_]*", ref):
+                    problems.append(
+                        (loc, f"template {{{{ {ref} }}}} must be `{{{{ user.ATTRIBUTE }}}}`")
+                    )
+        for target in r.masks:
+            mloc: Loc = ("policies", "roles", rname, "masks", target)
+            table, dot, column = target.partition(".")
+            if target == PII_SELECTOR:
+                continue
+            if not dot or not column:
+                problems.append((mloc, f"mask target {target!r} must be product.column (or "
+                                 f"the selector {PII_SELECTOR!r})"))
+            elif table not in c.products:
+                problems.append((mloc, f"mask target {target!r} names unknown product "
+                                 f"{table!r}. " + did_you_mean(table, c.products)))
+        for key in ("allow", "deny"):
+            for i, pattern in enumerate(getattr(r.tables, key)):
+                if not _is_glob(pattern) and pattern not in c.products:
+                    problems.append(
+                        (("policies", "roles", rname, "tables", key, i),
+                         f"tables.{key} names unknown product {pattern!r}. "
+                         + did_you_mean(pattern, c.products)))
+    return problems
+
+
+def restricted_refer(c: TetherConfig) -> list[Problem]:
+    problems: list[Problem] = []
+    for i, entry in enumerate(c.policies.restricted):
+        table, dot, column = entry.partition(".")
+        if not dot or not column:
+            problems.append((("policies", "restricted", i),
+                             f"restricted entry {entry!r} must be product.column (globs allowed)"))
+        elif not _is_glob(table) and table not in c.products:
+            problems.append((("policies", "restricted", i),
+                             f"restricted entry {entry!r} names unknown product {table!r}. "
+                             + did_you_mean(table, c.products)))
+    return problems
+
+
+RULES: tuple[Rule, ...] = (sources_declared, products_refer, metrics_refer, relationships_refer,
+                           measures_aggregate, users_have_roles, roles_refer, restricted_refer)
+
+
+def problems(c: TetherConfig, rules: tuple[Rule, ...] = RULES) -> list[Problem]:
+    """Every rule's problems, in rule order."""
+    return [found for rule in rules for found in rule(c)]
+
+
+def _metric_problems(c: TetherConfig, name: str, m: MetricConfig) -> list[Problem]:
+    """Columns a metric names must be product.column; windows need what they are built on."""
+    out: list[Problem] = []
+    refs: list[tuple[str, int | None, str]] = [
+        ("dimensions", i, d) for i, d in enumerate(m.dimensions)]
+    refs += [(k, None, v) for k, v in (("time", m.time), ("time_end", m.time_end)) if v]
+    for key, index, ref in refs:
+        loc: Loc = ("metrics", name, key) if index is None else ("metrics", name, key, index)
+        table, dot, column = ref.partition(".")
+        if not dot or not column or "." in column:
+            out.append((loc, f"metric {name!r}: {ref!r} must be product.column"))
+        elif table not in c.products:
+            out.append((loc, f"metric {name!r}: {ref!r} names unknown product {table!r}. "
+                        + did_you_mean(table, c.products)))
+    window = m.window or ("period" if m.calendar else "trailing")
+    if window == "period" and not m.calendar:
+        out.append((("metrics", name, "window"), f"metric {name!r}: window: period needs "
+                    "`calendar:` (e.g. fiscal)"))
+    if window in ("period", "trailing") and not m.time:
+        out.append((("metrics", name), f"metric {name!r}: a {window} window needs `time:` "
+                    "(product.column), or set window: current"))
+    return out
+
+
+def _aggregate_problems(term: str, sql: str) -> list[str]:
+    """A measure must parse and aggregate (sum, count, avg, ...)."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql)
+    except sqlglot.errors.SqlglotError as e:
+        return [f"the measure of {term!r} does not parse: {str(e).splitlines()[0]}"]
+    if tree.find(exp.AggFunc) is None:
+        return [f"the measure of {term!r} is not an aggregate (sum, count, avg, ...): {sql!r}"]
+    return []
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(ch in pattern for ch in "*?[")
+
+
+def _valid_tz(name: str) -> bool:
+    if name.upper() == "UTC":
+        return True
+    try:
+        zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
