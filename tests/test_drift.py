@@ -273,6 +273,15 @@ def test_ci_checklist_against_the_project(demo: Path) -> None:
     assert res.returncode == 1
     assert items[5]["status"] == "fails" and "items_in_an_order.json" in items[5]["why"]
     assert items[4]["status"] == "fails" and "win rate" in items[4]["why"]
+    # a row filter edited since the last publication to name a column that does not exist is
+    # an error naming its line, not a pass and not a failure on a server's first call
+    text = p.read_text()
+    p.write_text(text.replace('orders: "sales_region = {{ user.region }}"',
+                              'orders: "sales_regoin = {{ user.region }}"'))
+    res = run_cli("ci", "--project", str(demo), "--json")
+    line = next(i for i, x in enumerate(p.read_text().splitlines(), 1) if "sales_regoin" in x)
+    assert res.returncode == 2 and f"tether.yaml:{line}" in res.stderr, res.stderr
+    assert "does not compile" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_every_publication_is_committed_to_the_audit_repo(tmp_path: Path) -> None:

@@ -274,10 +274,12 @@ def diff(tool: str = typer.Argument(...), a: str = typer.Argument(..., help="Ver
 
 def ci(project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
     """The twelve context-CI items, evaluated against this project: which hold and why. Exit 1
-    if any fails."""
+    if any fails; exit 2 when the policy names something the sources do not have."""
     from tether.drift.checklist import FAILS, evaluate
+    from tether.profiling.policycheck import check_against_sources
 
     proj = load_project(project)
+    check_against_sources(proj)  # a policy naming nothing is an error (exit 2), not a pass
     registry = open_registry(proj)
     try:
         items = evaluate(proj, registry)

@@ -192,3 +192,32 @@ def check_profiled(project: Project, profiles: Mapping[str, ProductProfile]) -> 
     finally:
         for s in opened.values():
             s.close()
+
+
+def check_against_sources(project: Project) -> None:
+    """:func:`check_policy` with the columns each product's source describes now (no profile
+    needed): what `tether ci` runs before its items, so that a policy edited since the last
+    publication is caught before a server meets it. A product whose source cannot describe it
+    is left to the commands that read it."""
+    opened: dict[str, Source] = {}
+
+    def source(product: str) -> Source:
+        name = project.source_name(product)
+        if name not in opened:
+            opened[name] = open_product_source(project, product)
+        return opened[name]
+
+    columns: dict[str, list[str]] = {}
+    try:
+        for name, p in project.config.products.items():
+            try:
+                src = source(name)
+                base = src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", name)
+                found = src.describe(base, label=name)
+            except TetherError:
+                continue
+            columns[name] = sorted({c.name for col in found for c in [col, *col.leaves()]})
+        check_policy(project, columns, source)
+    finally:
+        for s in opened.values():
+            s.close()
