@@ -11,8 +11,9 @@ naming the file, the line and the key. `tether build`, `tether check` and `tethe
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
@@ -174,11 +175,9 @@ def check_policy(project: Project, columns: Mapping[str, Sequence[str]],
                       hint="Fix the key named in tether.yaml; nothing was published.")
 
 
-def check_profiled(project: Project, profiles: Mapping[str, ProductProfile]) -> None:
-    """:func:`check_policy` with the columns the profiles found (sources opened as needed)."""
-    columns = {n: sorted({c.column.name for c in p.columns}
-                         | {c.column.name.split(".")[0] for c in p.columns})
-               for n, p in profiles.items()}
+@contextlib.contextmanager
+def _sources(project: Project) -> Iterator[Callable[[str], Source]]:
+    """product -> its source, each source opened once and closed at the end."""
     opened: dict[str, Source] = {}
 
     def source(product: str) -> Source:
@@ -188,10 +187,19 @@ def check_profiled(project: Project, profiles: Mapping[str, ProductProfile]) -> 
         return opened[name]
 
     try:
-        check_policy(project, columns, source)
+        yield source
     finally:
         for s in opened.values():
             s.close()
+
+
+def check_profiled(project: Project, profiles: Mapping[str, ProductProfile]) -> None:
+    """:func:`check_policy` with the columns the profiles found (sources opened as needed)."""
+    columns = {n: sorted({c.column.name for c in p.columns}
+                         | {c.column.name.split(".")[0] for c in p.columns})
+               for n, p in profiles.items()}
+    with _sources(project) as source:
+        check_policy(project, columns, source)
 
 
 def check_against_sources(project: Project) -> None:
@@ -199,16 +207,8 @@ def check_against_sources(project: Project) -> None:
     needed): what `tether ci` runs before its items, so that a policy edited since the last
     publication is caught before a server meets it. A product whose source cannot describe it
     is left to the commands that read it."""
-    opened: dict[str, Source] = {}
-
-    def source(product: str) -> Source:
-        name = project.source_name(product)
-        if name not in opened:
-            opened[name] = open_product_source(project, product)
-        return opened[name]
-
     columns: dict[str, list[str]] = {}
-    try:
+    with _sources(project) as source:
         for name, p in project.config.products.items():
             try:
                 src = source(name)
@@ -218,6 +218,3 @@ def check_against_sources(project: Project) -> None:
                 continue
             columns[name] = sorted({c.name for col in found for c in [col, *col.leaves()]})
         check_policy(project, columns, source)
-    finally:
-        for s in opened.values():
-            s.close()
