@@ -1,0 +1,118 @@
+"""Periods as people say them, resolved at a fixed day, on both warehouses' fiscal calendars
+(the demo's starts in February, the second warehouse's in July), including the first days of a
+new quarter and of a new year."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tether.context.periods import FORMS, FiscalCalendar, PeriodError, resolve
+
+ROOT = Path(__file__).resolve().parents[1]
+D = dt.date
+
+
+def _fiscal(path: Path) -> FiscalCalendar:
+    """The warehouse's fiscal calendar, read from its tether.yaml (a template elsewhere)."""
+    section = "calendars:" + path.read_text().split("\ncalendars:", 1)[1].split("\n\n", 1)[0]
+    cal = yaml.safe_load(section)["calendars"]["fiscal"]
+    return FiscalCalendar(cal["start_month"], cal.get("year_named_by", "end"))
+
+
+DEMO = _fiscal(ROOT / "src" / "tether" / "demo" / "tether.yaml")  # February, named by the end
+SECOND = _fiscal(ROOT / "tests" / "warehouse2" / "tether.yaml")  # July, named by the end
+
+
+def w(period: str | None, today: D, fiscal: FiscalCalendar | None = None,
+      **kw: object) -> tuple[D, D, str | None]:
+    found = resolve(period, today, fiscal, **kw)  # type: ignore[arg-type]
+    assert found is not None
+    return found.start, found.end, found.label
+
+
+def test_the_calendars_are_the_warehouses() -> None:
+    assert (DEMO.start_month, SECOND.start_month) == (2, 7)
+
+
+@pytest.mark.parametrize(("period", "today", "want"), [
+    ("today", D(2026, 8, 20), (D(2026, 8, 20), D(2026, 8, 21), "2026-08-20")),
+    ("yesterday", D(2026, 8, 1), (D(2026, 7, 31), D(2026, 8, 1), "2026-07-31")),
+    ("this_week", D(2026, 8, 20), (D(2026, 8, 17), D(2026, 8, 24), "week of 2026-08-17")),
+    ("last week", D(2026, 8, 17), (D(2026, 8, 10), D(2026, 8, 17), "week of 2026-08-10")),
+    ("this_month", D(2026, 8, 20), (D(2026, 8, 1), D(2026, 9, 1), "2026-08")),
+    ("last_month", D(2026, 1, 5), (D(2025, 12, 1), D(2026, 1, 1), "2025-12")),
+    ("last_30_days", D(2026, 8, 20), (D(2026, 7, 22), D(2026, 8, 21), "last 30 days")),
+    ("Last 7 Days", D(2026, 8, 20), (D(2026, 8, 14), D(2026, 8, 21), "last 7 days")),
+    ("2026-Q3", D(2026, 8, 20), (D(2026, 7, 1), D(2026, 10, 1), "2026-Q3")),
+    ("2025", D(2026, 8, 20), (D(2025, 1, 1), D(2026, 1, 1), "2025")),
+    ("2026-07", D(2026, 8, 20), (D(2026, 7, 1), D(2026, 8, 1), "2026-07")),
+    ("2026-02-29".replace("29", "28"), D(2026, 8, 20), (D(2026, 2, 28), D(2026, 3, 1),
+                                                        "2026-02-28")),
+    ("2026-01-01..2026-03-31", D(2026, 8, 20),
+     (D(2026, 1, 1), D(2026, 4, 1), "2026-01-01..2026-03-31")),
+    # calendar quarters and years without a fiscal calendar, on the first day of a new one
+    ("this_quarter", D(2026, 10, 1), (D(2026, 10, 1), D(2027, 1, 1), "2026-Q4")),
+    ("last_quarter", D(2026, 10, 1), (D(2026, 7, 1), D(2026, 10, 1), "2026-Q3")),
+    ("last_year", D(2026, 1, 1), (D(2025, 1, 1), D(2026, 1, 1), "2025")),
+])
+def test_calendar_forms(period: str, today: D, want: tuple[D, D, str]) -> None:
+    assert w(period, today) == want
+
+
+@pytest.mark.parametrize(("fiscal", "period", "today", "want"), [
+    # the demo: FY2027 runs 2026-02-01 .. 2027-01-31; Q3 starts on 1 August
+    (DEMO, "this_quarter", D(2026, 8, 20), (D(2026, 8, 1), D(2026, 11, 1), "FY2027-Q3")),
+    (DEMO, "this_quarter", D(2026, 8, 1), (D(2026, 8, 1), D(2026, 11, 1), "FY2027-Q3")),
+    (DEMO, "last_quarter", D(2026, 8, 1), (D(2026, 5, 1), D(2026, 8, 1), "FY2027-Q2")),
+    (DEMO, "last_quarter", D(2026, 2, 1), (D(2025, 11, 1), D(2026, 2, 1), "FY2026-Q4")),
+    (DEMO, "this_year", D(2026, 1, 31), (D(2025, 2, 1), D(2026, 2, 1), "FY2026")),
+    (DEMO, "this_year", D(2026, 2, 1), (D(2026, 2, 1), D(2027, 2, 1), "FY2027")),
+    (DEMO, "last_year", D(2026, 8, 20), (D(2025, 2, 1), D(2026, 2, 1), "FY2026")),
+    (DEMO, "FY2027-Q1", D(2026, 8, 20), (D(2026, 2, 1), D(2026, 5, 1), "FY2027-Q1")),
+    (DEMO, "FY2027", D(2026, 8, 20), (D(2026, 2, 1), D(2027, 2, 1), "FY2027")),
+    # the second warehouse: FY2026 runs 2025-07-01 .. 2026-06-30
+    (SECOND, "this_quarter", D(2026, 3, 15), (D(2026, 1, 1), D(2026, 4, 1), "FY2026-Q3")),
+    (SECOND, "last_quarter", D(2026, 3, 15), (D(2025, 10, 1), D(2026, 1, 1), "FY2026-Q2")),
+    (SECOND, "last_quarter", D(2026, 7, 1), (D(2026, 4, 1), D(2026, 7, 1), "FY2026-Q4")),
+    (SECOND, "this_year", D(2026, 7, 1), (D(2026, 7, 1), D(2027, 7, 1), "FY2027")),
+    (SECOND, "last_year", D(2026, 3, 15), (D(2024, 7, 1), D(2025, 7, 1), "FY2025")),
+    (SECOND, "FY2026-Q1", D(2026, 3, 15), (D(2025, 7, 1), D(2025, 10, 1), "FY2026-Q1")),
+    # calendar forms stay calendar forms with a fiscal calendar
+    (SECOND, "2026-Q1", D(2026, 3, 15), (D(2026, 1, 1), D(2026, 4, 1), "2026-Q1")),
+])
+def test_fiscal_forms(fiscal: FiscalCalendar, period: str, today: D,
+                      want: tuple[D, D, str]) -> None:
+    assert w(period, today, fiscal) == want
+
+
+def test_defaults_and_what_a_result_states() -> None:
+    found = resolve(None, D(2026, 8, 20), DEMO)
+    assert found is not None and found.to_json() == {
+        "start": "2026-08-01", "end": "2026-11-01", "end_exclusive": True,
+        "calendar": "fiscal", "timezone": "UTC", "resolved_from": "default",
+        "label": "FY2027-Q3"}
+    assert resolve("", D(2026, 8, 20), default=None) is None  # a listing: no bound
+    assert resolve("last_quarter", D(2026, 8, 20), DEMO).resolved_from == "last_quarter"  # type: ignore[union-attr]
+    start, end = resolve("2026-07", D(2026, 8, 20), timezone="Europe/Berlin").bounds()  # type: ignore[union-attr]
+    assert start.isoformat() == "2026-07-01T00:00:00+02:00" and end.month == 8
+
+
+@pytest.mark.parametrize(("period", "fiscal", "says"), [
+    ("FY2027-Q1", None, "no fiscal calendar"),
+    ("FY2027", None, "no fiscal calendar"),
+    ("last fortnight", DEMO, "not recognised"),
+    ("2026-13", DEMO, "not recognised"),
+    ("2026-03-31..2026-01-01", DEMO, "END is before START"),
+    ("2026-01-01..soon", DEMO, "two dates"),
+    ("last_0_days", DEMO, "between 1 and 3660"),
+])
+def test_bad_periods_name_the_forms(period: str, fiscal: FiscalCalendar | None,
+                                    says: str) -> None:
+    with pytest.raises(PeriodError, match=says) as e:
+        resolve(period, D(2026, 8, 20), fiscal)
+    if "not recognised" in says:
+        assert all(form in str(e.value) for form in FORMS)
