@@ -159,9 +159,9 @@ def resolve(period: str | None, today: dt.date, fiscal: FiscalCalendar | None = 
     if m and 1 <= int(m.group(2)) <= 12:
         start = dt.date(int(m.group(1)), int(m.group(2)), 1)
         return win(start, _add_months(start, 1), f"{start:%Y-%m}")
-    day = _date(word)
-    if day is not None:
-        return win(day, day + dt.timedelta(days=1), day.isoformat())
+    one = _date(word)
+    if one is not None:
+        return win(one, one + dt.timedelta(days=1), one.isoformat())
     raise PeriodError(f"period {given!r} is not recognised; {FORMS_SENTENCE}")
 
 
