@@ -253,10 +253,10 @@ def test_opening_example_server_a_is_correct_but_not_grounded(ctx: LabelContext,
 def test_opening_example_server_b_is_correct_and_grounded(ctx: LabelContext,
                                                           served: Served) -> None:
     t = trace(active_case(), [served.call(0, ACTIVE, {"sales_region": "EMEA",
-                                                      "fiscal_quarter": "FY2027-Q1"})],
+                                                      "period": "FY2027-Q1"})],
               final="188 active customers in EMEA in FY2027 Q1.", answer=188)
     assert t.tool_calls[0].structured["rows"] == [
-        {"sales_region": "EMEA", "active_customers": 188, "fiscal_quarter": "FY2027-Q1"}]
+        {"sales_region": "EMEA", "active_customers": 188, "period": "FY2027-Q1"}]
     line = label(t, ctx)
     assert (line.correct, line.grounded, line.failure_class) == (True, True, None)
     # changed: fields are what the executed statement references, so the join keys through the
@@ -334,7 +334,7 @@ def test_definition_match_runs_predicates_when_their_forms_differ(ctx: LabelCont
 def test_definition_resolved_from_the_glossary_term_named_in_prose(ctx: LabelContext,
                                                                   served: Served) -> None:
     c = case(definition="active = subscription status ACTIVE or PAUSED_BILLING in the quarter")
-    grounded_call = served.call(0, ACTIVE, {"sales_region": "EMEA", "fiscal_quarter": "FY2027-Q1"})
+    grounded_call = served.call(0, ACTIVE, {"sales_region": "EMEA", "period": "FY2027-Q1"})
     assert label(trace(c, [grounded_call], answer=188), ctx).definition_match is True
     # a prose definition naming no glossary term: null, and a human looks
     vague = label(trace(case(definition="customers we care about"), [grounded_call],
@@ -959,7 +959,7 @@ def test_temporal_wrong_time_column_calendar_window_and_stale_data(ctx: LabelCon
     assert line.symptoms == ["temporal: call 0 (run_sql): date filter on deals.created_at, not "
                              "the metric's time column deals.closed_at"]
     fq2 = Window(start=dt.date(2026, 5, 1), end=dt.date(2026, 7, 31), calendar="fiscal")
-    right_fy = served.call(0, ACTIVE, {"fiscal_quarter": "FY2027-Q2", "sales_region": "EMEA"})
+    right_fy = served.call(0, ACTIVE, {"period": "FY2027-Q2", "sales_region": "EMEA"})
     gold = right_fy.structured["rows"][0]["active_customers"]
     last_q = active_case(window=fq2, freshness_bound_hours=None, answer=gold)
     calendar_q = ("SELECT COUNT(DISTINCT c.customer_id) FROM customers c JOIN customer_crosswalk x "
@@ -973,7 +973,7 @@ def test_temporal_wrong_time_column_calendar_window_and_stale_data(ctx: LabelCon
                             "(2026-04-01..2026-06-30); the question's fiscal window is "
                             "2026-05-01..2026-07-31"]
     # the right number from the wrong quarter is not grounded (the gold made equal to it)
-    wrong_fy = served.call(0, ACTIVE, {"fiscal_quarter": "FY2026-Q2", "sales_region": "EMEA"})
+    wrong_fy = served.call(0, ACTIVE, {"period": "FY2026-Q2", "sales_region": "EMEA"})
     n = wrong_fy.structured["rows"][0]["active_customers"]
     lucky = label(trace(last_q.model_copy(update={"gold": last_q.gold.model_copy(
         update={"answer": n})}), [wrong_fy], answer=n), ctx)
@@ -996,7 +996,7 @@ def test_temporal_wrong_time_column_calendar_window_and_stale_data(ctx: LabelCon
                  answer=3, freshness_bound_hours=1)
     snap = served.call(0, SNAPSHOT, {"stage": "PROPOSAL", "sales_region": "EMEA",
                                      "pipeline": "default",
-                                     "snapshot_date_from": "2026-08-19T00:00:00Z"})
+                                     "period": "2026-08-19..2026-08-20"})
     assert snap.structured["rows"][0]["open_deals"] == 3
     s = label(trace(stale, [snap], answer=3), ctx)
     # changed: freshness no longer decides grounded (it used to be False, class temporal); it
@@ -1044,7 +1044,7 @@ def test_label_run_writes_labels_jsonl(project: Project, tmp_path: Path, served:
     run = tmp_path / "run"
     (run / "traces").mkdir(parents=True)
     a = trace(active_case(), [served.call(0, ACTIVE, {"sales_region": "EMEA",
-                                                      "fiscal_quarter": "FY2027-Q1"})],
+                                                      "period": "FY2027-Q1"})],
               answer=188)
     b = a.model_copy(update={"case_id": "c2", "answer": 187})
     for t in (a, b):
@@ -1077,7 +1077,7 @@ def test_without_a_project_sql_is_still_read_and_the_rest_goes_to_a_human(
     assert "policy not checked: no project" in (line.review_reason or "")
     # changed: a metric call's evidence names its statement, so even without a project its
     # predicate is read (it used to be "an unknown predicate": null and a review)
-    metric = served.call(0, ACTIVE, {"sales_region": "EMEA", "fiscal_quarter": "FY2027-Q1"})
+    metric = served.call(0, ACTIVE, {"sales_region": "EMEA", "period": "FY2027-Q1"})
     known = label(trace(c, [metric], answer=188))
     assert known.definition_match is True
     assert known.fields_used == sorted(REQUIRED + JOIN_KEYS)

@@ -137,7 +137,7 @@ def tethers_evidence(project_dir: Path) -> dict[str, Any]:
     try:
         answered = ex.answer(Call("fin.ana", ACTIVE, v.version, v.definition,
                                   QueryPlan.model_validate(v.plan),
-                                  {"sales_region": "EMEA", "fiscal_quarter": "FY2027-Q1"}))
+                                  {"sales_region": "EMEA", "period": "FY2027-Q1"}))
     finally:
         ex.close()
     out: dict[str, Any] = answered.evidence.model_dump(mode="json")
@@ -301,7 +301,7 @@ def test_a_third_party_reporting_tethers_statement_is_labelled_as_tether_is(
     # the same statement, parameters and rows (tether adds the quarter's label to its rows)
     assert their_call.meta["tether/evidence"] == our_call.meta["tether/evidence"]
     assert their_call.structured["rows"] == [
-        {k: v for k, v in r.items() if k != "fiscal_quarter"}
+        {k: v for k, v in r.items() if k != "period"}
         for r in our_call.structured["rows"]]
     a, b = labels(runs["tethers"])[CASE], labels(runs["grounded"])[CASE]
     keys = ("fields_used", "grounding_precision", "grounding_recall", "definition_match",

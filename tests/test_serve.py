@@ -97,8 +97,9 @@ def test_regional_manager_metrics_hold_only_their_region(project_dir: Path) -> N
         server = TetherServer(project, stdio_user=user)
         try:
             _, out = call_all(server, [("active_customers_by_region_and_fiscal_quarter",
-                                        {"fiscal_quarter": "FY2027-Q1"}),
-                                       ("win_loss_summary_trailing_window", {"days": 365})])
+                                        {"period": "FY2027-Q1"}),
+                                       ("win_loss_summary_trailing_window",
+                                        {"period": "last_365_days"})])
         finally:
             server.close()
         results[user] = [r.structured_content for r in out]
@@ -110,7 +111,12 @@ def test_regional_manager_metrics_hold_only_their_region(project_dir: Path) -> N
         governed = src.run(GOVERNED_ACTIVE_SQL, {"q_start": dt.date(2026, 2, 1),
                                                   "q_end": dt.date(2026, 5, 1), "region": "EMEA"})
     assert emea_active["rows"][0]["active_customers"] == governed[0][0]
-    assert emea_active["rows"][0]["fiscal_quarter"] == "FY2027-Q1"
+    assert emea_active["rows"][0]["period"] == "FY2027-Q1"
+    assert emea_active["window"] == {
+        "start": "2026-02-01", "end": "2026-05-01", "end_exclusive": True, "calendar": "fiscal",
+        "timezone": "UTC", "resolved_from": "FY2027-Q1", "label": "FY2027-Q1"}
+    assert emea_wins["window"]["start"] == "2025-08-21" and emea_wins["window"]["label"] == (
+        "last 365 days")
     assert sum(r["closed_deals"] for r in emea_wins["rows"]) < sum(
         r["closed_deals"] for r in all_wins["rows"])
 
@@ -154,11 +160,12 @@ def test_pagination_cursor_is_signed_and_scoped(project_dir: Path) -> None:
 @pytest.mark.parametrize(("tool", "args", "says"), [
     ("deals_by_stage_and_pipeline", {"stage": "WON"}, "allowed values: CLOSED_LOST"),
     ("orders_by_status_and_customer", {"crm_account_id": "12345"}, "does not fit the format"),
-    ("orders_by_status_and_customer", {"placed_at_from": "yesterday"}, "ISO 8601"),
+    ("orders_by_status_and_customer", {"period": "the day before"}, "does not fit"),
     # a CRM id where the canonical UUID is documented: refused, not an empty "no tickets"
     ("support_tickets_for_customer", {"canonical_customer_id": "A-1000000"}, "is not a 'uuid'"),
-    ("active_customers_by_region_and_fiscal_quarter", {"fiscal_quarter": "2027Q1"},
-     "FYyyyy-Qn"),
+    ("active_customers_by_region_and_fiscal_quarter", {"period": "2027Q1"}, "does not fit"),
+    ("active_customers_by_region_and_fiscal_quarter", {"fiscal_quarter": "FY2027-Q1"},
+     "unknown argument"),
     ("orders_by_status_and_customer", {"colour": "red"}, "unknown argument"),
     ("orders_by_status_and_customer", {"limit": 5000}, "maximum"),
     ("no_such_tool", {}, "unknown tool"),

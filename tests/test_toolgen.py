@@ -143,12 +143,11 @@ def test_every_plan_executes_with_bound_parameters(engine: str, request: pytest.
     project = load_project(d)
     tools = generate(project, {p.product: p for p in profile_project(project)})
     args = {
-        "active_customers_by_region_and_fiscal_quarter": {"fiscal_quarter": "FY2027-Q1",
+        "active_customers_by_region_and_fiscal_quarter": {"period": "FY2027-Q1",
                                                           "sales_region": "EMEA"},
         "deals_by_stage_and_pipeline": {"stage": "CLOSED_WON", "pipeline": "partner", "limit": 5},
-        "win_loss_summary_trailing_window": {"days": 365, "as_of": "2026-08-19"},
-        "orders_by_status_and_customer": {"status": "PAID",
-                                          "placed_at_from": "2026-08-01T00:00:00+00:00"},
+        "win_loss_summary_trailing_window": {"period": "2025-08-20..2026-08-19"},
+        "orders_by_status_and_customer": {"status": "PAID", "period": "2026-08"},
     }
     with open_source("main", project.config.sources["main"], project.root) as src:
         ran = 0

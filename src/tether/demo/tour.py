@@ -38,7 +38,7 @@ def _show(user: str, tool: str, result: Any, pick: Any) -> None:
 def tour(project: str) -> None:
     Step = tuple[str, dict[str, Any]]
     active: Step = ("active_customers_by_region_and_fiscal_quarter",
-                    {"fiscal_quarter": "FY2027-Q1"})
+                    {"period": "FY2027-Q1"})
     customers: Step = ("customers_by_region_and_segment", {"limit": 3})
     snapshot: Step = ("open_pipeline_by_stage_last_night", {"limit": 1})
     bad: Step = ("deals_by_stage_and_pipeline", {"stage": "WON"})

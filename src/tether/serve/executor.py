@@ -51,7 +51,7 @@ from tether.toolgen.plan import (
     call_params,
     compile_plan,
     qualified,
-    window_bounds,
+    resolve_window,
 )
 
 
@@ -354,6 +354,9 @@ class Executor:
                                             call.args, mark)
         out = self._result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
                            paged=True)
+        if plan.window is not None:
+            window = resolve_window(plan, call.args, config, self.project.now())
+            out["window"] = window.to_json() if window is not None else None
         if got.capped == "bytes":
             out["capped"] = (f"stopped at {config.serve.max_result_bytes:,} bytes of values; "
                              "next_cursor continues")
@@ -374,17 +377,15 @@ class Executor:
         text = src.render(secured)
         got = self.fetch(src, text, params, plan.max_rows, _known(call))
         rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
-        if plan.window is not None and plan.window.kind == "period":
-            from tether.context.calendar import quarter_of
-
-            start, _ = window_bounds(plan, call.args, config, now)
-            cal = config.calendars[plan.window.calendar or ""]
-            label = quarter_of(start.date(), cal.start_month, cal.year_named_by).label
+        window = resolve_window(plan, call.args, config, now)
+        if window is not None:
             for r in rows:
-                r["fiscal_quarter"] = label
-        return Answered(self._result(call, rows, products, paged=False),
-                        self.evidence(call, src, src.display(secured), params, read,
-                                      as_of=products))
+                r["period"] = window.label
+        out = self._result(call, rows, products, paged=False)
+        if window is not None:
+            out["window"] = window.to_json()
+        return Answered(out, self.evidence(call, src, src.display(secured), params, read,
+                                           as_of=products))
 
     # --- shaping ---
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from sqlglot import exp
 
 from tether.config import MetricConfig, ProductConfig, Project, TetherConfig
-from tether.context.calendar import PERIOD_PATTERN, quarter_of
+from tether.context.periods import FiscalCalendar, resolve
 from tether.context.profile import ColumnProfile, ProductProfile
 from tether.errors import ConfigError
 from tether.policy import restricted_columns
@@ -191,7 +191,36 @@ def _envelope(rows: dict[str, Any], as_of_desc: str, paged: bool) -> dict[str, A
         props["truncated"] = {"type": "boolean"}
         props["next_cursor"] = {"type": ["string", "null"]}
     props["as_of"] = {"type": ["string", "null"], "format": "date-time", "description": as_of_desc}
+    # a windowed result also carries `window` {start, end (exclusive), end_exclusive, calendar,
+    # timezone, resolved_from, label}: stated in every result (docs/serve.md), not declared
+    # here, where it would cost every tool about 50 tokens of every prompt
     return {"type": "object", "properties": props}
+
+
+PERIOD_PARAM_PATTERN = (
+    r"^(today|yesterday|(this|last)_(week|month|quarter|year)|last_[0-9]{1,4}_days|"
+    r"(FY)?[0-9]{4}(-Q[1-4])?|[0-9]{4}-[0-9]{2}(-[0-9]{2})?(\.\.[0-9-]{10})?)$")
+"""Every form context/periods.py accepts, spelled as the tool asks for it."""
+
+
+def period_param(ctx: Ctx, calendar_name: str | None, default: str | None,
+                 timezone: str = "UTC") -> dict[str, Any]:
+    """The one `period` argument of a time-windowed tool: the forms in one sentence, the
+    calendar its quarters and years follow, and what omitting it means."""
+    cal = ctx.config.calendars.get(calendar_name or "")
+    if cal is not None and (cal.start_month != 1 or "fisc" in (calendar_name or "").lower()):
+        example = resolve("this_quarter", ctx.project.now().date(),
+                          FiscalCalendar(cal.start_month, cal.year_named_by))
+        assert example is not None
+        years = (f"quarters and years fiscal (from 1 {calendar.month_name[cal.start_month]}, "
+                 f"named by the year they {cal.year_named_by} in: {example.label} = "
+                 f"{example.start}..{example.end - dt.timedelta(days=1)})")
+    else:
+        years = "calendar quarters and years"
+    omitted = f"default {default}" if default else "omit for all rows"
+    return {"type": "string", "pattern": PERIOD_PARAM_PATTERN, "description": sentence(
+        "today, yesterday, this_|last_ week|month|quarter|year, last_N_days, FYyyyy[-Qn], "
+        f"yyyy[-Qn], yyyy-mm[-dd], START..END (END included); {years}; {timezone}; {omitted}")}
 
 
 MAX_FILTER_ENUM = 12
@@ -327,14 +356,11 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         props[pname] = _param_schema(ctx, name, c)
         filters.append(Filter(param=pname, column=f"{name}.{c.column.name}", op="eq"))
     t = p.metric_time
+    window = None
     if t:
         tz = p.time_columns[t]
-        bounds: tuple[tuple[str, Literal["gte", "lt"], str], ...] = (
-            ("from", "gte", ">="), ("to", "lt", "<"))
-        for suffix, op, word in bounds:
-            props[f"{t}_{suffix}"] = {"type": "string", "format": "date-time",
-                                      "description": f"{t} {word} this, {tz} if no offset."}
-            filters.append(Filter(param=f"{t}_{suffix}", column=f"{name}.{t}", op=op))
+        props["period"] = period_param(ctx, None, None, tz)
+        window = Window(kind="listing", column=f"{name}.{t}", timezone=tz)
     props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows,
                       "default": min(50, max_rows)}
     props["cursor"] = {"type": "string", "description": "From next_cursor."}
@@ -351,7 +377,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                      order_by=[f"{name}.{k}" for k in (p.primary_key or _sortable(cols))],
                      paging="keyset" if p.primary_key else "offset",
                      max_rows=max_rows, default_rows=min(50, max_rows),
-                     masks_apply_to=name)
+                     masks_apply_to=name, window=window)
     meta = _meta(ctx, "list", sentences, sources, [name],
                  source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
                  canonical_ids={_param_name(p, c): s for c, s in p.identifiers.items()
@@ -541,32 +567,18 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         filters.append(Filter(param=column, column=f"{table}.{column}", op="eq"))
     kind = _window_kind(m)
     window = Window(kind=kind, column=m.time, end_column=m.time_end, calendar=m.calendar)
-    now = ctx.project.now()
     if kind == "period":
-        cal = ctx.config.calendars[m.calendar or ""]
-        example = quarter_of(now.date(), cal.start_month, cal.year_named_by)
-        props["fiscal_quarter"] = {
-            "type": "string", "pattern": PERIOD_PATTERN,
-            "description": sentence(
-                f"Fiscal quarter FYyyyy-Qn; fiscal years start on 1 "
-                f"{calendar.month_name[cal.start_month]} and are named by the calendar year "
-                f"they {cal.year_named_by} in ({example.label} = {example.start}.."
-                f"{example.end - dt.timedelta(days=1)}); "
-                "UTC; default: the current quarter"),
-        }
+        props["period"] = period_param(ctx, m.calendar, "this_quarter")
     elif kind == "trailing":
-        props["days"] = {"type": "integer", "minimum": 1, "maximum": 3660, "default": 90,
-                         "description": "Window length in days (unit: days), ending at as_of."}
-        props["as_of"] = {"type": "string", "format": "date", "description": sentence(
-            "Last day of the window, YYYY-MM-DD in UTC, inclusive; default: today in UTC")}
+        props["period"] = period_param(ctx, m.calendar, f"last_{window.default_days}_days")
     measures = {name: (m.measure, m.unit, humanize(name))}
     for oname, o in m.outputs.items():
         measures[oname] = (o.sql, o.unit, o.description or humanize(oname))
     rows: dict[str, Any] = {}
     for _, column in dims:
         rows[column] = {"type": "string"}
-    if kind == "period":
-        rows["fiscal_quarter"] = {"type": "string", "description": "FYyyyy-Qn."}
+    if kind in ("period", "trailing"):
+        rows["period"] = {"type": "string", "description": "The window's label."}
     for mname, (_, unit, desc) in measures.items():
         is_time = bool(unit and "timestamp" in unit)
         rows[mname] = ({"type": ["string", "null"], "format": "date-time"} if is_time
@@ -647,7 +659,9 @@ def _metric_sentences(ctx: Ctx, name: str, m: MetricConfig, kind: str,
     if lookalikes:
         s1 += f"; use it, not {join_words(lookalikes)}, for any {m.term} question"
     out = [Sentence(text=sentence(s1), source="glossary")]
-    when = {"period": "per fiscal quarter", "trailing": "over a trailing window of days",
+    when = {"period": "over a period (default: this quarter)",
+            "trailing": f"over a period (default: the last {Window(kind='trailing').default_days} "
+                        "days)",
             "current": "as of now, no time window"}[kind]
     out.append(Sentence(text=sentence(
         f"Values are in {_metric_units(m)}, {when}; read-only, at most "

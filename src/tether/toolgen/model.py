@@ -32,12 +32,16 @@ class Filter(_M):
 
 
 class Window(_M):
-    kind: Literal["period", "trailing", "current"] = Field(description="How time is bounded.")
+    kind: Literal["period", "trailing", "current", "listing"] = Field(
+        description="How time is bounded: by a `period` defaulting to this quarter (period) or "
+        "to the last default_days days (trailing), not at all (current), or only when a "
+        "`period` is given (listing).")
     column: str | None = Field(default=None, description="Time column (table.column).")
     end_column: str | None = Field(default=None, description="Where a row's validity ends; a "
                                    "row counts in a window it overlaps.")
     calendar: str | None = Field(default=None, description="Calendar periods resolve in.")
     default_days: int = Field(default=90, description="Trailing window length by default.")
+    timezone: str = Field(default="UTC", description="The zone period days are counted in.")
 
 
 class QueryPlan(_M):

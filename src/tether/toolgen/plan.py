@@ -16,7 +16,7 @@ import sqlglot
 from sqlglot import exp
 
 from tether.config import TetherConfig
-from tether.context.calendar import quarter, quarter_of
+from tether.context.periods import FORMS_SENTENCE, FiscalCalendar, PeriodError, Window, resolve
 from tether.errors import ProductError
 from tether.sources.base import table_ref
 from tether.toolgen.model import QueryPlan
@@ -135,8 +135,9 @@ def call_params(
     """The bound parameters of one call (no SQL work: cheap enough for every call)."""
     params: dict[str, Any] = {f.param: args[f.param] for f in plan.filters
                               if args.get(f.param) is not None}
-    if plan.window is not None and plan.window.kind != "current":
-        params["window_start"], params["window_end"] = window_bounds(plan, args, config, now)
+    bounds = window_bounds(plan, args, config, now)
+    if bounds is not None:
+        params["window_start"], params["window_end"] = bounds
     if plan.kind == "list":
         given = args.get("limit")
         limit = plan.default_rows if given is None else int(given)  # 0 is asked, not omitted
@@ -186,32 +187,35 @@ def _window_condition(plan: QueryPlan) -> exp.Expr:
     return exp.and_(exp.GTE(this=col, expression=start), exp.LT(this=col.copy(), expression=end))
 
 
+def resolve_window(plan: QueryPlan, args: dict[str, Any], config: TetherConfig,
+                   now: dt.datetime) -> Window | None:
+    """The window a call's ``period`` names (context/periods.py), at the project's clock:
+    quarters and years in the metric's calendar; omitted, this quarter for a period metric,
+    the last ``default_days`` days for a trailing one, no bound for a listing. ArgumentError
+    (listing the accepted forms) for a period that is not one of them."""
+    w = plan.window
+    if w is None or w.kind == "current":
+        return None
+    fiscal = None
+    if w.calendar and w.calendar in config.calendars:
+        cal = config.calendars[w.calendar]
+        fiscal = FiscalCalendar(cal.start_month, cal.year_named_by)
+    default = {"period": "this_quarter", "trailing": f"last_{w.default_days}_days"}.get(w.kind)
+    period = args.get("period")
+    if period is not None and not isinstance(period, str):
+        raise ArgumentError(f"period must be a string; {FORMS_SENTENCE}")
+    try:
+        return resolve(period, now.astimezone(dt.UTC).date(), fiscal, default=default,
+                       timezone=w.timezone)
+    except PeriodError as e:
+        raise ArgumentError(str(e)) from None
+
+
 def window_bounds(
     plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime
-) -> tuple[dt.datetime, dt.datetime]:
-    """[start, end) in UTC for a period or trailing window, from the call's arguments."""
-    w = plan.window
-    assert w is not None
-    if w.kind == "period":
-        cal = config.calendars[w.calendar or ""]
-        label = args.get("fiscal_quarter")
-        try:
-            p = (quarter(label, cal.start_month, cal.year_named_by) if label
-                 else quarter_of(now.date(), cal.start_month, cal.year_named_by))
-        except ValueError as e:
-            raise ArgumentError(str(e)) from None
-        return _utc(p.start), _utc(p.end)
-    days = int(args.get("days") or w.default_days)
-    if not 1 <= days <= 3660:
-        raise ArgumentError(f"days must be between 1 and 3660 (got {days})")
-    as_of = args.get("as_of")
-    try:
-        end_day = dt.date.fromisoformat(as_of) if as_of else now.date()
-    except ValueError:
-        raise ArgumentError(f"as_of must be a date YYYY-MM-DD (got {as_of!r})") from None
-    end = _utc(end_day) + dt.timedelta(days=1)
-    return end - dt.timedelta(days=days), end
+) -> tuple[dt.datetime, dt.datetime] | None:
+    """[start, end) in UTC for the call's window, or None when it has none."""
+    found = resolve_window(plan, args, config, now)
+    return found.bounds() if found is not None else None
 
 
-def _utc(d: dt.date) -> dt.datetime:
-    return dt.datetime(d.year, d.month, d.day, tzinfo=dt.UTC)
