@@ -116,3 +116,66 @@ def test_bad_periods_name_the_forms(period: str, fiscal: FiscalCalendar | None,
         resolve(period, D(2026, 8, 20), fiscal)
     if "not recognised" in says:
         assert all(form in str(e.value) for form in FORMS)
+
+
+# --- through the server, on both warehouses --------------------------------------------------------
+
+FORMS_TRIED = ("this_quarter", "last_quarter", "this_year", "last_year", "last_30_days",
+               "this_month", "2026-Q1", "2026-01-05..2026-02-14", None)
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_every_windowed_metric_states_and_uses_the_window_it_resolved(
+        which: str, demo_dir: Path, second_dir: Path, tmp_path: Path) -> None:
+    """Each period form, sent to every time-windowed metric of the warehouse as a user who sees
+    every row: the result's window is the one the project's clock and the metric's calendar
+    give, and the statement ran with exactly those bounds."""
+    import anyio
+    from mcp import Client
+
+    from conftest import copy_project
+    from tether.config import load_project
+    from tether.drift.publish import build
+    from tether.serve.server import TetherServer
+
+    d = copy_project(demo_dir if which == "demo" else second_dir, tmp_path / which)
+    build(load_project(d))
+    project = load_project(d)
+    user = next(u for u, cfg in project.config.policies.users.items()
+                if not project.config.policies.roles[cfg.role].row_filters)
+    server = TetherServer(project, stdio_user=user)
+    metrics = [v for v in server.visible(user) if v.plan.kind == "metric" and v.plan.window
+               and v.plan.window.kind in ("period", "trailing")]
+    assert metrics, "the warehouse has windowed metrics"
+    today = project.now().date()
+
+    async def go() -> list[tuple[str, str | None, object]]:
+        out = []
+        async with Client(server.server) as c:
+            for v in metrics:
+                for form in FORMS_TRIED:
+                    r = await c.call_tool(v.name, {} if form is None else {"period": form})
+                    out.append((v.name, form, r))
+        return out
+
+    try:
+        results = anyio.run(go)
+    finally:
+        server.close()
+    for name, form, r in results:
+        assert not r.is_error, (name, form, r.content)  # type: ignore[attr-defined]
+        v = next(m for m in metrics if m.name == name)
+        w_ = v.plan.window
+        cal = project.config.calendars.get(w_.calendar or "")
+        fiscal = FiscalCalendar(cal.start_month, cal.year_named_by) if cal else None
+        default = "this_quarter" if w_.kind == "period" else f"last_{w_.default_days}_days"
+        want = resolve(form, today, fiscal, default=default)
+        assert want is not None
+        got = r.structured_content["window"]  # type: ignore[attr-defined]
+        assert got == want.to_json(), (name, form)
+        assert got["resolved_from"] == (form or "default")
+        params = r.meta["tether/evidence"]["params"]  # type: ignore[attr-defined]
+        start, end = want.bounds()
+        assert (params["window_start"], params["window_end"]) == (start.isoformat(),
+                                                                  end.isoformat()), (name, form)
+        assert all(row["period"] == want.label for row in r.structured_content["rows"])  # type: ignore[attr-defined]
