@@ -354,9 +354,11 @@ class Executor:
                                             call.args, mark)
         out = self._result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
                            paged=True)
-        if plan.window is not None:
+        if plan.window is not None:  # omitted on a listing: no bound, and said so
             window = resolve_window(plan, call.args, config, self.project.now())
-            out["window"] = window.to_json() if window is not None else None
+            out["window"] = window.to_json() if window is not None else {
+                "start": None, "end": None, "end_exclusive": True, "calendar": None,
+                "timezone": plan.window.timezone, "resolved_from": "default", "label": "all rows"}
         if got.capped == "bytes":
             out["capped"] = (f"stopped at {config.serve.max_result_bytes:,} bytes of values; "
                              "next_cursor continues")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from tether.context.meta import ToolContext
-from tether.policy.entitle import table_allowed
+from tether.policy.entitle import equality_scope, table_allowed
 from tether.policy.model import role_of
 
 if TYPE_CHECKING:
@@ -64,20 +64,34 @@ def _enums(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
     filters = role_of(config, user)[1].row_filters
     props = definition.get("inputSchema", {}).get("properties", {})
     narrowed: dict[str, list[Any]] = {}
+    yours: dict[str, tuple[str, Any]] = {}  # param -> (column, the caller's one value)
     for f in plan.filters:
         product, _, column = f.column.rpartition(".")
         enum = props.get(f.param, {}).get("enum")
-        if enum is None or product not in filters or product not in config.products:
+        if product not in filters or product not in config.products:
+            continue
+        pinned = equality_scope(config, user, product).get(column)
+        if pinned is not None and len(pinned) == 1 and f.op == "eq":
+            yours[f.param] = (column, next(iter(pinned)))
+        if enum is None:
             continue
         have = values(ex, user, product, column)
         kept = [v for v in enum if str(v) in have]
         if kept != enum:
             narrowed[f.param] = kept
-    if not narrowed:
+    if not narrowed and not yours:
         return definition
     out = copy.deepcopy(definition)
     for param, kept in narrowed.items():
         out["inputSchema"]["properties"][param]["enum"] = kept
+    for param, (column, value) in yours.items():
+        # the caller's own scope is the default, and the tool says so; another value is refused
+        prop = out["inputSchema"]["properties"][param]
+        prop["default"] = value
+        said = str(prop.get("description", "")).rstrip(".")
+        words = column.replace("_", " ")
+        prop["description"] = (f"{said}; " if said else "") + (
+            f"your {words}: {value} (the default; another is refused).")
     return out
 
 

@@ -1,0 +1,78 @@
+"""The caller's scope, on both warehouses: a parameter the caller's row filter pins defaults to
+the caller's own value and says so in their tool list ("your region: EMEA"); omitting it answers
+for their scope; asking for another value is a refusal, never an empty result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from conftest import copy_project
+from tether.config import load_project
+from tether.drift.publish import build
+from tether.policy.entitle import equality_scope
+from tether.serve.server import TetherServer
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_a_pinned_parameter_defaults_to_the_callers_value(which: str, demo_dir: Path,
+                                                          second_dir: Path,
+                                                          tmp_path: Path) -> None:
+    d = copy_project(demo_dir if which == "demo" else second_dir, tmp_path / which)
+    build(load_project(d))
+    project = load_project(d)
+    config = project.config
+    checked = 0
+    for user, cfg in config.policies.users.items():
+        filters = config.policies.roles[cfg.role].row_filters
+        pins = {p: equality_scope(config, user, p) for p in filters}
+        if not any(len(v) == 1 for scope in pins.values() for v in scope.values()):
+            continue
+        server = TetherServer(project, stdio_user=user)
+        try:
+            calls: list[tuple[str, str, Any, Any]] = []
+            for v in server.visible(user):
+                for f in v.plan.filters:
+                    product, _, column = f.column.rpartition(".")
+                    pinned = pins.get(product, {}).get(column)
+                    if not pinned or len(pinned) != 1 or f.op != "eq":
+                        continue
+                    (mine,) = pinned
+                    prop = v.definition["inputSchema"]["properties"][f.param]
+                    words = column.replace("_", " ")
+                    assert prop["default"] == mine, (user, v.name, f.param)
+                    assert f"your {words}: {mine} (the default" in prop["description"]
+                    published = server.current[v.name].definition["inputSchema"]
+                    others = [x for x in published["properties"][f.param].get("enum", [])
+                              if x != mine]
+                    calls.append((v.name, f.param, mine, others[0] if others else None))
+
+            async def go() -> list[tuple[Any, Any]]:
+                out = []
+                async with Client(server.server) as c:
+                    for name, param, _, other in calls:
+                        mine_r = await c.call_tool(name, {})
+                        other_r = (await c.call_tool(name, {param: other})
+                                   if other is not None else None)
+                        out.append((mine_r, other_r))
+                return out
+
+            results = anyio.run(go)
+        finally:
+            server.close()
+        for (name, param, mine, other), (mine_r, other_r) in zip(calls, results, strict=True):
+            assert not mine_r.is_error, (name, mine_r.content)
+            column = next(f.column for f in server.current[name].plan.filters
+                          if f.param == param).rpartition(".")[2]
+            for row in mine_r.structured_content["rows"]:
+                if column in row:
+                    assert str(row[column]) == str(mine), (user, name, row)
+            if other_r is not None:
+                assert other_r.is_error and other_r.content[0].text.startswith("Not permitted")
+                assert other_r.meta["tether/refusal"]["reason"] == "outside_entitlement"
+            checked += 1
+    assert checked >= 2, "each warehouse has a scoped user with a pinned parameter"
