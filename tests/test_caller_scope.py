@@ -51,17 +51,18 @@ def test_a_pinned_parameter_defaults_to_the_callers_value(which: str, demo_dir: 
                               if x != mine]
                     calls.append((v.name, f.param, mine, others[0] if others else None))
 
-            async def go() -> list[tuple[Any, Any]]:
+            async def go(srv: TetherServer, todo: list[tuple[str, str, Any, Any]]
+                         ) -> list[tuple[Any, Any]]:
                 out = []
-                async with Client(server.server) as c:
-                    for name, param, _, other in calls:
+                async with Client(srv.server) as c:
+                    for name, param, _, other in todo:
                         mine_r = await c.call_tool(name, {})
                         other_r = (await c.call_tool(name, {param: other})
                                    if other is not None else None)
                         out.append((mine_r, other_r))
                 return out
 
-            results = anyio.run(go)
+            results = anyio.run(go, server, calls)
         finally:
             server.close()
         for (name, param, mine, other), (mine_r, other_r) in zip(calls, results, strict=True):
