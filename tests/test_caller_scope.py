@@ -65,7 +65,7 @@ def test_a_pinned_parameter_defaults_to_the_callers_value(which: str, demo_dir: 
             results = anyio.run(go, server, calls)
         finally:
             server.close()
-        for (name, param, mine, other), (mine_r, other_r) in zip(calls, results, strict=True):
+        for (name, param, mine, _other), (mine_r, other_r) in zip(calls, results, strict=True):
             assert not mine_r.is_error, (name, mine_r.content)
             column = next(f.column for f in server.current[name].plan.filters
                           if f.param == param).rpartition(".")[2]
