@@ -64,9 +64,7 @@ class SQLAlchemySource(Source):
     def _session(self, stream: bool = False) -> Iterator[sa.Connection]:
         """A connection inside one read-only transaction, rolled back at the end (``stream``:
         rows are read from a server-side cursor as they are fetched)."""
-        # yield_per fixes the server-side cursor's batch (plain stream_results starts at one row
-        # a round trip, "FETCH FORWARD 1", and grows from there)
-        opts: dict[str, Any] = {"stream_results": True, "yield_per": 512} if stream else {}
+        opts: dict[str, Any] = {"stream_results": True} if stream else {}
         if self.dialect == "postgres":
             opts["postgresql_readonly"] = True
         with self.engine.connect().execution_options(**opts) as conn, conn.begin() as tx:
