@@ -387,7 +387,9 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                              for c in cols if any(e.deprecated for e in c.enum or [])},
                  limits={"max_rows": max_rows, "max_bytes": serve.max_result_bytes,
                          "pagination": "cursor"},
-                 fields={"arguments": {f.param: f.column for f in filters}, "governed": []})
+                 fields={"arguments": {f.param: f.column for f in filters}
+                         | ({"period": window.column} if window and window.column else {}),
+                         "governed": []})
     return GeneratedTool(
         name=ctx.tool_names[name], title=(p.tool.question if p.tool else None),
         description=description, input_schema={"type": "object", "properties": props},
@@ -627,9 +629,8 @@ def _metric_fields(m: MetricConfig, filters: list[Filter],
     governed predicate, metric time): what an evaluation counts as the fields a call used."""
     window = [c for c in (m.time, m.time_end) if c]
     args: dict[str, str | list[str]] = {f.param: f.column for f in filters}
-    for param in ("fiscal_quarter", "days", "as_of"):
-        if param in params:
-            args[param] = window
+    if "period" in params:
+        args["period"] = window
     governed: set[str] = set(window)
     for sql in [m.predicate or "", *[s for s, _, _ in measures.values()]]:
         if sql:
