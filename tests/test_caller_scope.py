@@ -77,3 +77,49 @@ def test_a_pinned_parameter_defaults_to_the_callers_value(which: str, demo_dir: 
                 assert other_r.meta["tether/refusal"]["reason"] == "outside_entitlement"
             checked += 1
     assert checked >= 2, "each warehouse has a scoped user with a pinned parameter"
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_every_listing_states_the_callers_total(which: str, demo_dir: Path, second_dir: Path,
+                                                tmp_path: Path) -> None:
+    """total_rows on every page of every listing, for a filtered user and one who sees all,
+    equals the rows that user gets by paging to the end (which the policy oracle checks row by
+    row elsewhere): the count is the caller's, not the table's."""
+    d = copy_project(demo_dir if which == "demo" else second_dir, tmp_path / which)
+    build(load_project(d))
+    project = load_project(d)
+    config = project.config
+    users = [next(u for u, c in config.policies.users.items()
+                  if config.policies.roles[c.role].row_filters),
+             next(u for u, c in config.policies.users.items()
+                  if not config.policies.roles[c.role].row_filters)]
+    seen: dict[str, dict[str, int]] = {}
+    for user in users:
+        server = TetherServer(project, stdio_user=user)
+        listings = [v.name for v in server.visible(user) if v.plan.kind == "list"]
+
+        async def go(srv: TetherServer, names: list[str]) -> dict[str, int]:
+            counts = {}
+            async with Client(srv.server) as c:
+                for name in names:
+                    rows, cursor, totals = 0, None, set()
+                    while True:
+                        r = await c.call_tool(name, {"limit": 200} | (
+                            {"cursor": cursor} if cursor else {}))
+                        assert not r.is_error, (name, r.content)
+                        data = r.structured_content
+                        rows += data["row_count"]
+                        totals.add(data["total_rows"])
+                        cursor = data["next_cursor"]
+                        if not data["truncated"]:
+                            break
+                    assert totals == {rows}, (name, totals, rows)
+                    counts[name] = rows
+            return counts
+
+        try:
+            seen[user] = anyio.run(go, server, listings)
+        finally:
+            server.close()
+    scoped, everyone = (seen[u] for u in users)
+    assert any(scoped[n] < everyone[n] for n in scoped if n in everyone)

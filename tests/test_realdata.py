@@ -62,17 +62,20 @@ def _page_all(project: Path, tool: str, args: dict[str, Any] | None = None
                                        env={"TETHER_USER": USER, "PATH": os.environ["PATH"]})
         rows: list[dict[str, Any]] = []
         pages, cursor = 0, None
+        totals: set[int] = set()
         async with Client(params) as c:
             while True:
                 call = {**(args or {}), "limit": 200} | ({"cursor": cursor} if cursor else {})
                 r = await c.call_tool(tool, call)
                 assert not r.is_error, r.content
                 data = r.structured_content
+                totals.add(data["total_rows"])
                 rows += data["rows"]
                 pages += 1
                 cursor = data["next_cursor"]
                 if not data["truncated"]:
                     assert cursor is None
+                    assert totals == {len(rows)}, totals  # every page states the whole count
                     return rows, pages
                 assert cursor and data["row_count"] == len(data["rows"]) > 0
 

@@ -326,6 +326,8 @@ class Executor:
                                            expression=exp.Tuple(expressions=marks)))
             elif call.args.get("cursor"):  # no key: the rows before this page are skipped
                 query = query.offset(exp.Placeholder(this="k0"))
+            else:  # the first page also counts every matching row, in the same statement
+                query = query.select(exp.Window(this=exp.Count(this=exp.Star())).as_(TOTAL))
             secured, _ = self.secure(query, call.user)
             self._sql_text[key] = (src.render(secured), src.display(secured))
         params.update(self.relation(call.user, product).params)
@@ -342,6 +344,12 @@ class Executor:
         run_text, shown_text = self._sql_text[key]
         got = self.fetch(src, run_text, params, limit, _known(call))
         rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
+        if call.args.get("cursor"):
+            total = pagination.total_of(str(call.args["cursor"]))
+        else:
+            total = int(rows[0][TOTAL]) if rows else 0
+        for r in rows:
+            r.pop(TOTAL, None)
         truncated = got.capped is not None
         next_cursor = None
         if truncated and got.rows:
@@ -351,9 +359,10 @@ class Executor:
                 last_raw = dict(zip(got.names, got.rows[-1], strict=True))
                 mark = [last_raw[k.rsplit(".", 1)[-1]] for k in plan.order_by]
             next_cursor = pagination.encode(self.cursor_key, call.user, call.tool, call.version,
-                                            call.args, mark)
+                                            call.args, mark, total)
         out = self._result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
                            paged=True)
+        out["total_rows"] = total
         if plan.window is not None:  # omitted on a listing: no bound, and said so
             window = resolve_window(plan, call.args, config, self.project.now())
             out["window"] = window.to_json() if window is not None else {
@@ -575,6 +584,10 @@ def _units(definition: dict[str, Any]) -> dict[str, str]:
             out[name] = m.group(1).strip()
     return out
 
+
+TOTAL = "tether_total_rows"
+"""The column of a listing's first page that counts every matching row (never shown as a row
+field: the result states it as total_rows)."""
 
 _PLAIN = (str, int, float, bool, type(None))
 

@@ -66,9 +66,13 @@ def _scope(user: str, tool: str, version: str, args: dict[str, Any]) -> str:
 
 
 def encode(key: bytes, user: str, tool: str, version: str, args: dict[str, Any],
-           last: list[Any]) -> str:
-    body = json.dumps({"s": _scope(user, tool, version, args), "k": [_tag(v) for v in last]},
-                      separators=(",", ":"), default=str).encode()
+           last: list[Any], total: int | None = None) -> str:
+    """A cursor after ``last`` (the last row's key, or an offset); ``total``, the matching rows
+    counted on the first page, travels with it so every page states it."""
+    data: dict[str, Any] = {"s": _scope(user, tool, version, args), "k": [_tag(v) for v in last]}
+    if total is not None:
+        data["t"] = int(total)
+    body = json.dumps(data, separators=(",", ":"), default=str).encode()
     sig = hmac.new(key, body, hashlib.sha256).digest()[:16]
     return base64.urlsafe_b64encode(sig + body).decode().rstrip("=")
 
@@ -88,3 +92,10 @@ def decode(key: bytes, cursor: str, user: str, tool: str, version: str,
         raise CursorError("cursor belongs to another user, tool, version or set of arguments; "
                           "repeat the same call without it to start again")
     return [_untag(v) for v in data["k"]]
+
+
+def total_of(cursor: str) -> int | None:
+    """The total a cursor carries (read after :func:`decode` has checked its signature)."""
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    found = json.loads(raw[16:]).get("t")
+    return found if isinstance(found, int) else None

@@ -190,6 +190,8 @@ def _envelope(rows: dict[str, Any], as_of_desc: str, paged: bool) -> dict[str, A
     if paged:
         props["truncated"] = {"type": "boolean"}
         props["next_cursor"] = {"type": ["string", "null"]}
+        props["total_rows"] = {"type": "integer", "description": "Every matching row you may "
+                               "see, not only this page; unit: rows."}
     props["as_of"] = {"type": ["string", "null"], "format": "date-time", "description": as_of_desc}
     # a windowed result also carries `window` {start, end (exclusive), end_exclusive, calendar,
     # timezone, resolved_from, label}: stated in every result (docs/serve.md), not declared
