@@ -179,3 +179,58 @@ def test_every_windowed_metric_states_and_uses_the_window_it_resolved(
         assert (params["window_start"], params["window_end"]) == (start.isoformat(),
                                                                   end.isoformat()), (name, form)
         assert all(row["period"] == want.label for row in r.structured_content["rows"])  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_an_empty_result_says_why(which: str, demo_dir: Path, second_dir: Path,
+                                  tmp_path: Path) -> None:
+    """A window after the newest data says "no rows yet" with as_of; arguments that match
+    nothing the caller may see say so; a non-empty result carries no reason."""
+    import anyio
+    from mcp import Client
+
+    from conftest import copy_project
+    from tether.config import load_project
+    from tether.drift.publish import build
+    from tether.serve.server import TetherServer
+
+    d = copy_project(demo_dir if which == "demo" else second_dir, tmp_path / which)
+    build(load_project(d))
+    project = load_project(d)
+    user = next(u for u, cfg in project.config.policies.users.items()
+                if not project.config.policies.roles[cfg.role].row_filters)
+    server = TetherServer(project, stdio_user=user)
+    windowed = [v for v in server.visible(user) if v.plan.window is not None
+                and v.plan.window.kind != "current"]
+    assert any(v.plan.kind == "list" for v in windowed)
+
+    async def go() -> list[tuple[str, object, object]]:
+        out = []
+        async with Client(server.server) as c:
+            for v in windowed:
+                future = await c.call_tool(v.name, {"period": "2099-01"})
+                now = await c.call_tool(v.name, {"period": "last_year"} if v.plan.kind == "list"
+                                        else {})
+                out.append((v.name, future, now))
+        return out
+
+    try:
+        results = anyio.run(go)
+    finally:
+        server.close()
+    seen_yet: list[str] = []
+    for name, future, now in results:
+        data = future.structured_content  # type: ignore[attr-defined]
+        if data["rows"]:  # a metric with a row per dimension value may answer zeros
+            assert "empty_reason" not in data
+            continue
+        if data["as_of"] is None:  # without as_of the server cannot say the data ends earlier
+            assert data["empty_reason"] == "no rows you may see match period=2099-01", name
+        else:
+            assert data["empty_reason"].startswith(
+                "no rows yet: the window starts 2099-01-01"), name
+            assert data["as_of"] in data["empty_reason"]
+            seen_yet.append(name)
+        later = now.structured_content  # type: ignore[attr-defined]
+        assert ("empty_reason" in later) == (not later["rows"]), name
+    assert seen_yet

@@ -371,6 +371,8 @@ class Executor:
         if got.capped == "bytes":
             out["capped"] = (f"stopped at {config.serve.max_result_bytes:,} bytes of values; "
                              "next_cursor continues")
+        if not call.args.get("cursor"):
+            _why_empty(out, call)
         return Answered(out, self.evidence(call, src, shown_text, params, [product]))
 
     # --- metrics ---
@@ -395,6 +397,7 @@ class Executor:
         out = self._result(call, rows, products, paged=False)
         if window is not None:
             out["window"] = window.to_json()
+        _why_empty(out, call)
         return Answered(out, self.evidence(call, src, src.display(secured), params, read,
                                            as_of=products))
 
@@ -583,6 +586,28 @@ def _units(definition: dict[str, Any]) -> dict[str, str]:
         if m and m.group(1).strip().lower() not in ("number", "key, no unit"):
             out[name] = m.group(1).strip()
     return out
+
+
+def _why_empty(out: dict[str, Any], call: Call) -> None:
+    """An empty result says why when the server knows: the window starts after the newest data
+    (nothing has landed yet), or nothing the caller may see matches the arguments. A refusal
+    (another scope) never gets here: it is an error, not an empty result."""
+    if out.get("rows"):
+        return
+    window, as_of = out.get("window") or {}, out.get("as_of")
+    if window.get("start") and as_of:
+        newest = dt.datetime.fromisoformat(str(as_of))
+        start = dt.datetime.fromisoformat(str(window["start"]))
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=newest.tzinfo or dt.UTC)
+        if start > newest:
+            out["empty_reason"] = (f"no rows yet: the window starts {window['start']}, after "
+                                   f"the newest data (as of {as_of})")
+            return
+    given = sorted(k for k, v in call.args.items() if v is not None
+                   and k not in ("limit", "cursor"))
+    out["empty_reason"] = ("no rows you may see match " + ", ".join(
+        f"{k}={str(call.args[k])[:80]}" for k in given) if given else "no rows you may see")
 
 
 TOTAL = "tether_total_rows"
