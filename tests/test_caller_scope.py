@@ -123,3 +123,53 @@ def test_every_listing_states_the_callers_total(which: str, demo_dir: Path, seco
             server.close()
     scoped, everyone = (seen[u] for u in users)
     assert any(scoped[n] < everyone[n] for n in scoped if n in everyone)
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_count_by_counts_what_the_caller_would_page_through(which: str, demo_dir: Path,
+                                                           second_dir: Path,
+                                                           tmp_path: Path) -> None:
+    """count_by: one row per value with its count, in one call; each count equals the
+    total_rows of the listing filtered to that value, and they add up to the unfiltered total,
+    for a filtered user and one who sees all."""
+    d = copy_project(demo_dir if which == "demo" else second_dir, tmp_path / which)
+    build(load_project(d))
+    project = load_project(d)
+    config = project.config
+    users = [next(u for u, c in config.policies.users.items()
+                  if config.policies.roles[c.role].row_filters),
+             next(u for u, c in config.policies.users.items()
+                  if not config.policies.roles[c.role].row_filters)]
+    checked = 0
+    for user in users:
+        server = TetherServer(project, stdio_user=user)
+        todo = [(v.name, p) for v in server.visible(user) if v.plan.kind == "list"
+                for p in v.definition["inputSchema"]["properties"].get("count_by", {})
+                .get("enum", [])]
+
+        async def go(srv: TetherServer, pairs: list[tuple[str, str]]) -> list[Any]:
+            out = []
+            async with Client(srv.server) as c:
+                for name, param in pairs:
+                    counted = await c.call_tool(name, {"count_by": param})
+                    plain = await c.call_tool(name, {"limit": 1})
+                    each = [await c.call_tool(name, {param: row[param], "limit": 1})
+                            for row in counted.structured_content["rows"]
+                            if row[param] is not None]
+                    out.append((name, param, counted, plain, each))
+            return out
+
+        try:
+            results = anyio.run(go, server, todo)
+        finally:
+            server.close()
+        for name, param, counted, plain, each in results:
+            assert not counted.is_error, (name, param, counted.content)
+            data = counted.structured_content
+            assert data["total_rows"] == plain.structured_content["total_rows"], (name, param)
+            assert data["total_rows"] == sum(r["rows"] for r in data["rows"])
+            per_value = [r for r in data["rows"] if r[param] is not None]
+            assert [e.structured_content["total_rows"] for e in each] == [
+                r["rows"] for r in per_value], (name, param)
+            checked += 1
+    assert checked >= 2
