@@ -309,55 +309,8 @@ class Executor:
         present = tuple(sorted(k for k, v in call.args.items() if v is not None))
         return (call.tool, call.version, call.user, present)
 
-    def _listing_window(self, call: Call) -> dict[str, Any]:
-        """The window a listing used; omitted, no bound, and said so."""
-        plan = call.plan
-        assert plan.window is not None
-        window = resolve_window(plan, call.args, self.project.config, self.project.now())
-        return window.to_json() if window is not None else {
-            "start": None, "end": None, "end_exclusive": True, "calendar": None,
-            "timezone": plan.window.timezone, "resolved_from": "default", "label": "all rows"}
-
-    def _count_by(self, call: Call) -> Answered:
-        """A listing's rows counted per value of one of its enum parameters, in the engine,
-        over every row the call matches (the caller's policy applied as for the rows)."""
-        config, plan = self.project.config, call.plan
-        product = plan.product or ""
-        param = str(call.args["count_by"])
-        f = next((f for f in plan.filters if f.param == param), None)
-        if f is None or call.args.get("cursor"):
-            raise ArgumentError(f"count_by {param[:80]!r} is not one of this tool's enum "
-                                "parameters (and takes no cursor)")
-        src = self.source(plan.source)
-        args = {k: v for k, v in _coerce_times(call.args, call.definition).items()
-                if k not in ("count_by", "limit", "cursor")}
-        query, params = compile_plan(plan, args, config, self.project.now())
-        assert isinstance(query, exp.Select)
-        query.set("order", None)
-        query.set("limit", None)
-        params.pop("limit", None)
-        leaf = f.column.rsplit(".", 1)[-1]
-        grouped = exp.select(exp.column(leaf, table="q", quoted=True).as_(param),
-                             exp.Count(this=exp.Star()).as_("rows")).from_(
-            query.subquery("q")).group_by(exp.column(leaf, table="q", quoted=True)).order_by(
-            exp.column(leaf, table="q", quoted=True))
-        secured, policy_params = self.secure(grouped, call.user)
-        params.update(policy_params)
-        got = self.fetch(src, src.render(secured), params, config.serve.max_result_rows,
-                         _known(call))
-        rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
-        out = self._result(call, rows, [product], truncated=got.capped is not None,
-                           next_cursor=None, paged=True)
-        out["total_rows"] = sum(int(r["rows"]) for r in rows)
-        out["count_by"] = param
-        if plan.window is not None:
-            out["window"] = self._listing_window(call)
-        return Answered(out, self.evidence(call, src, src.display(secured), params, [product]))
-
     def _list(self, call: Call) -> Answered:
         config, plan = self.project.config, call.plan
-        if call.args.get("count_by") is not None:
-            return self._count_by(call)
         product = plan.product or ""
         src = self.source(plan.source)
         args = _coerce_times(call.args, call.definition)
@@ -410,8 +363,11 @@ class Executor:
         out = self._result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
                            paged=True)
         out["total_rows"] = total
-        if plan.window is not None:
-            out["window"] = self._listing_window(call)
+        if plan.window is not None:  # omitted on a listing: no bound, and said so
+            window = resolve_window(plan, call.args, config, self.project.now())
+            out["window"] = window.to_json() if window is not None else {
+                "start": None, "end": None, "end_exclusive": True, "calendar": None,
+                "timezone": plan.window.timezone, "resolved_from": "default", "label": "all rows"}
         if got.capped == "bytes":
             out["capped"] = (f"stopped at {config.serve.max_result_bytes:,} bytes of values; "
                              "next_cursor continues")

@@ -363,10 +363,6 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         tz = p.time_columns[t]
         props["period"] = period_param(ctx, None, None, tz)
         window = Window(kind="listing", column=f"{name}.{t}", timezone=tz)
-    countable = [f.param for f in filters if "enum" in props.get(f.param, {})]
-    if countable:
-        props["count_by"] = {"type": "string", "enum": countable,
-                             "description": "Count rows per value of this, instead of rows."}
     props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows,
                       "default": min(50, max_rows)}
     props["cursor"] = {"type": "string", "description": "From next_cursor."}
