@@ -5,12 +5,20 @@ new quarter and of a new year."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 import yaml
+from mcp import Client
 
+from conftest import copy_project
+from tether.config import load_project
 from tether.context.periods import FORMS, FiscalCalendar, PeriodError, resolve
+from tether.drift.publish import build
+from tether.serve.server import TetherServer
 
 ROOT = Path(__file__).resolve().parents[1]
 D = dt.date
@@ -124,113 +132,83 @@ FORMS_TRIED = ("this_quarter", "last_quarter", "this_year", "last_year", "last_3
                "this_month", "2026-Q1", "2026-01-05..2026-02-14", None)
 
 
-@pytest.mark.parametrize("which", ["demo", "second"])
-def test_every_windowed_metric_states_and_uses_the_window_it_resolved(
-        which: str, demo_dir: Path, second_dir: Path, tmp_path: Path) -> None:
-    """Each period form, sent to every time-windowed metric of the warehouse as a user who sees
-    every row: the result's window is the one the project's clock and the metric's calendar
-    give, and the statement ran with exactly those bounds."""
-    import anyio
-    from mcp import Client
-
-    from conftest import copy_project
-    from tether.config import load_project
-    from tether.drift.publish import build
-    from tether.serve.server import TetherServer
-
-    d = copy_project(demo_dir if which == "demo" else second_dir, tmp_path / which)
+@pytest.fixture(params=["demo", "second"])
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any, str, Any]]:
+    """(project, a user who sees every row, a server as that user) on each warehouse."""
+    source = request.getfixturevalue("demo_dir" if request.param == "demo" else "second_dir")
+    d = copy_project(source, tmp_path / request.param)
     build(load_project(d))
     project = load_project(d)
     user = next(u for u, cfg in project.config.policies.users.items()
                 if not project.config.policies.roles[cfg.role].row_filters)
     server = TetherServer(project, stdio_user=user)
+    try:
+        yield project, user, server
+    finally:
+        server.close()
+
+
+def _call(server: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """The results of ``calls``, in order, through the official SDK client in memory."""
+    async def go() -> list[Any]:
+        async with Client(server.server) as c:
+            return [await c.call_tool(name, args) for name, args in calls]
+    return anyio.run(go)
+
+
+def test_every_windowed_metric_states_and_uses_the_window_it_resolved(
+        served: tuple[Any, str, Any]) -> None:
+    """Each period form, sent to every time-windowed metric of the warehouse as a user who sees
+    every row: the result's window is the one the project's clock and the metric's calendar
+    give, and the statement ran with exactly those bounds."""
+    project, user, server = served
     metrics = [v for v in server.visible(user) if v.plan.kind == "metric" and v.plan.window
                and v.plan.window.kind in ("period", "trailing")]
     assert metrics, "the warehouse has windowed metrics"
-    today = project.now().date()
-
-    async def go() -> list[tuple[str, str | None, object]]:
-        out = []
-        async with Client(server.server) as c:
-            for v in metrics:
-                for form in FORMS_TRIED:
-                    r = await c.call_tool(v.name, {} if form is None else {"period": form})
-                    out.append((v.name, form, r))
-        return out
-
-    try:
-        results = anyio.run(go)
-    finally:
-        server.close()
-    for name, form, r in results:
-        assert not r.is_error, (name, form, r.content)  # type: ignore[attr-defined]
-        v = next(m for m in metrics if m.name == name)
+    tried = [(v, form) for v in metrics for form in FORMS_TRIED]
+    results = _call(server, [(v.name, {} if form is None else {"period": form})
+                             for v, form in tried])
+    for (v, form), r in zip(tried, results, strict=True):
+        assert not r.is_error, (v.name, form, r.content)
         w_ = v.plan.window
         cal = project.config.calendars.get(w_.calendar or "")
         fiscal = FiscalCalendar(cal.start_month, cal.year_named_by) if cal else None
         default = "this_quarter" if w_.kind == "period" else f"last_{w_.default_days}_days"
-        want = resolve(form, today, fiscal, default=default)
+        want = resolve(form, project.now().date(), fiscal, default=default)
         assert want is not None
-        got = r.structured_content["window"]  # type: ignore[attr-defined]
-        assert got == want.to_json(), (name, form)
+        got = r.structured_content["window"]
+        assert got == want.to_json(), (v.name, form)
         assert got["resolved_from"] == (form or "default")
-        params = r.meta["tether/evidence"]["params"]  # type: ignore[attr-defined]
+        params = r.meta["tether/evidence"]["params"]
         start, end = want.bounds()
-        assert (params["window_start"], params["window_end"]) == (start.isoformat(),
-                                                                  end.isoformat()), (name, form)
-        assert all(row["period"] == want.label for row in r.structured_content["rows"])  # type: ignore[attr-defined]
+        assert (params["window_start"], params["window_end"]) == (
+            start.isoformat(), end.isoformat()), (v.name, form)
+        assert all(row["period"] == want.label for row in r.structured_content["rows"])
 
 
-@pytest.mark.parametrize("which", ["demo", "second"])
-def test_an_empty_result_says_why(which: str, demo_dir: Path, second_dir: Path,
-                                  tmp_path: Path) -> None:
+def test_an_empty_result_says_why(served: tuple[Any, str, Any]) -> None:
     """A window after the newest data says "no rows yet" with as_of; arguments that match
     nothing the caller may see say so; a non-empty result carries no reason."""
-    import anyio
-    from mcp import Client
-
-    from conftest import copy_project
-    from tether.config import load_project
-    from tether.drift.publish import build
-    from tether.serve.server import TetherServer
-
-    d = copy_project(demo_dir if which == "demo" else second_dir, tmp_path / which)
-    build(load_project(d))
-    project = load_project(d)
-    user = next(u for u, cfg in project.config.policies.users.items()
-                if not project.config.policies.roles[cfg.role].row_filters)
-    server = TetherServer(project, stdio_user=user)
+    _, user, server = served
     windowed = [v for v in server.visible(user) if v.plan.window is not None
                 and v.plan.window.kind != "current"]
     assert any(v.plan.kind == "list" for v in windowed)
-
-    async def go() -> list[tuple[str, object, object]]:
-        out = []
-        async with Client(server.server) as c:
-            for v in windowed:
-                future = await c.call_tool(v.name, {"period": "2099-01"})
-                now = await c.call_tool(v.name, {"period": "last_year"} if v.plan.kind == "list"
-                                        else {})
-                out.append((v.name, future, now))
-        return out
-
-    try:
-        results = anyio.run(go)
-    finally:
-        server.close()
+    calls = [(v.name, args) for v in windowed for args in (
+        {"period": "2099-01"}, {"period": "last_year"} if v.plan.kind == "list" else {})]
+    results = _call(server, calls)
     seen_yet: list[str] = []
-    for name, future, now in results:
-        data = future.structured_content  # type: ignore[attr-defined]
+    for v, future, now in zip(windowed, results[::2], results[1::2], strict=True):
+        data = future.structured_content
         if data["rows"]:  # a metric with a row per dimension value may answer zeros
             assert "empty_reason" not in data
             continue
         if data["as_of"] is None:  # without as_of the server cannot say the data ends earlier
-            assert data["empty_reason"] == "no rows you may see match period=2099-01", name
+            assert data["empty_reason"] == "no rows you may see match period=2099-01", v.name
         else:
             assert data["empty_reason"].startswith(
-                "no rows yet: the window starts 2099-01-01"), name
+                "no rows yet: the window starts 2099-01-01"), v.name
             assert data["as_of"] in data["empty_reason"]
-            seen_yet.append(name)
-        later = now.structured_content  # type: ignore[attr-defined]
-        assert ("empty_reason" in later) == (not later["rows"]), name
+            seen_yet.append(v.name)
+        later = now.structured_content
+        assert ("empty_reason" in later) == (not later["rows"]), v.name
     assert seen_yet

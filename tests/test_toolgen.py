@@ -192,3 +192,53 @@ def test_build_other_modes_export_beside(built: Path) -> None:
     assert sorted(p.name for p in (built / "tools" / "generic").glob("*.json")) == [
         "describe_table.json", "list_tables.json", "run_sql.json"]
     assert json.loads(res.stdout)["publication"] is None
+
+
+def test_declared_units_none_and_per_row(demo_dir: Path, tmp_path: Path) -> None:
+    """`unit: none` reads as dimensionless, `unit_column` as the unit each row names; lint item 6
+    accepts both; a numeric column nobody speaks for says "no known unit" and loses the point;
+    a listing's result states the per-row unit."""
+    import anyio
+    from mcp import Client
+
+    from tether.serve.server import TetherServer
+
+    d = copy_project(demo_dir, tmp_path / "units")
+    p = d / "tether.yaml"
+    text = p.read_text()
+    for old, new in (("quantity: {unit: count}", "quantity: {unit: none}"),
+                     ("amount_cents: {unit: USD_cents, description: Order total in US cents.}",
+                      'amount_cents: {unit_column: currency, unit_format: "{value}_cents"}'),
+                     ("      open_deals: {unit: deals}\n", "")):
+        assert old in text
+        text = text.replace(old, new)
+    p.write_text(text)
+    build(load_project(d))
+    tools = {f.stem: json.loads(f.read_text()) for f in (d / "tools").glob("*.json")}
+
+    def field(tool: str, name: str) -> str:
+        rows = tools[tool]["outputSchema"]["properties"]["rows"]["items"]["properties"]
+        return str(rows[name]["description"])
+
+    assert field("items_in_an_order", "quantity") == "Dimensionless (unit: none)."
+    assert field("orders_by_status_and_customer", "amount_cents") == (
+        "Unit: {currency}_cents (from each row's currency).")
+    snapshot = "open_pipeline_by_stage_last_night"
+    assert field(snapshot, "open_deals") == "No known unit."
+    review = {t.name: t for t in review_tools(list(tools.values()), "units").tools}
+    assert 6 not in {lost.item for lost in review["orders_by_status_and_customer"].lost}
+    assert 6 not in {lost.item for lost in review["items_in_an_order"].lost}
+    assert [lost.item for lost in review[snapshot].lost] == [6]
+    assert "open_deals" in review[snapshot].lost[0].reason
+
+    server = TetherServer(load_project(d), stdio_user="fin.ana")
+
+    async def go() -> Any:
+        async with Client(server.server) as c:
+            return await c.call_tool("orders_by_status_and_customer", {"limit": 1})
+
+    try:
+        result = anyio.run(go)
+    finally:
+        server.close()
+    assert result.structured_content["units"]["amount_cents"] == "{currency}_cents"

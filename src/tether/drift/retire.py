@@ -14,14 +14,21 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.context.meta import CONTEXT_KEY
-from tether.registry import ToolVersion, bump
+from tether.registry import Registry, ToolVersion, bump
+from tether.registry.semver import Level
 from tether.registry.store import CHANGE_SENTENCE
 
+if TYPE_CHECKING:  # check imports this module back, lazily
+    from tether.config import Project
+    from tether.drift.check import Candidate, CheckResult
+
 RETIRED_KEY = "retired"
-_RETIRED_SENTENCE = " Retired in "
+_PUBLICATION_SENTENCES = ("Changed in ", "Retired in ")
+"""Sentences a publication adds to a description (and its sources); a republished definition
+drops the old ones and states its own."""
 
 
 def retired_info(definition: dict[str, Any]) -> dict[str, Any] | None:
@@ -31,56 +38,55 @@ def retired_info(definition: dict[str, Any]) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
+def _stamp(at: dt.datetime) -> str:
+    return at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _republished(definition: dict[str, Any], sentence: str, head: dict[str, Any],
+                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A copy of ``definition`` as a new version: the earlier publication sentences and fields
+    gone, ``sentence`` at the end of its description (sourced), ``head`` first in its context,
+    ``extra`` last."""
+    wire: dict[str, Any] = json.loads(json.dumps(definition))
+    base = CHANGE_SENTENCE.sub("", str(wire.get("description", ""))).strip()
+    wire["description"] = f"{base} {sentence}"
+    ctx = wire["_meta"][CONTEXT_KEY]
+    sources = {k: v for k, v in (ctx.get("sources") or {}).items()
+               if not k.startswith(_PUBLICATION_SENTENCES)}
+    sources[sentence] = "schema"
+    dropped = {"change_note", "deprecation", "review", "supersedes", RETIRED_KEY, "sources"}
+    rest = {k: v for k, v in ctx.items() if k not in head and k not in dropped}
+    wire["_meta"][CONTEXT_KEY] = head | rest | {"sources": sources} | (extra or {})
+    return wire
+
+
 def retirement(prev: ToolVersion, reason: str, at: dt.datetime) -> tuple[dict[str, Any], str]:
     """(wire definition, version) retiring ``prev``'s tool: the same definition, a major
     version, the reason in its context and its description. The window is counted by the
     server from the day this version is published."""
-    wire: dict[str, Any] = json.loads(json.dumps(prev.definition))
     version = bump(prev.version, "major")
-    stamp = at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
-    base = CHANGE_SENTENCE.sub("", str(wire.get("description", ""))).strip()
-    sentence = f"Retired in {version}: {reason.rstrip('.')}; do not use it for new work."
-    wire["description"] = f"{base} {sentence}"
-    ctx = wire["_meta"][CONTEXT_KEY]
-    for key in ("change_note", "deprecation", "review", "supersedes"):
-        ctx.pop(key, None)
-    sources = {k: v for k, v in (ctx.get("sources") or {}).items()
-               if not k.startswith(("Changed in ", "Retired in "))}
-    sources[sentence] = "schema"
+    why = reason.rstrip(".")
     head = {"version": version, "supersedes": prev.version, "change_level": "major",
-            "change_kind": "breaking", "change_note": f"Retired: {reason.rstrip('.')}.",
-            "review": {"mode": "human", "at": stamp}, "generated_at": stamp}
-    rest = {k: v for k, v in ctx.items() if k not in head and k != "sources"}
-    wire["_meta"][CONTEXT_KEY] = head | rest | {"sources": sources,
-                                                RETIRED_KEY: {"reason": reason.rstrip(".")}}
+            "change_kind": "breaking", "change_note": f"Retired: {why}.",
+            "review": {"mode": "human", "at": _stamp(at)}, "generated_at": _stamp(at)}
+    wire = _republished(prev.definition,
+                        f"Retired in {version}: {why}; do not use it for new work.", head,
+                        {RETIRED_KEY: {"reason": why}})
     return wire, version
 
 
 def rollback(current: ToolVersion, target: ToolVersion, at: dt.datetime,
-             level: str, kind: str) -> tuple[dict[str, Any], str]:
+             level: Level, kind: str) -> tuple[dict[str, Any], str]:
     """(wire definition, version): ``target``'s definition republished after ``current``,
     with the bump its difference from ``current`` calls for."""
-    wire: dict[str, Any] = json.loads(json.dumps(target.definition))
-    version = bump(current.version, level)  # type: ignore[arg-type]
-    stamp = at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
-    base = CHANGE_SENTENCE.sub("", str(wire.get("description", ""))).strip()
+    version = bump(current.version, level)
     note = f"Rolled back to the definition of {target.version}."
-    sentence = f"Changed in {version}: {note}"
-    wire["description"] = f"{base} {sentence}"
-    ctx = wire["_meta"][CONTEXT_KEY]
-    for key in ("change_note", "deprecation", "review", "supersedes", RETIRED_KEY):
-        ctx.pop(key, None)
-    sources = {k: v for k, v in (ctx.get("sources") or {}).items()
-               if not k.startswith(("Changed in ", "Retired in "))}
-    sources[sentence] = "schema"
     head = {"version": version, "supersedes": current.version, "change_level": level,
-            "change_kind": kind, "change_note": note, "generated_at": stamp}
-    rest = {k: v for k, v in ctx.items() if k not in head and k != "sources"}
-    wire["_meta"][CONTEXT_KEY] = head | rest | {"sources": sources}
-    return wire, version
+            "change_kind": kind, "change_note": note, "generated_at": _stamp(at)}
+    return _republished(target.definition, f"Changed in {version}: {note}", head), version
 
 
-def retire_tool(project: Any, name: str, reason: str | None = None) -> Any:
+def retire_tool(project: Project, name: str, reason: str | None = None) -> CheckResult:
     """`tether retire TOOL`: the retirement of a published tool as a review (a person decides,
     as for any breaking change); blocked if what it keeps serving exposes a restricted column.
     Returns a CheckResult (exit 11 waits for review, 12 blocked)."""
@@ -105,7 +111,7 @@ def retire_tool(project: Any, name: str, reason: str | None = None) -> Any:
         registry.close()
 
 
-def rollback_tool(project: Any, name: str, to: str) -> Any:
+def rollback_tool(project: Project, name: str, to: str) -> CheckResult:
     """`tether rollback TOOL --to VERSION`: that version's definition, published as a new
     version through the gate (auto for wording and additive differences from the current one,
     a review for breaking ones, blocked if it exposes a restricted column now). The next
@@ -137,7 +143,7 @@ def rollback_tool(project: Any, name: str, to: str) -> Any:
         exposed = gate.exposes(wire, gate.restricted_by(project, state))
         route = "blocked" if exposed else (
             "human" if kind in ("breaking", "semantic", "policy") else "auto")
-        stamp = project.now().astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+        stamp = _stamp(project.now())
         wire["_meta"][CONTEXT_KEY]["review"] = (
             {"mode": "auto", "rule": "rollback", "at": stamp} if route == "auto"
             else {"mode": "human", "at": stamp})
@@ -151,7 +157,7 @@ def rollback_tool(project: Any, name: str, to: str) -> Any:
         registry.close()
 
 
-def _published(current: dict[str, Any], name: str) -> Any:
+def _published(current: dict[str, ToolVersion], name: str) -> ToolVersion:
     from tether.errors import ConfigError
 
     if name not in current:
@@ -160,8 +166,9 @@ def _published(current: dict[str, Any], name: str) -> Any:
     return current[name]
 
 
-def _submit(project: Any, registry: Any, candidate: Any, current: dict[str, Any],
-            state: dict[str, Any], route: str | None = None, rule: str | None = None) -> Any:
+def _submit(project: Project, registry: Registry, candidate: Candidate,
+            current: dict[str, ToolVersion], state: dict[str, Any], route: str | None = None,
+            rule: str | None = None) -> CheckResult:
     from tether.drift import check as checking
 
     route = route or ("blocked" if candidate.outcome.outcome == "blocked" else "human")

@@ -16,6 +16,7 @@ import difflib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
@@ -92,22 +93,37 @@ def row_filters_compile(facts: Facts) -> list[Problem]:
             if product not in facts.columns:
                 continue
             loc: Loc = ("policies", "roles", rname, "row_filters", product)
-            problem = _compile(facts, product, template)
+            problem = _compile(facts, product, _row_filter(template))
             if problem:
                 out.append(Problem(loc, f"the row filter on {product} does not compile on its "
                                    f"source: {problem}"))
     return out
 
 
-def _compile(facts: Facts, product: str, template: str) -> str | None:
-    p = facts.project.config.products[product]
+def _row_filter(template: str) -> Callable[[str], exp.Expr]:
+    """A row filter as a condition to compile, its user values as NULL."""
+    def build(dialect: str) -> exp.Expr:
+        return sqlglot.parse_one(USER_TEMPLATE.sub("NULL", template), read=dialect)
+    return build
+
+
+def _base(src: Source, project: Project, product: str) -> exp.Expr:
+    """The product as its source has it (its table, or its SQL), aliased by its name."""
+    p = project.config.products[product]
+    base: exp.Expr = (src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", product))
+    base.set("alias", exp.TableAlias(this=exp.to_identifier(product, quoted=True)))
+    return base
+
+
+def _compile(facts: Facts, product: str, condition: Callable[[str], exp.Expr],
+             params: dict[str, Any] | None = None) -> str | None:
+    """Why ``condition`` (built for the source's dialect) does not compile in a WHERE on the
+    product, on its own engine with no rows read; None when it does."""
     try:
         src = facts.source(product)
-        pred = sqlglot.parse_one(USER_TEMPLATE.sub("NULL", template), read=src.dialect)
-        base: exp.Expr = (src.table_expr(p.table) if p.table
-                          else src.sql_expr(p.sql or "", product))
-        base.set("alias", exp.TableAlias(this=exp.to_identifier(product, quoted=True)))
-        src.run(src.render(exp.select("1").from_(base).where(pred).limit(0)))
+        query = exp.select("1").from_(_base(src, facts.project, product)).where(
+            condition(src.dialect)).limit(0)
+        src.run(src.render(query), params)
     except sqlglot.errors.SqlglotError as e:
         return f"it does not parse ({str(e).splitlines()[0]})"
     except TetherError as e:
@@ -138,19 +154,9 @@ def freshness_conditions_compile(facts: Facts) -> list[Problem]:
     for product, p in config.products.items():
         if product not in facts.columns or p.freshness is None or p.freshness.where is None:
             continue
-        try:
-            src = facts.source(product)
-            cond = p.freshness.condition(src.dialect)
-            base: exp.Expr = (src.table_expr(p.table) if p.table
-                              else src.sql_expr(p.sql or "", product))
-            base.set("alias", exp.TableAlias(this=exp.to_identifier(product, quoted=True)))
-            src.run(src.render(exp.select("1").from_(base).where(cond).limit(0)),
-                    {"clock": facts.project.now()})
-        except sqlglot.errors.SqlglotError as e:
-            problem = f"it does not parse ({str(e).splitlines()[0]})"
-        except TetherError as e:
-            problem = getattr(e, "reason", None) or e.message
-        else:
+        problem = _compile(facts, product, p.freshness.condition,
+                           {"clock": facts.project.now()})
+        if problem is None:
             continue
         out.append(Problem(("products", product, "freshness", "where"),
                            f"the freshness condition of {product} does not compile on its "
@@ -209,11 +215,9 @@ def check_against_sources(project: Project) -> None:
     is left to the commands that read it."""
     columns: dict[str, list[str]] = {}
     with _sources(project) as source:
-        for name, p in project.config.products.items():
+        for name in project.config.products:
             try:
-                src = source(name)
-                base = src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", name)
-                found = src.describe(base, label=name)
+                found = source(name).describe(_base(source(name), project, name), label=name)
             except TetherError:
                 continue
             columns[name] = sorted({c.name for col in found for c in [col, *col.leaves()]})

@@ -575,7 +575,7 @@ def _products(definition: dict[str, Any]) -> list[str]:
     return ToolContext.of(definition).products
 
 
-_UNIT = re.compile(r"unit: ([^;.)]+)", re.I)
+_UNIT = re.compile(r"unit: ([^;.)(]+?)(?: \(|[;.)]|$)", re.I)
 
 
 def _units(definition: dict[str, Any]) -> dict[str, str]:
@@ -583,7 +583,7 @@ def _units(definition: dict[str, Any]) -> dict[str, str]:
     rows = (((definition.get("outputSchema") or {}).get("properties") or {}).get("rows") or {})
     for name, schema in ((rows.get("items") or {}).get("properties") or {}).items():
         m = _UNIT.search(str(schema.get("description", "")))
-        if m and m.group(1).strip().lower() not in ("number", "key, no unit"):
+        if m and m.group(1).strip().lower() not in ("number", "key, no unit", "none"):
             out[name] = m.group(1).strip()
     return out
 

@@ -59,8 +59,8 @@ def singular(noun: str) -> str:
 
 
 def grain_noun(grain: str | None, fallback: str) -> str:
-    """``one row per order line`` -> ``order line``; without a grain, the table name's
-    singular (``order_lines`` -> ``order line``)."""
+    """``one row per shipment leg`` -> ``shipment leg``; without a grain, the table name's
+    singular (``shipment_legs`` -> ``shipment leg``)."""
     if grain:
         return re.sub(r"^one row per\s+", "", grain.strip().rstrip("."), flags=re.I)
     return singular(fallback.replace("_", " "))

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from sqlglot import exp
 
 from tether.config import MetricConfig, ProductConfig, Project, TetherConfig
-from tether.context.periods import FiscalCalendar, resolve
+from tether.context.periods import resolve
 from tether.context.profile import ColumnProfile, ProductProfile
 from tether.errors import ConfigError
 from tether.policy import restricted_columns
@@ -44,7 +44,7 @@ from tether.toolgen.model import (
     Window,
     join_sentences,
 )
-from tether.toolgen.plan import from_clause, parse, qualified
+from tether.toolgen.plan import fiscal_calendar, from_clause, parse, qualified
 
 PROBE = "explain_data_product"
 METRIC_MAX_ROWS = 1000
@@ -209,13 +209,12 @@ def period_param(ctx: Ctx, calendar_name: str | None, default: str | None,
                  timezone: str = "UTC") -> dict[str, Any]:
     """The one `period` argument of a time-windowed tool: the forms in one sentence, the
     calendar its quarters and years follow, and what omitting it means."""
-    cal = ctx.config.calendars.get(calendar_name or "")
-    if cal is not None and (cal.start_month != 1 or "fisc" in (calendar_name or "").lower()):
-        example = resolve("this_quarter", ctx.project.now().date(),
-                          FiscalCalendar(cal.start_month, cal.year_named_by))
+    fiscal = fiscal_calendar(ctx.config, calendar_name)  # as the server will resolve it
+    if fiscal is not None:
+        example = resolve("this_quarter", ctx.project.now().date(), fiscal)
         assert example is not None
-        years = (f"quarters and years fiscal (from 1 {calendar.month_name[cal.start_month]}, "
-                 f"named by the year they {cal.year_named_by} in: {example.label} = "
+        years = (f"quarters and years fiscal (from 1 {calendar.month_name[fiscal.start_month]}, "
+                 f"named by the year they {fiscal.year_named_by} in: {example.label} = "
                  f"{example.start}..{example.end - dt.timedelta(days=1)})")
     else:
         years = "calendar quarters and years"
@@ -485,7 +484,7 @@ def _metric_siblings(ctx: Ctx, product: str) -> list[str]:
 
 
 def _parent_product(ctx: Ctx, product: str, column: str) -> str | None:
-    """The product whose single-column key this column is (order_lines.order_id -> orders)."""
+    """The product whose single-column key this column is (legs.shipment_id -> shipments)."""
     for other, p in ctx.config.products.items():
         if other != product and p.primary_key == [column]:
             return other

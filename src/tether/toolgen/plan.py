@@ -187,6 +187,13 @@ def _window_condition(plan: QueryPlan) -> exp.Expr:
     return exp.and_(exp.GTE(this=col, expression=start), exp.LT(this=col.copy(), expression=end))
 
 
+def fiscal_calendar(config: TetherConfig, name: str | None) -> FiscalCalendar | None:
+    """The calendar a metric names, as the fiscal calendar its quarters and years follow (None:
+    calendar quarters and years, and FYyyyy forms are errors)."""
+    cal = config.calendars.get(name or "")
+    return FiscalCalendar(cal.start_month, cal.year_named_by) if cal is not None else None
+
+
 def resolve_window(plan: QueryPlan, args: dict[str, Any], config: TetherConfig,
                    now: dt.datetime) -> Window | None:
     """The window a call's ``period`` names (context/periods.py), at the project's clock:
@@ -196,10 +203,7 @@ def resolve_window(plan: QueryPlan, args: dict[str, Any], config: TetherConfig,
     w = plan.window
     if w is None or w.kind == "current":
         return None
-    fiscal = None
-    if w.calendar and w.calendar in config.calendars:
-        cal = config.calendars[w.calendar]
-        fiscal = FiscalCalendar(cal.start_month, cal.year_named_by)
+    fiscal = fiscal_calendar(config, w.calendar)
     default = {"period": "this_quarter", "trailing": f"last_{w.default_days}_days"}.get(w.kind)
     period = args.get("period")
     if period is not None and not isinstance(period, str):

@@ -1,7 +1,7 @@
 """The SQL a call sent, run again on the source: as written, and over the rows the user may see.
 
 A server that does not know users (a third party's SQL tool over a copy of the data) answers
-``SELECT COUNT(*) FROM customers WHERE sales_region = 'AMER'`` for a manager entitled to EMEA only:
+``SELECT COUNT(*) FROM accounts WHERE zone = 'SOUTH'`` for a manager entitled to NORTH only:
 no row of the result carries a key or a region to check, yet the number was computed over rows
 outside the entitlement. So the labeller runs the call's query on the project's source twice:
 

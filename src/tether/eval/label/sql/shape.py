@@ -4,7 +4,7 @@ joins that fan out and money columns compared across units.
 Parsed with sqlglot in the source's dialect and qualified against the project's schema, so
 every column becomes ``product.column`` whichever alias or clause it came through. Analysis is
 cached by *shape*: string literals, typed date literals and compared numbers are swapped for
-placeholders before parsing, so ``... WHERE sales_region = 'EMEA'`` and ``... = 'APAC'`` share
+placeholders before parsing, so ``... WHERE zone = 'NORTH'`` and ``... = 'SOUTH'`` share
 one parse; the literal values are kept per statement and bound back only where a scorer needs
 them (predicates, date bounds, identifier checks).
 """

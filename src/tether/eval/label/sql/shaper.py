@@ -1,7 +1,7 @@
 """Statement shapes: an agent's SQL with its literals swapped for placeholders.
 
-Agents send the same query again and again with other values (``sales_region = 'EMEA'``, then
-``'APAC'``); the labeller parses and qualifies each shape once and binds the values back only
+Agents send the same query again and again with other values (``zone = 'NORTH'``, then
+``'SOUTH'``); the labeller parses and qualifies each shape once and binds the values back only
 where a rule needs them.
 """
 
