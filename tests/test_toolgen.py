@@ -242,3 +242,13 @@ def test_declared_units_none_and_per_row(demo_dir: Path, tmp_path: Path) -> None
     finally:
         server.close()
     assert result.structured_content["units"]["amount_cents"] == "{currency}_cents"
+
+
+def test_tether_tools_wraps_descriptions_instead_of_cutting_them(built: Path) -> None:
+    """Every description's last words reach the terminal table, however long it is."""
+    r = run_cli("tools", "--project", str(built), env={"COLUMNS": "120"})
+    assert r.returncode == 0, r.stderr
+    for f in (built / "tools").glob("*.json"):
+        description = json.loads(f.read_text())["description"]
+        assert len(description) > 140 or f.stem == "explain_data_product"
+        assert description.split()[-1] in r.stdout, f.stem
