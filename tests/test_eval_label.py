@@ -833,7 +833,7 @@ def test_effort_tokens_and_usd(project: Project, served: Served) -> None:
 # --- failure classes -----------------------------------------------------------------------------
 
 
-def test_entity_a_crm_id_in_a_canonical_id_argument_read_as_none(ctx: LabelContext, db: Any,
+def test_entity_a_crm_id_for_a_canonical_key(ctx: LabelContext, db: Any,
                                                                  served: Served) -> None:
     crm, open_tickets = db.execute(
         "SELECT x.crm_account_id, count(*) FROM support_tickets t JOIN customer_crosswalk x "
@@ -843,28 +843,17 @@ def test_entity_a_crm_id_in_a_canonical_id_argument_read_as_none(ctx: LabelConte
              required_fields=["support_tickets.customer_id", "support_tickets.status"],
              freshness_bound_hours=24)
     args = {"canonical_customer_id": crm, "status": "OPEN"}
-    # the grounded tool refuses a CRM id (format uuid); the bare one (no format) runs it
-    refused = served.call(0, TICKETS, args)
-    assert refused.is_error and "canonical_customer_id" in (refused.text or "")
-    zero = served.call(0, TICKETS, args, mode="bare")
-    assert zero.structured["row_count"] == 0
-    line = label(trace(c, [zero], final="That account has no open tickets.",
-                       server="tether-bare"), ctx)
-    assert (line.correct, line.grounded, line.failure_class) == (False, False, "entity")
-    # changed: used = the 9 ticket columns the listing selects (customer_id and status among
-    # them), no longer the two arguments: 2 of 9 used are required
-    assert (line.grounding_precision, line.grounding_recall, line.freshness_pass) == (
-        round(2 / 9, 4), 1.0, True)
-    # changed: the identifier is read from the executed statement's comparison, not from the
-    # argument's declared scheme
-    assert line.symptoms == [
-        f"entity: call 0 (support_tickets_for_customer): support_tickets.customer_id "
-        f"(canonical_customer_id) compared with '{crm}', a crm_account_id value",
-        "entity: call 0 (support_tickets_for_customer) returned no rows and the answer took "
-        "that as a true negative"]
-    # the refused call read nothing: no field, no entity symptom from it
-    no = label(trace(c, [refused], final="That account has no open tickets."), ctx)
-    assert no.fields_used == [] and not [s for s in no.symptoms if s.startswith("entity")]
+    # the server resolves a CRM id through the crosswalk, grounded and bare alike: the statement
+    # compares the crosswalk's crm_account_id with it, so there is no entity mistake to find
+    for mode in ("grounded", "bare"):
+        resolved = served.call(0, TICKETS, args, mode=mode)
+        assert not resolved.is_error and resolved.structured["total_rows"] == open_tickets
+        assert resolved.structured["identifiers"]["canonical_customer_id"] == {
+            "given": crm, "scheme": "crm_account_id", "resolved_through": "customer_crosswalk"}
+        line = label(trace(c, [resolved], final=f"{open_tickets} open tickets.",
+                           server=f"tether-{mode}"), ctx)
+        assert line.correct and not [x for x in line.symptoms if x.startswith("entity")], (
+            mode, line.symptoms)
     # the same mistake in SQL: a CRM id compared with the canonical key
     q = f"SELECT count(*) FROM support_tickets WHERE customer_id = '{crm}' AND status = 'OPEN'"
     in_sql = label(trace(c, [sql(0, q, [{"n": 0}])], final="0"), ctx)

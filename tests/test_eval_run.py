@@ -120,9 +120,12 @@ def test_run_against_tether_over_stdio_as_each_named_user(project: Path, cases: 
     # the regional manager's backlog is their region's: the same tool, fewer orders
     amer = got["backlog-mgr-amer"]
     assert amer.as_user == "mgr.amer" and amer.answer == amer.case.gold.answer
-    # the entity trap: a CRM id passed where the canonical id is required is refused
+    # the entity trap: a CRM id passed where the canonical id is keyed is resolved by the
+    # server through the crosswalk, in the same query, and the result says so
     crm = got["tickets-by-crm-id"].tool_calls[0]
-    assert crm.is_error and "canonical_customer_id" in (crm.text or "")
+    assert not crm.is_error and crm.structured["identifiers"]["canonical_customer_id"][
+        "scheme"] == "crm_account_id"
+    assert crm.structured["total_rows"] == got["tickets-by-crm-id"].case.gold.answer
 
 
 def test_run_over_http_with_a_runner_token(project: Path, cases: Path, tmp_path: Path) -> None:
@@ -225,7 +228,19 @@ def test_bad_invocations_say_what_to_do(cases: Path, tmp_path: Path, args: list[
 
 
 def test_harvest_turns_the_served_calls_into_candidate_cases(project: Path, tmp_path: Path) -> None:
-    """The runs above went through tether's server: its call log is a source of cases."""
+    """The runs above went through tether's server: its call log is a source of cases. One
+    refused call (a manager asking for another region's customers) is made here too."""
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    async def refused() -> bool:
+        params = StdioServerParameters(command=TETHER, args=[
+            "serve", "--project", str(project), "--as-user", "mgr.emea"])
+        async with Client(params) as c:
+            r = await c.call_tool("customers_by_region_and_segment", {"sales_region": "AMER"})
+            return bool(r.is_error)
+
+    assert anyio.run(refused)
     out = tmp_path / "candidates.jsonl"
     res = run_cli("eval", "harvest", "--project", str(project), "--out", str(out), "--json")
     assert res.returncode == 0, res.stderr
@@ -234,7 +249,7 @@ def test_harvest_turns_the_served_calls_into_candidate_cases(project: Path, tmp_
     assert not loaded.errors and len(loaded.cases) == summary["cases"] > 0
     roles = {s["role"] for s in summary["strata"]}
     assert {"finance_analyst", "regional_manager", "support_agent"} <= roles
-    # the refused CRM id, then the same tool again: an error, or a retry episode
-    assert any(s["outcome"] in ("error", "retry") and s["role"] == "support_agent"
-               for s in summary["strata"])
+    # a refused call (another region's rows), then maybe the same tool again: an error, or a
+    # retry episode, kept as its own stratum
+    assert any(s["outcome"] in ("error", "retry") for s in summary["strata"]), summary["strata"]
     assert all(c.question.startswith("[write the question]") for c in loaded.cases)

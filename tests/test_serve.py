@@ -159,11 +159,16 @@ def test_pagination_cursor_is_signed_and_scoped(project_dir: Path) -> None:
 
 @pytest.mark.parametrize(("tool", "args", "says"), [
     ("deals_by_stage_and_pipeline", {"stage": "WON"}, "allowed values: CLOSED_LOST"),
-    ("orders_by_status_and_customer", {"crm_account_id": "12345"}, "does not fit the format"),
+    ("orders_by_status_and_customer", {"crm_account_id": "12345"}, "is none of the ids it takes"),
     ("orders_by_status_and_customer", {"period": "the day before"}, "does not fit"),
-    # a CRM id where the canonical UUID is documented: refused, not an empty "no tickets"
-    ("support_tickets_for_customer", {"canonical_customer_id": "A-1000000"}, "is not a 'uuid'"),
-    ("active_customers_by_region_and_fiscal_quarter", {"period": "2027Q1"}, "does not fit"),
+    # an id of no declared scheme: refused with the schemes and the tool that maps them, not
+    # an empty "no tickets"
+    ("support_tickets_for_customer", {"canonical_customer_id": "CUST-42"},
+     "(canonical_customer_id, crm_account_id, billing_account_no); resolve_customer_ids"),
+    ("active_customers_by_region_and_fiscal_quarter", {"period": "Q1 of 2027"}, "does not fit"),
+    # the characters fit; the server knows the forms and lists them
+    ("active_customers_by_region_and_fiscal_quarter", {"period": "last_fortnight"},
+     "last_quarter"),
     ("active_customers_by_region_and_fiscal_quarter", {"fiscal_quarter": "FY2027-Q1"},
      "unknown argument"),
     ("orders_by_status_and_customer", {"colour": "red"}, "unknown argument"),
@@ -264,7 +269,11 @@ def test_stdio_transport_with_the_sdk_client(project_dir: Path) -> None:
     assert len(names) == 5 and "deals_by_stage_and_pipeline" not in names
     assert not r.is_error and {row["email"] for row in r.structured_content["rows"]} == {
         "[redacted]"}
-    assert json.loads(r.content[0].text) == r.structured_content
+    # the answer first, in one sentence; the JSON second, equal to structuredContent
+    total = r.structured_content["total_rows"]
+    assert r.content[0].text.startswith(f"3 of {total} matching rows shown"), r.content[0].text
+    assert "as of 20" in r.content[0].text and "\n" not in r.content[0].text
+    assert json.loads(r.content[1].text) == r.structured_content
 
 
 @pytest.fixture(scope="module")

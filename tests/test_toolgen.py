@@ -87,7 +87,8 @@ def test_enums_equal_observed_values(demo_dir: Path, profiles: dict[str, Any]) -
     with open_source("main", project.config.sources["main"], project.root) as src:
         for t in generate(project, profiles):
             for pname, schema in t.input_schema["properties"].items():
-                if "enum" not in schema or pname == "product":
+                if "enum" not in schema or pname in ("product", "count_by",
+                                                     "sum_and_average_of"):
                     continue
                 column = next(f.column for f in t.plan.filters if f.param == pname)
                 table, col = column.split(".")

@@ -183,7 +183,8 @@ def specs(first: dict[str, Any]) -> list[Spec]:
              "SELECT count(*) FROM support_tickets t JOIN customer_crosswalk x ON "
              "x.customer_id = t.customer_id WHERE x.crm_account_id = :crm", {"crm": crm},
              ["support_tickets.customer_id", "customer_crosswalk.crm_account_id"],
-             note="tickets key on the canonical id: a CRM id finds nothing"),
+             note="tickets key on the canonical id: the CRM id is resolved through the "
+             "crosswalk"),
         Spec("open-tickets-by-crm-id", "sup.sam",
              f"How many OPEN support tickets does account {crm} have?",
              "SELECT count(*) FROM support_tickets t JOIN customer_crosswalk x ON "

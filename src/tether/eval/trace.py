@@ -145,6 +145,8 @@ def parse_text(text: str | None) -> Any:
     if not text:
         return None
     s = text.strip()
+    if s and s[0] not in "[{" and "\n" in s:  # a sentence first (tether's answer line)
+        s = s.partition("\n")[2].strip()
     if not s or s[0] not in "[{":
         return None
     try:

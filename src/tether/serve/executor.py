@@ -45,13 +45,16 @@ from tether.policy.model import role_of, tool_visible
 from tether.profiling.fingerprint import schema_fingerprint
 from tether.serve import pagination, sqlguard
 from tether.sources import Fetched, Source, open_source
+from tether.toolgen.generate import AGGREGATE
 from tether.toolgen.model import QueryPlan
 from tether.toolgen.plan import (
     ArgumentError,
     call_params,
+    chosen_route,
     compile_plan,
     qualified,
     resolve_window,
+    routes_key,
 )
 
 
@@ -92,8 +95,10 @@ class Executor:
     mask_key: MaskKey | None = None
     sources: dict[str, Source] = field(default_factory=dict)
     profiles: dict[str, ProductProfile] = field(default_factory=dict)
-    _sql_text: dict[tuple[Any, ...], tuple[str, str]] = field(default_factory=dict)
-    """(text the driver runs, text evidence shows) per tool, version, user and filters present"""
+    _sql_text: dict[tuple[Any, ...], tuple[str, str, dict[str, Any]]] = field(
+        default_factory=dict)
+    """(text the driver runs, text evidence shows, the policy's bound values) per tool, version,
+    user, filters present and the schemes identifiers were read as"""
     _fresh: dict[tuple[Any, ...], tuple[float, dt.datetime | None]] = field(default_factory=dict)
     _columns: dict[str, list[Column]] = field(default_factory=dict)
     _relations: dict[tuple[str, str, bool], Entitled] = field(default_factory=dict)
@@ -291,6 +296,18 @@ class Executor:
             table, _, column = f.column.rpartition(".")
             if value is None or table not in config.products:
                 continue
+            route = chosen_route(f, value)
+            if route is not None and route.via and route.match:
+                # another scheme: the value is compared with the crosswalk's column, under
+                # the crosswalk's policy (its row filter applies as it is read)
+                table, column = route.via, route.match
+                if table not in config.products:
+                    continue
+                masks, _ = self._policy_of(call.user, table)
+                if column in masks:
+                    raise Refusal("masked_predicate", f"{f.param}: {table}.{column} is masked "
+                                  "for your role, so it cannot be used as a filter")
+                continue
             masks, scope = self._policy_of(call.user, table)
             if column in masks:
                 raise Refusal("masked_predicate", f"{f.param}: {column} is masked for your "
@@ -307,10 +324,104 @@ class Executor:
     def _shape_key(self, call: Call) -> tuple[Any, ...]:
         """What the SQL text of a call depends on: tool, version, user, filters present."""
         present = tuple(sorted(k for k, v in call.args.items() if v is not None))
-        return (call.tool, call.version, call.user, present)
+        return (call.tool, call.version, call.user, present, routes_key(call.plan, call.args))
+
+    def _listing_window(self, call: Call) -> dict[str, Any]:
+        """The window a listing used; omitted, no bound, and said so."""
+        plan = call.plan
+        assert plan.window is not None
+        window = resolve_window(plan, call.args, self.project.config, self.project.now())
+        return window.to_json() if window is not None else {
+            "start": None, "end": None, "end_exclusive": True, "calendar": None,
+            "timezone": plan.window.timezone, "resolved_from": "default", "label": "all rows"}
+
+    def _aggregate(self, call: Call) -> Answered:
+        """A listing's matching rows counted (per value of one enum parameter with count_by),
+        and the total and mean of a numeric column (sum_and_average_of), in the engine, over
+        every row the call matches with the caller's policy applied as for the rows. A column
+        whose unit comes from each row's currency is totalled per currency."""
+        config, plan = self.project.config, call.plan
+        product = plan.product or ""
+        if call.args.get("cursor"):
+            raise ArgumentError(f"count_by and {AGGREGATE} answer in one result: they take "
+                                "no cursor")
+        by = call.args.get("count_by")
+        f = next((f for f in plan.filters if f.param == by), None) if by else None
+        masks, _ = self._policy_of(call.user, product)
+        measured = call.args.get(AGGREGATE)
+        if measured is not None and measured not in plan.aggregates:
+            raise ArgumentError(f"{AGGREGATE}: {str(measured)[:80]!r} is not one of "
+                                f"{', '.join(plan.aggregates) or 'no column'}")
+        for param, column in [(str(by), f.column.rsplit(".", 1)[-1]) if f else ("", ""),
+                              (AGGREGATE, str(measured or ""))]:
+            if column and column in masks:
+                raise Refusal("masked_predicate", f"{param}: {column} is masked for your role, "
+                              "so it cannot be counted or totalled")
+        src = self.source(plan.source)
+        args = {k: v for k, v in _coerce_times(call.args, call.definition).items()
+                if k not in SHAPING and k not in ("limit", "cursor")}
+        query, params = compile_plan(plan, args, config, self.project.now())
+        assert isinstance(query, exp.Select)
+        query.set("order", None)
+        query.set("limit", None)
+        params.pop("limit", None)
+        def col(path: str) -> exp.Expr:  # a column of the listing's rows, or a STRUCT's field
+            head, *rest = path.split(".")
+            out: exp.Expr = exp.column(head, table="q", quoted=True)
+            for part in rest:
+                out = exp.Dot(this=out, expression=exp.to_identifier(part, quoted=True))
+            return out
+
+        groups: list[tuple[str, str]] = []  # (column path, name in the result)
+        if f is not None:
+            groups.append((f.column.split(".", 1)[1], str(by)))
+        if measured is not None:
+            unit = plan.units.get(measured, "")
+            if "{" in unit:  # amounts in each row's currency are never added across currencies
+                per = unit[unit.index("{") + 1:unit.index("}")]
+                if per not in {g for g, _ in groups}:
+                    groups.append((per, per))
+
+        selects: list[exp.Expr] = [col(c).as_(n) for c, n in groups]
+        selects.append(exp.Count(this=exp.Star()).as_("rows"))
+        units: dict[str, str] = {}
+        for how, fn in (("sum", exp.Sum), ("average", exp.Avg)):
+            if measured is None:
+                break
+            name = f"{how}_{measured}"
+            selects.append(fn(this=col(measured)).as_(name))
+            if plan.units.get(measured):
+                units[name] = plan.units[measured]
+        grouped = exp.select(*selects).from_(query.subquery("q"))
+        if groups:
+            grouped = grouped.group_by(*[col(c) for c, _ in groups]).order_by(
+                *[col(c) for c, _ in groups])
+        secured, policy_params = self.secure(grouped, call.user)
+        params.update(policy_params)
+        got = self.fetch(src, src.render(secured), params, config.serve.max_result_rows,
+                         _known(call))
+        rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
+        if not groups and rows and rows[0]["rows"] == 0:
+            rows = []  # nothing matched: no totals of nothing
+        out = self._result(call, rows, [product], truncated=got.capped is not None,
+                           next_cursor=None, paged=True)
+        out["total_rows"] = sum(int(r["rows"]) for r in rows)
+        out["aggregate"] = {"count_by": by, AGGREGATE: measured}
+        resolved, via = _resolved(call)
+        if resolved:
+            out["identifiers"] = resolved
+        if units:
+            out["units"] = units
+        if plan.window is not None:
+            out["window"] = self._listing_window(call)
+        _why_empty(out, call)
+        return Answered(out, self.evidence(call, src, src.display(secured), params,
+                                           [product, *via], as_of=[product]))
 
     def _list(self, call: Call) -> Answered:
         config, plan = self.project.config, call.plan
+        if any(call.args.get(k) is not None for k in SHAPING):
+            return self._aggregate(call)
         product = plan.product or ""
         src = self.source(plan.source)
         args = _coerce_times(call.args, call.definition)
@@ -328,9 +439,9 @@ class Executor:
                 query = query.offset(exp.Placeholder(this="k0"))
             else:  # the first page also counts every matching row, in the same statement
                 query = query.select(exp.Window(this=exp.Count(this=exp.Star())).as_(TOTAL))
-            secured, _ = self.secure(query, call.user)
-            self._sql_text[key] = (src.render(secured), src.display(secured))
-        params.update(self.relation(call.user, product).params)
+            secured, policy_params = self.secure(query, call.user)
+            self._sql_text[key] = (src.render(secured), src.display(secured), policy_params)
+        params.update(self._sql_text[key][2])
         last: list[Any] = []
         if call.args.get("cursor"):
             last = pagination.decode(self.cursor_key, str(call.args["cursor"]), call.user,
@@ -341,7 +452,7 @@ class Executor:
                                              "the first page again")
             params.update({f"k{i}": v for i, v in enumerate(last)})
         limit = int(params["limit"]) - 1
-        run_text, shown_text = self._sql_text[key]
+        run_text, shown_text, _ = self._sql_text[key]
         got = self.fetch(src, run_text, params, limit, _known(call))
         rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
         if call.args.get("cursor"):
@@ -363,17 +474,18 @@ class Executor:
         out = self._result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
                            paged=True)
         out["total_rows"] = total
+        resolved, via = _resolved(call)
+        if resolved:
+            out["identifiers"] = resolved
         if plan.window is not None:  # omitted on a listing: no bound, and said so
-            window = resolve_window(plan, call.args, config, self.project.now())
-            out["window"] = window.to_json() if window is not None else {
-                "start": None, "end": None, "end_exclusive": True, "calendar": None,
-                "timezone": plan.window.timezone, "resolved_from": "default", "label": "all rows"}
+            out["window"] = self._listing_window(call)
         if got.capped == "bytes":
             out["capped"] = (f"stopped at {config.serve.max_result_bytes:,} bytes of values; "
                              "next_cursor continues")
         if not call.args.get("cursor"):
             _why_empty(out, call)
-        return Answered(out, self.evidence(call, src, shown_text, params, [product]))
+        return Answered(out, self.evidence(call, src, shown_text, params, [product, *via],
+                                           as_of=[product]))
 
     # --- metrics ---
 
@@ -411,7 +523,7 @@ class Executor:
             out["truncated"] = truncated
             out["next_cursor"] = next_cursor
         out["as_of"] = self.as_of(call.user, products)
-        units = _units(call.definition)
+        units = call.plan.units or _units(call.definition)  # a plan from before units
         if units:
             out["units"] = units
         return out
@@ -588,6 +700,23 @@ def _units(definition: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _resolved(call: Call) -> tuple[dict[str, Any], list[str]]:
+    """How each identifier argument was read ({param: {given, scheme, resolved_through}}) and
+    the crosswalk products the query reads for them."""
+    out: dict[str, Any] = {}
+    via: list[str] = []
+    for f in call.plan.filters:
+        value = call.args.get(f.param)
+        if not f.routes or value is None:
+            continue
+        route = chosen_route(f, value)
+        assert route is not None
+        out[f.param] = {"given": value, "scheme": route.scheme, "resolved_through": route.via}
+        if route.via and route.via not in via:
+            via.append(route.via)
+    return out, via
+
+
 def _why_empty(out: dict[str, Any], call: Call) -> None:
     """An empty result says why when the server knows: the window starts after the newest data
     (nothing has landed yet), or nothing the caller may see matches the arguments. A refusal
@@ -605,10 +734,13 @@ def _why_empty(out: dict[str, Any], call: Call) -> None:
                                    f"the newest data (as of {as_of})")
             return
     given = sorted(k for k, v in call.args.items() if v is not None
-                   and k not in ("limit", "cursor"))
+                   and k not in ("limit", "cursor", *SHAPING))
     out["empty_reason"] = ("no rows you may see match " + ", ".join(
         f"{k}={str(call.args[k])[:80]}" for k in given) if given else "no rows you may see")
 
+
+SHAPING = ("count_by", AGGREGATE)
+"""Listing arguments that ask for counts or totals instead of rows."""
 
 TOTAL = "tether_total_rows"
 """The column of a listing's first page that counts every matching row (never shown as a row

@@ -39,7 +39,7 @@ from tether.keyfile import load_secret
 from tether.policy.entitle import REFUSAL_META, MaskKey, table_allowed
 from tether.policy.model import role_of, tool_visible
 from tether.registry import Registry, ToolVersion
-from tether.serve import peruser
+from tether.serve import answer, peruser
 from tether.serve.executor import Call, Executor, ToolError
 from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE
 from tether.serve.pagination import load_key
@@ -286,7 +286,8 @@ class TetherServer:
                     f"{entry.served_until:%Y-%m-%d}; use {entry.successor}")
             rows, as_of = result.get("row_count"), result.get("as_of")
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=json.dumps(result, default=str))],
+                content=[types.TextContent(type="text", text=answer.sentence(entry.plan, result)),
+                         types.TextContent(type="text", text=json.dumps(result, default=str))],
                 structured_content=result, _meta={
                     CONTEXT_KEY: {"version": entry.version},
                     EVIDENCE_KEY: answered.evidence.model_dump(mode="json")})

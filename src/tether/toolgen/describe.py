@@ -76,10 +76,10 @@ def enum_note(c: ColumnProfile) -> str | None:
     return f"Deprecated (not seen{since}): {', '.join(str(e.value) for e in dormant)}."
 
 
-def join_words(words: list[str]) -> str:
+def join_words(words: list[str], last: str = "and") -> str:
     if len(words) <= 2:
-        return " and ".join(words)
-    return ", ".join(words[:-1]) + " and " + words[-1]
+        return f" {last} ".join(words)
+    return ", ".join(words[:-1]) + f" {last} " + words[-1]
 
 
 def sentence(text: str) -> str:

@@ -39,6 +39,7 @@ from tether.toolgen.model import (
     Filter,
     GeneratedTool,
     QueryPlan,
+    Route,
     Sentence,
     Source,
     Window,
@@ -138,9 +139,31 @@ def _field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
                                or leaf in p.identifiers))
     if notes:
         schema["description"] = sentence("; ".join(notes))
-    if c.column.nullable:  # the schema's promise, not this week's data
-        schema["type"] = [schema.get("type", "string"), "null"]
+    kinds = _mask_kinds(ctx, product, leaf)
+    types = schema.get("type", "string")
+    types = list(types) if isinstance(types, list) else [types]
+    if c.column.nullable or "null" in kinds:  # the schema's promise, not this week's data
+        types.append("null")
+    if kinds - {"null"} and "string" not in types:  # a redacted or hashed value is text
+        types.append("string")
+        schema.pop("format", None)
+    if len(types) > 1:
+        schema["type"] = list(dict.fromkeys(types))
     return schema
+
+
+def _mask_kinds(ctx: Ctx, product: str, column: str) -> set[str]:
+    """The masks any role puts on ``product.column`` (the pii selector included): a masked
+    value is text or NULL, whatever the column's type, and the output schema says so."""
+    facts = ctx.config.products[product].columns.get(column)
+    out: set[str] = set()
+    for role in ctx.config.policies.roles.values():
+        mask = role.masks.get(f"{product}.{column}")
+        if mask is None and facts is not None and facts.classification == "pii":
+            mask = role.masks.get("pii")
+        if mask is not None:
+            out.add(mask)
+    return out
 
 
 def size_words(n: int) -> str:
@@ -190,8 +213,8 @@ def _envelope(rows: dict[str, Any], as_of_desc: str, paged: bool) -> dict[str, A
     if paged:
         props["truncated"] = {"type": "boolean"}
         props["next_cursor"] = {"type": ["string", "null"]}
-        props["total_rows"] = {"type": "integer", "description": "Every matching row you may "
-                               "see, not only this page; unit: rows."}
+        props["total_rows"] = {"type": "integer", "description": "All matching rows, not only "
+                               "this page; unit: rows."}
     props["as_of"] = {"type": ["string", "null"], "format": "date-time", "description": as_of_desc}
     # a windowed result also carries `window` {start, end (exclusive), end_exclusive, calendar,
     # timezone, resolved_from, label}: stated in every result (docs/serve.md), not declared
@@ -199,10 +222,10 @@ def _envelope(rows: dict[str, Any], as_of_desc: str, paged: bool) -> dict[str, A
     return {"type": "object", "properties": props}
 
 
-PERIOD_PARAM_PATTERN = (
-    r"^(today|yesterday|(this|last)_(week|month|quarter|year)|last_[0-9]{1,4}_days|"
-    r"(FY)?[0-9]{4}(-Q[1-4])?|[0-9]{4}-[0-9]{2}(-[0-9]{2})?(\.\.[0-9-]{10})?)$")
-"""Every form context/periods.py accepts, spelled as the tool asks for it."""
+PERIOD_PARAM_PATTERN = r"^(today|yesterday|(this|last)_[a-z]+|last_\d+_days|[\dFYQ.-]{4,22})$"
+"""The shape of every form context/periods.py accepts (the server checks the form itself and,
+for one it does not know, lists them: the full grammar here cost every windowed tool 50 more
+tokens of every prompt)."""
 
 
 def period_param(ctx: Ctx, calendar_name: str | None, default: str | None,
@@ -224,6 +247,8 @@ def period_param(ctx: Ctx, calendar_name: str | None, default: str | None,
         f"yyyy[-Qn], yyyy-mm[-dd], START..END (END included); {years}; {timezone}; {omitted}")}
 
 
+AGGREGATE = "sum_and_average_of"
+"""The listing argument that asks for the total and mean of a numeric column."""
 MAX_FILTER_ENUM = 12
 """Enums offered as filters by default have 2 to this many values (tool.filters overrides)."""
 
@@ -271,7 +296,43 @@ def _param_name(p: ProductConfig, column: str) -> str:
     return p.identifiers.get(column) or column.replace(".", "_")
 
 
-def _param_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
+def id_routes(ctx: Ctx, product: str, column: str) -> list[Route]:
+    """Every scheme an identifier parameter accepts: the column's own, then each other scheme a
+    declared crosswalk product holds beside it (a value of it is resolved through the crosswalk,
+    in the same query). A restricted crosswalk column is never a route."""
+    config = ctx.config
+    own = config.products[product].identifiers[column]
+    routes = [Route(scheme=own, pattern=config.identifier_schemes[own].pattern)]
+    crosswalks = sorted({s.crosswalk.split(".")[0] for s in config.identifier_schemes.values()
+                         if s.crosswalk})
+    for via in crosswalks:
+        x = config.products.get(via)
+        if x is None or via == product:
+            continue
+        take = next((c for c, sch in x.identifiers.items() if sch == own), None)
+        if take is None:
+            continue
+        hidden = set(restricted_columns(config, via, list(x.identifiers)))
+        for match, scheme in x.identifiers.items():
+            pattern = config.identifier_schemes[scheme].pattern
+            if (scheme != own and pattern and match not in hidden
+                    and scheme not in {r.scheme for r in routes}):
+                routes.append(Route(scheme=scheme, pattern=pattern, via=via, match=match,
+                                    take=take))
+    return routes
+
+
+def any_pattern(routes: list[Route]) -> str | None:
+    """One pattern a value of any of the routes' schemes fits (None if one has none)."""
+    if any(not r.pattern for r in routes):
+        return None
+    if len(routes) == 1:
+        return routes[0].pattern
+    return "|".join(f"({r.pattern})" for r in routes)
+
+
+def _param_schema(ctx: Ctx, product: str, c: ColumnProfile,
+                  routes: list[Route] | None = None) -> dict[str, Any]:
     p: ProductConfig = ctx.config.products[product]
     leaf = c.column.name
     facts = p.columns.get(leaf)
@@ -279,11 +340,22 @@ def _param_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
     if scheme_name:
         scheme = ctx.config.identifier_schemes[scheme_name]
         schema: dict[str, Any] = {"type": "string"}
-        if scheme.pattern == UUID_PATTERN:
+        others = [r for r in routes or [] if r.via]
+        if others:
+            pattern = any_pattern(routes or [])
+            if pattern:
+                schema["pattern"] = pattern
+        elif scheme.pattern == UUID_PATTERN:
             schema["format"] = "uuid"
         elif scheme.pattern:
             schema["pattern"] = scheme.pattern
-        text = f"{(scheme.description or humanize(scheme_name)).rstrip('.')}; only this id"
+        text = (scheme.description or humanize(scheme_name)).rstrip(".")
+        if others:
+            via = ctx.tool_names.get(others[0].via or "", others[0].via)
+            text += (f"; or a {join_words([r.scheme for r in others], 'or')}, known by its "
+                     f"format and resolved through {via}")
+        else:
+            text += "; only this id"
         if isinstance(c.min, str) and "format" not in schema and not _scoped(ctx, product, leaf):
             text += f", like {c.min}"  # a real value: only where every caller may see it
         schema["description"] = sentence(text)
@@ -352,16 +424,30 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     max_rows = min(p.tool.max_rows if p.tool else 200, serve.max_result_rows)
     props: dict[str, Any] = {}
     filters: list[Filter] = []
+    countable: list[str] = []
     for c in _filter_columns(p, cols):
         pname = _param_name(p, c.column.name)
-        props[pname] = _param_schema(ctx, name, c)
-        filters.append(Filter(param=pname, column=f"{name}.{c.column.name}", op="eq"))
+        routes = id_routes(ctx, name, c.column.name) if c.column.name in p.identifiers else []
+        props[pname] = _param_schema(ctx, name, c, routes)
+        resolver = next((ctx.tool_names.get(r.via) for r in routes if r.via), None)
+        filters.append(Filter(param=pname, column=f"{name}.{c.column.name}", op="eq",
+                              routes=routes if len(routes) > 1 else [], resolver=resolver))
+        if c.enum is not None and c.column.name not in p.identifiers and c.column.name not in (
+                p.primary_key or []):
+            countable.append(pname)
     t = p.metric_time
     window = None
     if t:
         tz = p.time_columns[t]
         props["period"] = period_param(ctx, None, None, tz)
         window = Window(kind="listing", column=f"{name}.{t}", timezone=tz)
+    summable = _summable(ctx, name, p, cols)
+    if countable:
+        props["count_by"] = {"type": "string", "enum": countable,
+                             "description": "Counts per value of this parameter, not rows."}
+    if summable:
+        props[AGGREGATE] = {"type": "string", "enum": summable, "description": (
+            "Total and mean of this column over all matching rows, not rows.")}
     props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows,
                       "default": min(50, max_rows)}
     props["cursor"] = {"type": "string", "description": "From next_cursor."}
@@ -378,7 +464,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                      order_by=[f"{name}.{k}" for k in (p.primary_key or _sortable(cols))],
                      paging="keyset" if p.primary_key else "offset",
                      max_rows=max_rows, default_rows=min(50, max_rows),
-                     masks_apply_to=name, window=window)
+                     masks_apply_to=name, window=window, units=_column_units(p, cols),
+                     aggregates=summable)
     meta = _meta(ctx, "list", sentences, sources, [name],
                  source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
                  canonical_ids={_param_name(p, c): s for c, s in p.identifiers.items()
@@ -396,6 +483,27 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         description=description, input_schema={"type": "object", "properties": props},
         output_schema=out, annotations=dict(READ_ONLY), meta=meta, plan=plan,
     )
+
+
+_NUMERIC = ("integer", "decimal", "float")
+
+
+def _column_units(p: ProductConfig, cols: list[ColumnProfile]) -> dict[str, str]:
+    """The unit of each top-level numeric field, as results state it (keys have none, and
+    neither has a value declared dimensionless or a column no evidence gives a unit)."""
+    return {c.column.name: c.unit_hint for c in cols
+            if "." not in c.column.name and c.column.kind in _NUMERIC and c.unit_hint
+            and c.unit_hint != "none" and c.column.name not in p.primary_key
+            and c.column.name not in p.identifiers}
+
+
+def _summable(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile]) -> list[str]:
+    """Numeric columns whose total and mean mean something (sum_and_average_of): not a key,
+    an identifier or another product's key (a reference is a number, not a quantity)."""
+    return [c.column.name for c in cols
+            if "." not in c.column.name and c.column.kind in _NUMERIC
+            and c.column.name not in p.primary_key and c.column.name not in p.identifiers
+            and _parent_product(ctx, name, c.column.name) is None]
 
 
 def _sortable(cols: list[ColumnProfile]) -> list[str]:
@@ -608,7 +716,9 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     plan = QueryPlan(kind="metric", product=products[0], source=ctx.project.source_name(products[0]),
                      dialect=dialect, select=select.sql(dialect=dialect), filters=filters,
                      max_rows=max_rows,
-                     window=window, group_by=[c for _, c in dims], output_fields=list(rows))
+                     window=window, group_by=[c for _, c in dims], output_fields=list(rows),
+                     units={k: u for k, (_, u, _) in measures.items() if u and u != "none"},
+                     definition=_definition_applied(ctx, m))
     terms = [m.term] if m.term else []
     meta = _meta(ctx, "metric", sentences, sources, products, definitions=terms,
                  source_of_truth={k: f"metric:{name}" for k in measures},
@@ -621,6 +731,15 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         input_schema={"type": "object", "properties": props}, output_schema=out,
         annotations=dict(READ_ONLY), meta=meta, plan=plan,
     )
+
+
+def _definition_applied(ctx: Ctx, m: MetricConfig) -> str | None:
+    """What each answer of the metric states as the definition it applied: the governed
+    term's definition, else the metric's own description."""
+    term = ctx.config.glossary.get(m.term or "")
+    if term is not None:
+        return f"{m.term}: {term.definition.rstrip('.')}"
+    return m.description.rstrip(".") if m.description else None
 
 
 def _metric_fields(m: MetricConfig, filters: list[Filter],

@@ -25,10 +25,28 @@ class Sentence(_M):
     source: Source = Field(description="Where the sentence came from.")
 
 
+class Route(_M):
+    """One identifier scheme an identifier argument accepts, and how a value of it reaches the
+    filtered column: directly (the column's own scheme) or through a crosswalk product."""
+
+    scheme: str
+    pattern: str | None = Field(default=None, description="How a value of it is recognised.")
+    via: str | None = Field(default=None, description="Crosswalk product (None: the column's "
+                            "own scheme).")
+    match: str | None = Field(default=None, description="The crosswalk column holding this "
+                              "scheme.")
+    take: str | None = Field(default=None, description="The crosswalk column holding the "
+                             "filtered column's scheme.")
+
+
 class Filter(_M):
     param: str = Field(description="Tool argument.")
     column: str = Field(description="Column (qualified for metrics) the argument filters.")
     op: Literal["eq", "gte", "lt"] = Field(description="Comparison; values are bound parameters.")
+    routes: list[Route] = Field(default_factory=list, description="For an identifier: every "
+                                "scheme it accepts, its own first (empty: any value, as is).")
+    resolver: str | None = Field(default=None, description="The tool that maps the schemes "
+                                 "(named when a value fits none).")
 
 
 class Window(_M):
@@ -66,6 +84,13 @@ class QueryPlan(_M):
     group_by: list[str] = Field(default_factory=list)
     output_fields: list[str] = Field(default_factory=list)
     masks_apply_to: str | None = Field(default=None, description="Product whose masks apply.")
+    units: dict[str, str] = Field(default_factory=dict, description="Output field -> unit, as "
+                                  "every result states it (a `{column}` template takes each "
+                                  "row's value of that column).")
+    definition: str | None = Field(default=None, description="The governed definition the "
+                                   "plan applies, as each answer states it.")
+    aggregates: list[str] = Field(default_factory=list, description="Numeric columns a listing "
+                                  "may total and average (sum_and_average_of).")
 
 
 class GeneratedTool(_M):

@@ -9,6 +9,7 @@ into SQL text.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import deque
 from typing import Any
 
@@ -19,7 +20,7 @@ from tether.config import TetherConfig
 from tether.context.periods import FORMS_SENTENCE, FiscalCalendar, PeriodError, Window, resolve
 from tether.errors import ProductError
 from tether.sources.base import table_ref
-from tether.toolgen.model import QueryPlan
+from tether.toolgen.model import Filter, QueryPlan, Route
 
 
 class ArgumentError(ValueError):
@@ -35,10 +36,17 @@ def placeholder(name: str) -> exp.Placeholder:
     return exp.Placeholder(this=name)
 
 
-def qualified(column: str) -> exp.Column:
-    """``table.column`` -> a column with its table qualifier, or a plain column."""
-    table, _, name = column.rpartition(".")
-    return exp.column(name, table=table or None, quoted=True)
+def qualified(column: str) -> exp.Expr:
+    """``table.column`` -> a column with its table qualifier, or a plain column;
+    ``table.column.field`` -> a STRUCT column's field."""
+    parts = column.split(".")
+    if len(parts) <= 2:
+        table, _, name = column.rpartition(".")
+        return exp.column(name, table=table or None, quoted=True)
+    out: exp.Expr = exp.column(parts[1], table=parts[0], quoted=True)
+    for part in parts[2:]:
+        out = exp.Dot(this=out, expression=exp.to_identifier(part, quoted=True))
+    return out
 
 
 # --- joins between products through shared identifier schemes -----------------------------------
@@ -160,6 +168,15 @@ def compile_plan(
     for f in plan.filters:
         if f.param not in params:
             continue
+        route = chosen_route(f, params[f.param])
+        if route is not None and route.via:  # another scheme: through the crosswalk
+            assert route.match and route.take
+            inner = exp.select(qualified(f"{route.via}.{route.take}")).from_(
+                _table(config, route.via, plan.dialect)).where(exp.EQ(
+                    this=qualified(f"{route.via}.{route.match}"),
+                    expression=placeholder(f.param)))
+            query = query.where(exp.In(this=qualified(f.column), query=exp.Subquery(this=inner)))
+            continue
         cond = {"eq": exp.EQ, "gte": exp.GTE, "lt": exp.LT}[f.op](
             this=qualified(f.column), expression=placeholder(f.param))
         query = query.where(cond)
@@ -171,6 +188,34 @@ def compile_plan(
         query = query.order_by(*[exp.column(c, quoted=True) for c in plan.group_by])
         query = query.limit(exp.Literal.number(plan.max_rows))
     return query, params
+
+
+def chosen_route(f: Filter, value: Any) -> Route | None:
+    """The scheme an identifier value is recognised as (the column's own first); None for a
+    filter with one scheme. ArgumentError naming the schemes and the resolving tool when the
+    value fits none."""
+    if not f.routes:
+        return None
+    text = str(value)
+    for route in f.routes:
+        if route.pattern and re.fullmatch(route.pattern, text):
+            return route
+    names = ", ".join(r.scheme for r in f.routes)
+    raise ArgumentError(
+        f"{f.param}: {text[:80]!r} is none of the ids it takes ({names}); "
+        + (f"{f.resolver} lists every id of each scheme" if f.resolver
+           else "check the id's format"))
+
+
+def routes_key(plan: QueryPlan, args: dict[str, Any]) -> tuple[str, ...]:
+    """Which scheme each identifier argument was recognised as (what a call's SQL depends on
+    beside the arguments present)."""
+    out = []
+    for f in plan.filters:
+        if f.routes and args.get(f.param) is not None:
+            route = chosen_route(f, args[f.param])
+            out.append(f"{f.param}:{route.scheme if route else ''}")
+    return tuple(out)
 
 
 def _window_condition(plan: QueryPlan) -> exp.Expr:

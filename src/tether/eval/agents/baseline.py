@@ -4,7 +4,9 @@ It is the guesser a thin tool definition invites, made reproducible and offline:
 1. It picks the tool whose name, description, parameter descriptions and enum values share the
    most words with the question (ties: the first by name). Catalog-only tools (list/describe)
    are never picked as the answer tool.
-2. Arguments: an enum value named in the question; a string matching a parameter's pattern; for
+2. Arguments: an enum value named in the question (not of an enum whose values name the tool's
+   own parameters or fields: that shapes the result, it filters nothing); a string matching a
+   parameter's pattern; for
    an identifier parameter, any id-looking token in the question (whatever its scheme); ISO dates
    for ``*_from`` / ``*_to`` in order. Nothing else: no defaults invented.
 3. With a SQL tool (``run_sql``, ``query``, ``read_query``...), it lists and describes tables if
@@ -51,11 +53,24 @@ def words(text: str) -> list[str]:
     return out
 
 
+def _shaping(tool: dict[str, Any]) -> set[str]:
+    """Parameters whose enum values name the tool's own parameters or output fields: they
+    shape the result (count by, total of), they filter nothing, and no question word fills
+    them."""
+    props = (tool.get("inputSchema") or {}).get("properties", {})
+    fields = set(props) | set(((((tool.get("outputSchema") or {}).get("properties") or {})
+                                .get("rows") or {}).get("items") or {}).get("properties") or {})
+    return {n for n, p in props.items() if p.get("enum") and {str(v) for v in p["enum"]} <= fields}
+
+
 def _schema_words(tool: dict[str, Any]) -> tuple[set[str], set[str], set[str]]:
     name = set(words(tool.get("name", "")))
     desc = set(words(tool.get("description") or ""))
     enums: set[str] = set()
+    shaping = _shaping(tool)
     for pname, p in (tool.get("inputSchema") or {}).get("properties", {}).items():
+        if pname in shaping:
+            continue
         desc |= set(words(pname)) | set(words(str(p.get("description") or "")))
         for v in p.get("enum") or []:
             enums |= set(words(str(v)))
@@ -88,7 +103,10 @@ def arguments(question: str, tool: dict[str, Any]) -> dict[str, Any]:
     ids = _ID.findall(question)
     dates = _DATE.findall(question)
     args: dict[str, Any] = {}
+    shaping = _shaping(tool)
     for pname, p in props.items():
+        if pname in shaping:
+            continue
         if p.get("enum"):
             hit = [v for v in p["enum"] if set(words(str(v))) and set(words(str(v))) <= q_words]
             if hit:

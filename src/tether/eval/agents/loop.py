@@ -172,6 +172,11 @@ def truncate(text: str, limit: int) -> str:
     fitted = _fit_json(text, limit)
     if fitted is not None:
         return fitted
+    first, _, rest = text.partition("\n")  # an answer sentence, then the JSON
+    if rest and len(first) < limit // 2:
+        fitted = _fit_json(rest, limit - len(first) - 1)
+        if fitted is not None:
+            return first + "\n" + fitted
     return text[:limit] + f"\n[truncated: the first {limit} of {len(text)} characters]"
 
 

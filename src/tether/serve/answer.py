@@ -1,0 +1,134 @@
+"""The first line of every result: one plain sentence that states the answer.
+
+A small model reads the first text item of a result before anything else. So it says, in words,
+what the JSON beside it says: how many rows of how many matching (never a page reported as the
+count), the value with its unit, the window used (its end exclusive, and said so), the governed
+definition applied, why a result is empty, and how fresh the data is. It is made from the result
+the server already built (nothing is queried again) and from the plan, so bare and grounded
+tools say the same thing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tether.toolgen.model import QueryPlan
+
+SHOWN = 8
+"""Groups or metric rows a sentence names before it says how many more the rows hold."""
+
+
+def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
+    """The answer sentence of ``result`` (a tool's structured result) for a plan's kind."""
+    if plan.kind == "metric":
+        parts = [_metric(plan, result)]
+    elif plan.kind == "list" and result.get("aggregate"):
+        parts = [_aggregate(result)]
+    elif plan.kind == "list":
+        parts = [_listing(result)]
+    else:
+        n = result.get("row_count")
+        parts = [f"{n} row{'' if n == 1 else 's'}" if isinstance(n, int) else "Done"]
+        if result.get("truncated"):
+            parts.append("more follow (next_cursor)")
+    for param, how in (result.get("identifiers") or {}).items():
+        if how.get("resolved_through"):
+            parts.append(f"{param} {how['given']} read as a {how['scheme']}, resolved through "
+                         f"{how['resolved_through']}")
+    window = _window(result.get("window"))
+    if window:
+        parts.append(window)
+    if plan.kind == "metric" and plan.definition:
+        parts.append(f"definition applied: {plan.definition}")
+    if result.get("empty_reason"):
+        parts.append(str(result["empty_reason"]))
+    parts.append(f"as of {result['as_of']}" if result.get("as_of") else "as of: not known")
+    return _capital("; ".join(p for p in parts if p)) + "."
+
+
+def _listing(result: dict[str, Any]) -> str:
+    shown, total = result.get("row_count", 0), result.get("total_rows")
+    if not isinstance(total, int):
+        return f"{shown} rows shown"
+    if total == 0:
+        return "0 matching rows"
+    out = f"{shown} of {total} matching rows shown"
+    if result.get("next_cursor"):
+        out += " (the rest: next_cursor)"
+    elif shown == total:
+        out += " (all of them)"
+    return out
+
+
+def _aggregate(result: dict[str, Any]) -> str:
+    agg, rows, units = result["aggregate"], result.get("rows") or [], result.get("units") or {}
+    total = result.get("total_rows", 0)
+    by = agg.get("count_by")
+    measures = [k for k in rows[0] if k.startswith(("sum_", "average_"))] if rows else []
+    if not by:  # one row: the totals over every matching row
+        said = [f"{_measure_words(k)} {_number(rows[0].get(k))}{_unit(units.get(k), rows[0])}"
+                for k in measures] if rows else []
+        return f"{total} matching rows" + (": " + ", ".join(said) if said else "")
+    named = []
+    for r in rows[:SHOWN]:
+        values = ", ".join(f"{_measure_words(k)} {_number(r.get(k))}{_unit(units.get(k), r)}"
+                           for k in measures)
+        named.append(f"{r.get(by)} {r.get('rows')}" + (f" ({values})" if values else ""))
+    more = f", and {len(rows) - SHOWN} more values in rows" if len(rows) > SHOWN else ""
+    return (f"{total} matching rows counted by {by}: " + ", ".join(named) + more)
+
+
+def _metric(plan: QueryPlan, result: dict[str, Any]) -> str:
+    rows, units = result.get("rows") or [], result.get("units") or {}
+    measures = [k for k in (rows[0] if rows else {}) if k not in plan.group_by and k != "period"]
+    if not rows:
+        return "No value"
+    if not plan.group_by:
+        r = rows[0]
+        return ", ".join(f"{k} = {_number(r.get(k))}{_unit(units.get(k), r)}" for k in measures)
+    named = []
+    for r in rows[:SHOWN]:
+        cut = ", ".join(str(r.get(d)) for d in plan.group_by)
+        named.append(f"{cut}: " + ", ".join(f"{k} = {_number(r.get(k))}{_unit(units.get(k), r)}"
+                                            for k in measures))
+    more = f"; and {len(rows) - SHOWN} more rows" if len(rows) > SHOWN else ""
+    return (f"{len(rows)} rows by {', '.join(plan.group_by)}: " + "; ".join(named) + more)
+
+
+def _window(window: Any) -> str | None:
+    if not isinstance(window, dict):
+        return None
+    if not window.get("start"):
+        return "no time window (every row)"
+    label = window.get("label") or window.get("resolved_from")
+    cal = window.get("calendar")
+    cal = {"fiscal": "fiscal calendar", "calendar": "calendar"}.get(str(cal), cal)
+    return (f"window {label}: {window['start']} to {window['end']} (end exclusive"
+            + (f", {cal}" if cal else "") + f", {window.get('timezone') or 'UTC'})")
+
+
+def _measure_words(key: str) -> str:
+    how, _, column = key.partition("_")
+    return f"{'total' if how == 'sum' else 'average'} {column}"
+
+
+def _unit(unit: str | None, row: dict[str, Any]) -> str:
+    if not unit:
+        return ""
+    if "{" in unit:
+        column = unit[unit.index("{") + 1:unit.index("}")]
+        value = row.get(column)
+        if value is None:
+            return f" (unit from each row's {column})"
+        unit = unit.replace("{" + column + "}", str(value))
+    return f" {unit}"
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.2f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
+    return "null" if value is None else str(value)
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]

@@ -1,0 +1,223 @@
+"""Counts, totals and the answer sentence, on both warehouses.
+
+count_by and sum_and_average_of answer "how many per value" and "the total / average" in one
+call, counted in the engine with the caller's policy applied; each result's first text item is
+one sentence that states the answer, its unit, window, definition and as_of. Every expectation
+here is computed from what the same user gets by paging the plain listing, never from the
+warehouse's names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from conftest import copy_project
+from tether.config import Project, load_project
+from tether.drift.publish import build
+from tether.serve.server import TetherServer
+
+AGG = "sum_and_average_of"
+
+
+@pytest.fixture(scope="module")
+def built(demo_dir: Path, second_dir: Path, tmp_path_factory: pytest.TempPathFactory
+          ) -> dict[str, Project]:
+    out = {}
+    for which, src in (("demo", demo_dir), ("second", second_dir)):
+        d = copy_project(src, tmp_path_factory.mktemp(which))
+        build(load_project(d))
+        out[which] = load_project(d)
+    return out
+
+
+def _users(project: Project) -> list[str]:
+    """A user whose role filters rows, and one whose role sees every row."""
+    config = project.config
+    return [next(u for u, c in config.policies.users.items()
+                 if config.policies.roles[c.role].row_filters),
+            next(u for u, c in config.policies.users.items()
+                 if not config.policies.roles[c.role].row_filters)]
+
+
+def _run(project: Project, user: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    server = TetherServer(project, stdio_user=user)
+
+    async def go() -> list[Any]:
+        async with Client(server.server) as c:
+            return [await c.call_tool(name, args) for name, args in calls]
+
+    try:
+        return anyio.run(go)
+    finally:
+        server.close()
+
+
+def _all_rows(project: Project, user: str, tool: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every row the user gets by following next_cursor to the end."""
+    server = TetherServer(project, stdio_user=user)
+
+    async def go() -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        async with Client(server.server) as c:
+            cursor = None
+            while True:
+                r = await c.call_tool(tool, {**args, "limit": 200,
+                                             **({"cursor": cursor} if cursor else {})})
+                assert not r.is_error, r.content
+                rows += r.structured_content["rows"]
+                cursor = r.structured_content["next_cursor"]
+                if not cursor:
+                    return rows
+
+    try:
+        return anyio.run(go)
+    finally:
+        server.close()
+
+
+def _listings(project: Project, user: str) -> list[Any]:
+    server = TetherServer(project, stdio_user=user)
+    try:
+        return [v for v in server.visible(user) if v.plan.kind == "list"]
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_count_by_counts_what_the_caller_would_page_through(which: str,
+                                                           built: dict[str, Project]) -> None:
+    """One row per value with its count, in one call; each count equals the total_rows of the
+    listing filtered to that value, and they add up to the unfiltered total, for a filtered
+    user and one who sees all."""
+    project = built[which]
+    checked = 0
+    for user in _users(project):
+        todo = [(v.name, p) for v in _listings(project, user)
+                for p in v.definition["inputSchema"]["properties"].get("count_by", {})
+                .get("enum", [])]
+        counted = _run(project, user, [(n, {"count_by": p}) for n, p in todo])
+        plain = _run(project, user, [(n, {"limit": 1}) for n, _ in todo])
+        for (name, param), c, pl in zip(todo, counted, plain, strict=True):
+            assert not c.is_error, (name, param, c.content)
+            data = c.structured_content
+            assert data["total_rows"] == pl.structured_content["total_rows"], (name, param)
+            assert data["total_rows"] == sum(r["rows"] for r in data["rows"])
+            per_value = [r for r in data["rows"] if r[param] is not None]
+            each = _run(project, user, [(name, {param: r[param], "limit": 1})
+                                        for r in per_value])
+            assert not [e.content for e in each if e.is_error], (name, param)
+            assert [e.structured_content["total_rows"] for e in each] == [
+                r["rows"] for r in per_value], (name, param)
+            first = c.content[0].text
+            assert first.startswith(f"{data['total_rows']} matching rows counted by {param}: ")
+            assert json.loads(c.content[1].text) == data
+            checked += 1
+    assert checked >= 4
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_sum_and_average_equal_the_rows_the_caller_may_page(which: str,
+                                                           built: dict[str, Project]) -> None:
+    """The total and mean of a numeric column, with its unit, equal what the same user gets by
+    paging every row and adding up; the sentence states them with the unit."""
+    project = built[which]
+    checked = 0
+    for user in _users(project):
+        for v in _listings(project, user):
+            columns = v.definition["inputSchema"]["properties"].get(AGG, {}).get("enum", [])
+            for column in columns[:2]:
+                (r,) = _run(project, user, [(v.name, {AGG: column})])
+                assert not r.is_error, (v.name, column, r.content)
+                data = r.structured_content
+                rows = _all_rows(project, user, v.name, {})
+                unit = v.plan.units.get(column, "")
+                if "{" in unit:  # totalled per unit column value: compare per group
+                    per = unit[unit.index("{") + 1:unit.index("}")]
+                    groups = {g[per]: g for g in data["rows"]}
+                    for key, g in groups.items():
+                        values = [x[column] for x in rows if x[per] == key
+                                  and x[column] is not None]
+                        assert g[f"sum_{column}"] == pytest.approx(sum(values))
+                    checked += 1
+                    continue
+                values = [x[column] for x in rows if x[column] is not None]
+                assert data["total_rows"] == len(rows), (v.name, column)
+                if not rows:
+                    assert data["rows"] == []
+                    continue
+                (row,) = data["rows"]
+                assert row[f"sum_{column}"] == pytest.approx(sum(values)), (v.name, column)
+                if values:
+                    assert row[f"average_{column}"] == pytest.approx(sum(values) / len(values))
+                if unit:
+                    assert data["units"][f"sum_{column}"] == unit
+                    assert f"total {column} " in r.content[0].text
+                    assert unit in r.content[0].text, r.content[0].text
+                checked += 1
+    assert checked >= 3
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_every_answer_starts_with_one_sentence(which: str, built: dict[str, Project]) -> None:
+    """Listings: "N of TOTAL matching rows shown" (never the page as the count); metrics: the
+    value with its unit, the window (end exclusive), the definition applied; both: as_of. An
+    empty result says why in the sentence."""
+    project = built[which]
+    user = _users(project)[0]
+    server = TetherServer(project, stdio_user=user)
+    try:
+        tools = [v for v in server.visible(user) if v.plan.kind in ("list", "metric")]
+    finally:
+        server.close()
+    results = _run(project, user, [(v.name, {"limit": 2} if v.plan.kind == "list" else {})
+                                   for v in tools])
+    metrics = 0
+    for v, r in zip(tools, results, strict=True):
+        assert not r.is_error, (v.name, r.content)
+        first, data = r.content[0].text, r.structured_content
+        assert json.loads(r.content[1].text) == data
+        assert "\n" not in first and first.endswith(".")
+        assert (f"as of {data['as_of']}" if data.get("as_of") else "as of: not known") in first
+        if v.plan.kind == "list":
+            if data["total_rows"]:
+                assert first.startswith(f"{data['row_count']} of {data['total_rows']} matching "
+                                        "rows shown"), first
+            else:
+                assert data["empty_reason"] in first
+        else:
+            metrics += 1
+            window = data.get("window")
+            if window:
+                assert f"{window['start']} to {window['end']} (end exclusive" in first
+            if v.plan.definition:
+                assert f"definition applied: {v.plan.definition}" in first
+            for field, unit in data.get("units", {}).items():
+                if data["rows"] and "{" not in unit:
+                    assert f"{field} = " in first and unit in first, (v.name, first)
+    assert metrics >= 2
+
+
+def test_a_masked_column_is_neither_counted_nor_totalled(built: dict[str, Project]) -> None:
+    """A column masked for the caller cannot be totalled (a total over one row is the value):
+    a masked_predicate refusal, on the second warehouse's front desk."""
+    project = built["second"]
+    config = project.config
+    checked = 0
+    for user, cfg in config.policies.users.items():
+        masks = config.policies.roles[cfg.role].masks
+        for v in _listings(project, user):
+            columns = v.definition["inputSchema"]["properties"].get(AGG, {}).get("enum", [])
+            for column in columns:
+                if f"{v.plan.product}.{column}" not in masks:
+                    continue
+                (r,) = _run(project, user, [(v.name, {AGG: column})])
+                assert r.is_error and r.content[0].text.startswith("Not permitted")
+                assert (r.meta or {})["tether/refusal"]["reason"] == "masked_predicate"
+                checked += 1
+    assert checked >= 1

@@ -1,0 +1,105 @@
+"""Any identifier, on both warehouses: an identifier parameter takes every scheme its crosswalk
+holds, recognises the scheme by its pattern, resolves it in the same query under the caller's
+policy and says how it read it; a value of no scheme is an error naming the schemes and the
+tool that maps them. The entities are read from each warehouse's own crosswalk tool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from conftest import copy_project
+from tether.config import Project, load_project
+from tether.drift.publish import build
+from tether.serve.server import TetherServer
+
+
+@pytest.fixture(scope="module")
+def built(demo_dir: Path, second_dir: Path, tmp_path_factory: pytest.TempPathFactory
+          ) -> dict[str, Project]:
+    out = {}
+    for which, src in (("demo", demo_dir), ("second", second_dir)):
+        d = copy_project(src, tmp_path_factory.mktemp(which))
+        build(load_project(d))
+        out[which] = load_project(d)
+    return out
+
+
+def _calls(project: Project, user: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    server = TetherServer(project, stdio_user=user)
+
+    async def go() -> list[Any]:
+        async with Client(server.server) as c:
+            return [await c.call_tool(name, args) for name, args in calls]
+
+    try:
+        return anyio.run(go)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_every_scheme_of_an_entity_gives_the_same_rows(which: str,
+                                                       built: dict[str, Project]) -> None:
+    project = built[which]
+    config = project.config
+    checked = 0
+    for user in config.policies.users:
+        server = TetherServer(project, stdio_user=user)
+        try:
+            tools = {v.name: v for v in server.visible(user)}
+        finally:
+            server.close()
+        for v in tools.values():
+            for f in v.plan.filters:
+                if not f.routes or f.resolver not in tools:
+                    continue
+                # entities as the crosswalk tool shows them to this user: each with every id
+                crosswalk = tools[str(f.resolver)]
+                (listed,) = _calls(project, user, [(crosswalk.name, {"limit": 5})])
+                assert not listed.is_error, listed.content
+                own = next(r for r in f.routes if not r.via)
+                take = next(r.take for r in f.routes if r.via)
+                for entity in listed.structured_content["rows"][:3]:
+                    values = {own.scheme: entity[str(take)]} | {
+                        r.scheme: entity[str(r.match)] for r in f.routes if r.via}
+                    results = _calls(project, user, [(v.name, {f.param: value, "limit": 200})
+                                                     for value in values.values()])
+                    first = results[0]
+                    assert not first.is_error, (v.name, first.content)
+                    for (scheme, value), r in zip(values.items(), results, strict=True):
+                        assert not r.is_error, (user, v.name, scheme, r.content)
+                        assert r.structured_content["rows"] == first.structured_content["rows"]
+                        how = r.structured_content["identifiers"][f.param]
+                        assert how["scheme"] == scheme and how["given"] == value
+                        if scheme != own.scheme:
+                            assert how["resolved_through"]
+                            assert f"read as a {scheme}" in r.content[0].text
+                            evidence = (r.meta or {})["tether/evidence"]
+                            assert how["resolved_through"] in evidence["tables"]
+                    checked += 1
+    assert checked >= 3
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_an_id_of_no_scheme_names_the_schemes_and_the_resolver(which: str,
+                                                               built: dict[str, Project]) -> None:
+    project = built[which]
+    user = next(iter(project.config.policies.users))
+    server = TetherServer(project, stdio_user=user)
+    try:
+        found = [(v.name, f) for v in server.visible(user) for f in v.plan.filters if f.routes]
+    finally:
+        server.close()
+    assert found
+    results = _calls(project, user, [(name, {f.param: "no-such-id-of-any-kind"})
+                                     for name, f in found])
+    for (name, f), r in zip(found, results, strict=True):
+        text = r.content[0].text
+        assert r.is_error and "is none of the ids it takes" in text, (name, text)
+        assert all(route.scheme in text for route in f.routes)
+        assert str(f.resolver) in text
