@@ -221,3 +221,43 @@ def test_a_masked_column_is_neither_counted_nor_totalled(built: dict[str, Projec
                 assert (r.meta or {})["tether/refusal"]["reason"] == "masked_predicate"
                 checked += 1
     assert checked >= 1
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_bare_shares_every_server_behaviour(which: str, built: dict[str, Project]) -> None:
+    """Bare tools strip descriptions, enums, patterns and output schemas, nothing the server
+    does: the same call gets the same result and the same answer sentence (periods, caller
+    defaults, counts, totals, identifiers resolved, units, windows)."""
+    project = built[which]
+    user = _users(project)[0]
+    grounded = TetherServer(project, stdio_user=user)
+    bare = TetherServer(project, mode="bare", stdio_user=user)
+    try:
+        calls: list[tuple[str, dict[str, Any]]] = []
+        for v in grounded.visible(user):
+            if v.plan.kind not in ("list", "metric"):
+                continue
+            props = v.definition["inputSchema"]["properties"]
+            extra = {"limit": 3} if "limit" in props else {}
+            calls.append((v.name, dict(extra)))
+            if "period" in props:
+                calls.append((v.name, {**extra, "period": "last_quarter"}))
+            if "count_by" in props:
+                calls.append((v.name, {"count_by": props["count_by"]["enum"][0]}))
+            if AGG in props:
+                calls.append((v.name, {AGG: props[AGG]["enum"][0]}))
+        assert {n for n, _ in calls} <= {v.name for v in bare.visible(user)}
+
+        async def go(server: TetherServer) -> list[Any]:
+            async with Client(server.server) as c:
+                return [await c.call_tool(name, args) for name, args in calls]
+
+        got_g, got_b = anyio.run(go, grounded), anyio.run(go, bare)
+    finally:
+        grounded.close()
+        bare.close()
+    for (name, args), g, b in zip(calls, got_g, got_b, strict=True):
+        assert not g.is_error and not b.is_error, (name, args, g.content, b.content)
+        assert g.structured_content == b.structured_content, (name, args)
+        assert g.content[0].text == b.content[0].text, (name, args)
+    assert len(calls) >= 10

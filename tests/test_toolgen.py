@@ -15,6 +15,7 @@ from tether.lint import review_tools
 from tether.profiling import profile_project
 from tether.sources import open_source
 from tether.toolgen import generate
+from tether.toolgen.generate import NOT_AVAILABLE, PROBE
 from tether.toolgen.plan import compile_plan
 
 
@@ -108,7 +109,12 @@ def test_enums_equal_observed_values(demo_dir: Path, profiles: dict[str, Any]) -
 def test_restricted_column_never_exposed(demo_dir: Path, profiles: dict[str, Any], mode: str
                                          ) -> None:
     for t in generate(load_project(demo_dir), profiles, mode):  # type: ignore[arg-type]
-        text = json.dumps(t.wire()) + (t.plan.select or "")
+        wire = t.wire()
+        if t.name == PROBE:  # named once, in the probe's policy sentence (tests/test_restricted)
+            said = [x for x in wire["description"].split(". ") if x.startswith(NOT_AVAILABLE)]
+            assert len(said) == (1 if mode == "grounded" else 0)
+            wire = {k: v for k, v in wire.items() if k not in ("description", "_meta")}
+        text = json.dumps(wire) + (t.plan.select or "")
         assert "tax_id" not in text, t.name
 
 
@@ -116,7 +122,9 @@ def test_grounded_tools_score_ten(built: Path) -> None:
     tools = [json.loads(f.read_text()) for f in sorted((built / "tools").glob("*.json"))]
     review = review_tools(tools, "demo")
     assert {t.name: t.score for t in review.tools} == {t.name: 10 for t in review.tools}
-    assert review.total_tokens < 6000
+    # the demo's 12 tools: 5,667 tokens (472 a tool) with periods, counts, totals and every
+    # identifier scheme; over the 400-a-tool aim (docs/toolgen.md says where the tokens go)
+    assert review.total_tokens < 5800
 
 
 def test_bare_and_generic_lose_what_they_lack(demo_dir: Path, profiles: dict[str, Any]) -> None:

@@ -41,7 +41,7 @@ from tether.policy.entitle import (
     equality_scope,
     table_allowed,
 )
-from tether.policy.model import role_of, tool_visible
+from tether.policy.model import restricted_columns, role_of, tool_visible
 from tether.profiling.fingerprint import schema_fingerprint
 from tether.serve import pagination, sqlguard
 from tether.sources import Fetched, Source, open_source
@@ -265,6 +265,7 @@ class Executor:
             for product in reads:
                 if product in config.products and not table_allowed(config, call.user, product):
                     raise Refusal("denied_table", f"your role may not read {product}")
+            self._refuse_restricted(call, reads)
             self._refuse_filters(call)  # a value outside the scope: refused, whatever its enum
             validate(call.definition, call.args)
             return handlers[kind](call)
@@ -274,6 +275,37 @@ class Executor:
             raise ToolError(str(e)) from None
         except TetherError as e:  # a timeout, a source that is down
             raise ToolError(e.paragraph()) from None
+
+    def restricted(self, product: str) -> set[str]:
+        """Names of ``product``'s restricted columns and fields (bare, and qualified by the
+        product), read once."""
+        key = ("restricted", product)
+        if key not in self.memo:
+            leaves = [c.name for col in self.columns(product) for c in [col, *col.leaves()]]
+            found = restricted_columns(self.project.config, product, leaves)
+            self.memo[key] = {n.lower() for c in found for n in (c, c.rsplit(".", 1)[-1],
+                                                                 f"{product}.{c}")}
+        names: set[str] = self.memo[key]
+        return names
+
+    def _refuse_restricted(self, call: Call, reads: list[str]) -> None:
+        """An argument named after a restricted column, or a count or total asked of one, is a
+        `restricted` refusal: the column exists, and no one may have it through this server
+        (an unknown argument otherwise; the schema's own parameters are never restricted)."""
+        props = (call.definition.get("inputSchema") or {}).get("properties", {})
+        asked = [k for k in call.args if k not in props]
+        asked += [str(call.args[k]) for k in SHAPING if call.args.get(k) is not None]
+        for product in reads:
+            if product not in self.project.config.products:
+                continue
+            try:
+                hidden = self.restricted(product)
+            except TetherError:
+                continue  # a product that is gone: the call says so
+            for name in asked:
+                if name.lower() in hidden:
+                    raise Refusal("restricted", f"{name[:80]} is restricted: not available "
+                                  "to anyone through this server")
 
     def _policy_of(self, user: str, product: str) -> tuple[dict[str, str], dict[str, set[Any]]]:
         """(masks, the values a simple row filter pins) of ``user`` on ``product``, worked out
@@ -347,6 +379,10 @@ class Executor:
                                 "no cursor")
         by = call.args.get("count_by")
         f = next((f for f in plan.filters if f.param == by), None) if by else None
+        if by and (f is None or f.routes):
+            raise ArgumentError(f"count_by: {str(by)[:80]!r} is not one of this tool's "
+                                "parameters; it takes " + ", ".join(
+                                    x.param for x in plan.filters if not x.routes))
         masks, _ = self._policy_of(call.user, product)
         measured = call.args.get(AGGREGATE)
         if measured is not None and measured not in plan.aggregates:

@@ -51,6 +51,7 @@ PROBE = "explain_data_product"
 METRIC_MAX_ROWS = 1000
 """A metric cut by a dimension that is not an enum returns at most this many rows."""
 UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+UUID_SHAPE = "^[0-9a-f-]{36}$"
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
              "openWorldHint": False}
 
@@ -328,7 +329,10 @@ def any_pattern(routes: list[Route]) -> str | None:
         return None
     if len(routes) == 1:
         return routes[0].pattern
-    return "|".join(f"({r.pattern})" for r in routes)
+    # the UUID's full pattern costs 30 more tokens than its shape; the server recognises each
+    # scheme by its own pattern
+    return "|".join(f"({UUID_SHAPE if r.pattern == UUID_PATTERN else r.pattern})"
+                    for r in routes)
 
 
 def _param_schema(ctx: Ctx, product: str, c: ColumnProfile,
@@ -351,9 +355,7 @@ def _param_schema(ctx: Ctx, product: str, c: ColumnProfile,
             schema["pattern"] = scheme.pattern
         text = (scheme.description or humanize(scheme_name)).rstrip(".")
         if others:
-            via = ctx.tool_names.get(others[0].via or "", others[0].via)
-            text += (f"; or a {join_words([r.scheme for r in others], 'or')}, known by its "
-                     f"format and resolved through {via}")
+            text += f"; or its {join_words([r.scheme for r in others], 'or')} (resolved for you)"
         else:
             text += "; only this id"
         if isinstance(c.min, str) and "format" not in schema and not _scoped(ctx, product, leaf):
@@ -442,12 +444,11 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         props["period"] = period_param(ctx, None, None, tz)
         window = Window(kind="listing", column=f"{name}.{t}", timezone=tz)
     summable = _summable(ctx, name, p, cols)
+    # their names say what they do (and the result's first line says what was counted)
     if countable:
-        props["count_by"] = {"type": "string", "enum": countable,
-                             "description": "Counts per value of this parameter, not rows."}
+        props["count_by"] = {"type": "string", "enum": countable}
     if summable:
-        props[AGGREGATE] = {"type": "string", "enum": summable, "description": (
-            "Total and mean of this column over all matching rows, not rows.")}
+        props[AGGREGATE] = {"type": "string", "enum": summable}
     props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows,
                       "default": min(50, max_rows)}
     props["cursor"] = {"type": "string", "description": "From next_cursor."}
@@ -572,6 +573,9 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
             "once per line, so never sum this product's amounts after that join"), source="schema"))
     for column, scheme in p.identifiers.items():
         cross = _crosswalk_tool(ctx, scheme)
+        if len(id_routes(ctx, name, column)) > 1 and column in {
+                f.column.name for f in _filter_columns(p, cols)}:
+            continue  # its parameter takes every scheme: nothing to map by hand
         if cross and cross != ctx.tool_names[name]:
             held = "" if column == scheme else f"{column} holds {scheme} values; "
             out.append(Sentence(text=sentence(f"{held}map it to the other id schemes with {cross}"),
@@ -832,6 +836,20 @@ def _lookalike_columns(ctx: Ctx, m: MetricConfig) -> list[str]:
 # --- the probe -----------------------------------------------------------------------------------
 
 
+NOT_AVAILABLE = "Not available to anyone through this server:"
+"""How the probe's description opens its one sentence naming the restricted columns (the only
+place a definition names them; the gate reads fields, never this sentence)."""
+
+
+def restricted_fields(ctx: Ctx) -> list[str]:
+    """``product.column`` of every restricted column (or STRUCT field) the profiles hold."""
+    out = []
+    for name in sorted(ctx.profiles):
+        leaves = [c.column.name for c in ctx.profiles[name].columns]
+        out += [f"{name}.{c}" for c in sorted(restricted_columns(ctx.config, name, leaves))]
+    return out
+
+
 def probe_tool(ctx: Ctx) -> GeneratedTool:
     products = sorted(ctx.profiles)
     parts = ["every column with its type, meaning and sample values"]
@@ -847,6 +865,11 @@ def probe_tool(ctx: Ctx) -> GeneratedTool:
             "No amounts, units are given per column; read-only, at most 1 product per call, "
             "no pagination, restricted columns are never listed"), source="policy"),
     ]
+    hidden = restricted_fields(ctx)
+    if hidden:  # the one place they are named: so a model declines instead of inventing
+        sentences.append(Sentence(text=sentence(
+            f"{NOT_AVAILABLE} {join_words(hidden)}; asking for one is refused"),
+            source="policy"))
     description, sources = join_sentences(sentences)
     column = {"type": "object", "properties": {
         "name": {"type": "string"}, "type": {"type": "string"},
