@@ -980,6 +980,14 @@ def test_temporal_wrong_time_column_calendar_window_and_stale_data(ctx: LabelCon
     assert (current.correct, current.failure_class) == (False, "temporal")
     assert "window 2026-08-01..2026-10-31" in current.symptoms[0]
     assert label(trace(last_q, [right_fy], answer=gold), ctx).failure_class is None
+    # "last quarter" as people say it, resolved by the server at the clock (2026-08-20, fiscal
+    # years from February): its window ends 2026-08-01 exclusive, the gold's 2026-07-31
+    # inclusive, and the labeller reads them as the same quarter
+    said = served.call(0, ACTIVE, {"period": "last_quarter", "sales_region": "EMEA"})
+    assert said.structured["window"]["end"] == "2026-08-01"
+    assert said.structured["rows"][0]["active_customers"] == gold
+    words = label(trace(last_q, [said], answer=gold), ctx)
+    assert (words.correct, words.grounded, words.failure_class) == (True, True, None)
     # stale data: the nightly snapshot is 14 h old against a bound of 1 h
     stale = case("How many open deals in PROPOSAL did EMEA's default pipeline have last night?",
                  answer=3, freshness_bound_hours=1)

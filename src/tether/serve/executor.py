@@ -451,6 +451,7 @@ class Executor:
         if plan.window is not None:
             out["window"] = self._listing_window(call)
         _why_empty(out, call)
+        self._unknown_entity(out, call)
         return Answered(out, self.evidence(call, src, src.display(secured), params,
                                            [product, *via], as_of=[product]))
 
@@ -520,8 +521,49 @@ class Executor:
                              "next_cursor continues")
         if not call.args.get("cursor"):
             _why_empty(out, call)
+            self._unknown_entity(out, call)
         return Answered(out, self.evidence(call, src, shown_text, params, [product, *via],
                                            as_of=[product]))
+
+    def _unknown_entity(self, out: dict[str, Any], call: Call) -> None:
+        """An empty result for an identifier that names no entity the caller may see says so
+        (one look-up, only for an empty result): the id is wrong, not the count zero. The
+        entity is looked for where its scheme lives: the crosswalk a value was resolved
+        through, else the product keyed by the scheme."""
+        if out.get("rows") or "empty_reason" not in out:
+            return
+        config = self.project.config
+        for f in call.plan.filters:
+            value = call.args.get(f.param)
+            table, _, column = f.column.rpartition(".")
+            scheme = config.products[table].identifiers.get(column) if (
+                table in config.products) else None
+            if value is None or scheme is None:
+                continue
+            route = chosen_route(f, value)
+            home: str | None
+            if route is not None and route.via and route.match:
+                home, key, scheme = route.via, route.match, route.scheme
+            else:
+                home = next((n for n, p in config.products.items()
+                             if len(p.primary_key) == 1
+                             and p.identifiers.get(p.primary_key[0]) == scheme), None)
+                key = config.products[home].primary_key[0] if home else ""
+                crosswalk = next((r for r in f.routes if r.via and r.take), None)
+                if home is None and crosswalk is not None:  # the crosswalk holds every id
+                    home, key = crosswalk.via, str(crosswalk.take)
+            if home is None or not table_allowed(config, call.user, home):
+                continue
+            rel = self.relation(call.user, home)
+            src = self.source(config.products[home].source)
+            q = exp.select(exp.Literal.number(1)).from_(rel.subquery("q")).where(exp.EQ(
+                this=exp.column(key, table="q", quoted=True),
+                expression=exp.Placeholder(this="entity"))).limit(1)
+            if not src.run(src.render(q), {**rel.params, "entity": value}, self.timeout):
+                where = f" (every id: {f.resolver})" if f.resolver else ""
+                out["empty_reason"] = (f"no {scheme} {str(value)[:80]} among the {home} you "
+                                       f"may see: the id matches no entity{where}")
+                return
 
     # --- metrics ---
 
