@@ -53,6 +53,7 @@ BIN = Path(sys.executable).parent
 TETHER = str(BIN / "tether")
 CACHE = Path(os.environ.get("TETHER_PROOF_CACHE", Path.home() / ".cache" / "tether-proof"))
 SCALE = "0.2"
+SECOND_SCALE = "0.25"  # the second warehouse's, as the tests build it (~12k rows)
 MAX_TURNS = 6
 CASE_TIMEOUT_S = 900  # one case, all its model requests (a loaded 2-core machine is slow)
 REQUEST_TIMEOUT_S = 600
@@ -77,7 +78,25 @@ CONFIGS: tuple[Config, ...] = (
 )
 
 
-def agent_options(base_url: str) -> list[str]:
+@dataclass(frozen=True)
+class Warehouse:
+    """What a proof runs on: the demo, or the second warehouse of the tests (another domain,
+    its own tether.yaml and cases with gold computed by SQL), built the same way each run."""
+
+    key: str  # "demo" | "second"
+    words: str  # how the doc names it
+    out: str  # default OUT folder under demo-out/
+    doc: str  # default doc under docs/
+
+
+WAREHOUSES: dict[str, Warehouse] = {
+    "demo": Warehouse("demo", "the demo warehouse", "proof", "proof.md"),
+    "second": Warehouse("second", "the second warehouse (walk-in clinics, tests/warehouse2)",
+                        "proof-second", "proof-second.md"),
+}
+
+
+def agent_options(base_url: str, today: str | None = None) -> list[str]:
     """The openai agent's options: the constrained-JSON loop on a plain ChatML server.
 
     Why constrained rather than native tool calls: llama-cpp-python's ``chatml-function-calling``
@@ -89,14 +108,14 @@ def agent_options(base_url: str) -> list[str]:
     as many turns as it needs. ``today``: the demo's clock, as a deployed agent's prompt carries
     the date ("last quarter" means nothing without one)."""
     opts = {"model": MODEL_NAME, "base_url": base_url, "constrained": "true",
-            "temperature": "0", "max_tokens": str(MAX_TOKENS), "today": demo_today(),
+            "temperature": "0", "max_tokens": str(MAX_TOKENS), "today": today or demo_today(),
             "max_result_chars": str(MAX_RESULT_CHARS), "timeout": str(REQUEST_TIMEOUT_S)}
     return [a for k, v in opts.items() for a in ("--agent-option", f"{k}={v}")]
 
 
-def options_dict(base_url: str) -> dict[str, str]:
+def options_dict(base_url: str, today: str | None = None) -> dict[str, str]:
     """:func:`agent_options` as the ``key: value`` pairs proof.json records."""
-    pairs = agent_options(base_url)[1::2]
+    pairs = agent_options(base_url, today)[1::2]
     return dict(o.split("=", 1) for o in pairs)
 
 
@@ -123,16 +142,31 @@ def demo_today() -> str:
     return CLOCK.date().isoformat()
 
 
+def _second() -> Any:
+    """tests/warehouse2, the second warehouse's generator and cases (not part of the package)."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import warehouse2
+
+    return warehouse2
+
+
+def warehouse_today(key: str) -> str:
+    """The warehouse's clock: the date a deployed agent's prompt would carry."""
+    return demo_today() if key == "demo" else _second().CLOCK.date().isoformat()
+
+
 def tether_target(project: Path, mode: str) -> str:
     return f"stdio:{shlex.join([TETHER, 'serve', '--project', str(project), '--mode', mode])}"
 
 
 def eval_command(target: str, cases: Path, out: Path, base_url: str,
-                 as_user_via: str | None = None) -> list[str]:
+                 as_user_via: str | None = None, today: str | None = None) -> list[str]:
     """``tether eval run`` for one configuration: concurrency 1 keeps the server's prompt cache
     on one user's tool list for that user's cases."""
     cmd = [TETHER, "eval", "run", "--server", target, "--agent", "openai",
-           *agent_options(base_url), "--max-turns", str(MAX_TURNS), "--concurrency", "1",
+           *agent_options(base_url, today), "--max-turns", str(MAX_TURNS), "--concurrency", "1",
            "--timeout", str(CASE_TIMEOUT_S), "--cases", str(cases), "--out", str(out)]
     if as_user_via:
         cmd += ["--as-user-via", as_user_via]
@@ -214,8 +248,11 @@ def remember(fetched: bool, fetch_s: float, built: bool, build_s: float,
 
 class Pipeline:
     def __init__(self, out: Path, cases_spec: str, doc: Path, threads: int,
-                 configs: Sequence[Config], make_started: float | None = None):
+                 configs: Sequence[Config], make_started: float | None = None,
+                 warehouse: str = "demo"):
         self.out, self.cases_spec, self.doc, self.threads = out.resolve(), cases_spec, doc, threads
+        self.warehouse = WAREHOUSES[warehouse]
+        self.today = warehouse_today(warehouse)
         self.make_started = make_started
         self.configs = list(configs)
         self.run_dir = next_run_dir(self.out / "runs")
@@ -226,10 +263,11 @@ class Pipeline:
             "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             # provenance (module docstring); the rest is filled in as the run learns it
             "commit": commit, "dirty": dirty, "tether_version": tether.__version__,
+            "warehouse": self.warehouse.key,
             "cases_sha256": None, "model_sha256": None, "agent_options": None,
             "host": {"cpus": os.cpu_count(), "load_average_at_start": list(os.getloadavg())},
             "agent": {"name": "openai",
-                      "options": options_dict("BASE_URL"),
+                      "options": options_dict("BASE_URL", self.today),
                       "max_turns": MAX_TURNS, "concurrency": 1, "case_timeout_s": CASE_TIMEOUT_S},
             "steps": {}, "configs": {}, "commands": []}
 
@@ -295,11 +333,28 @@ class Pipeline:
 
     def demo(self) -> Path:
         t0 = time.perf_counter()
-        self.say(f"demo: tether demo init {self.out} --scale {SCALE}; tether build")
-        self.run([TETHER, "demo", "init", str(self.out), "--scale", SCALE, "--force"], quiet=True)
+        if self.warehouse.key == "demo":
+            self.say(f"demo: tether demo init {self.out} --scale {SCALE}; tether build")
+            self.run([TETHER, "demo", "init", str(self.out), "--scale", SCALE, "--force"],
+                     quiet=True)
+        else:  # generated in this process, as the tests build it; recorded as a command
+            self.say(f"second warehouse: tests/warehouse2 build_second({self.out}); tether build")
+            for stale in self.out.iterdir():  # a fresh project each run; the runs are kept
+                if stale.name == "runs":
+                    continue
+                if stale.is_dir():
+                    shutil.rmtree(stale)
+                else:
+                    stale.unlink()
+            _second().build_second(self.out, scale=float(SECOND_SCALE))
+            self.command([str(BIN / "python"), "-c", "import sys; sys.path.insert(0, 'tests'); "
+                          f"import warehouse2; warehouse2.build_second('{self.out}', "
+                          f"scale={SECOND_SCALE})"])
         self.run([TETHER, "build", "--project", str(self.out)], quiet=True)
         lines = [ln for ln in (self.out / "cases.jsonl").read_text().splitlines() if ln.strip()]
-        chosen = select_cases(lines, self.cases_spec)
+        spec = self.cases_spec  # core is the demo's selection; the second has 12 cases in all
+        chosen = select_cases(lines, "all" if spec == "core" and self.warehouse.key != "demo"
+                              else spec)
         cases = self.out / "cases.jsonl"
         if len(chosen) != len(lines):
             cases = self.run_dir / "cases.jsonl"
@@ -320,7 +375,7 @@ class Pipeline:
         self.say(f"llama.cpp server on 127.0.0.1:{port} ({self.threads} threads, n_ctx {llama.N_CTX})")
         server.start()
         if self.record.get("agent_options") is None:  # what every eval run is given (see eval_command)
-            self.record["agent_options"] = options_dict(server.base_url)
+            self.record["agent_options"] = options_dict(server.base_url, self.today)
         self.step("server_start", server.ready_s)
         self.command(cmd, shlex.join(cmd) + " &")
         return server
@@ -351,7 +406,7 @@ class Pipeline:
         t0 = time.perf_counter()
         target, via = self.target(cfg)
         out = self.run_dir / cfg.key
-        cmd = eval_command(target, cases, out, server.base_url, via)
+        cmd = eval_command(target, cases, out, server.base_url, via, self.today)
         self.say(f"{cfg.server}: tether eval run ({self.record['cases']['count']} cases)")
         shown = shlex.join(cmd)
         if cfg.kind == "thirdparty":
@@ -363,7 +418,7 @@ class Pipeline:
             restarts += 1
             self.say(f"the llama.cpp server died during {cfg.server}: restarting, resuming")
             server = self.start_server(model, venv)
-            cmd = eval_command(target, cases, out, server.base_url, via)
+            cmd = eval_command(target, cases, out, server.base_url, via, self.today)
             done = self.run(cmd, ok=(0, 1), record=False)
         run_s = time.perf_counter() - t0
         index = json.loads((out / "index.json").read_text())
@@ -468,8 +523,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cases", default=os.environ.get("PROOF_CASES", "core"),
                    help="core (default: one case per trap, 13), all (35), a count N spread over "
                    "the case file, or case ids a,b,c")
-    p.add_argument("--out", type=Path, default=ROOT / "demo-out" / "proof")
-    p.add_argument("--doc", type=Path, default=ROOT / "docs" / "proof.md")
+    p.add_argument("--warehouse", choices=sorted(WAREHOUSES),
+                   default=os.environ.get("PROOF_WAREHOUSE", "demo"),
+                   help="demo (default) or second: the tests' second warehouse, another domain")
+    p.add_argument("--out", type=Path, default=None,
+                   help="default demo-out/proof (the second warehouse: demo-out/proof-second)")
+    p.add_argument("--doc", type=Path, default=None,
+                   help="default docs/proof.md (the second warehouse: docs/proof-second.md)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("PROOF_THREADS", "2")))
     p.add_argument("--configs", default="generic,bare,grounded,motherduck",
                    help="comma-separated subset of generic,bare,grounded,motherduck")
@@ -481,6 +541,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--prepare-only", action="store_true",
                    help="only fetch the model and build the wheel and venv into the cache")
     a = p.parse_args(argv)
+    where = WAREHOUSES[a.warehouse]
+    a.out = a.out or ROOT / "demo-out" / where.out
+    a.doc = a.doc or ROOT / "docs" / where.doc
     try:
         if a.render_only:
             render_doc(a.doc, latest_runs(a.out.resolve() / "runs"), ROOT)
@@ -493,7 +556,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             raise ProofError(f"unknown configuration {unknown[0]!r}.")
         configs = [c for c in CONFIGS if c.key in keys]
-        return Pipeline(a.out, a.cases, a.doc, a.threads, configs, a.make_started).main()
+        return Pipeline(a.out, a.cases, a.doc, a.threads, configs, a.make_started,
+                        a.warehouse).main()
     except ProofError as e:
         print(f"make proof: {e}", file=sys.stderr)
         return 2

@@ -663,3 +663,23 @@ def test_the_committed_doc_is_stamped() -> None:
     if stamp.commit == render.UNKNOWN:
         assert f"written for run {stamp.run} at commit unknown" in above
     assert "/tmp/" not in below  # no claim rests on a scratch folder
+
+
+def test_the_second_warehouse_is_built_and_all_its_cases_chosen(tmp_path: Path) -> None:
+    """`make proof-second`: the tests' second warehouse, built fresh under OUT (the earlier runs
+    kept), every case chosen by default, the agent told that warehouse's clock."""
+    out = tmp_path / "out"
+    (out / "runs" / "1").mkdir(parents=True)
+    (out / "stale.txt").write_text("from an earlier build")
+    pipe = run.Pipeline(out, "core", tmp_path / "proof-second.md", 2, [], warehouse="second")
+    pipe.run_dir.mkdir(parents=True)
+    cases = pipe.demo()
+    assert (out / "runs" / "1").is_dir() and not (out / "stale.txt").exists()
+    lines = [json.loads(x) for x in cases.read_text().splitlines() if x.strip()]
+    assert len(lines) >= 12 and pipe.record["cases"]["count"] == len(lines)
+    assert pipe.record["warehouse"] == "second"
+    assert pipe.record["agent"]["options"]["today"] == run.warehouse_today("second")
+    assert run.warehouse_today("second") != run.warehouse_today("demo")
+    assert (out / "tools").is_dir() and any((out / "tools").glob("*.json"))
+    cmd = run.eval_command("stdio:x", cases, tmp_path / "o", "http://h", None, pipe.today)
+    assert f"today={pipe.today}" in cmd
