@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,3 +201,40 @@ def pg_reader_second_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str,
     finally:
         drop_role(pg_url, url)
 # --- end least-privilege PostgreSQL role ---
+
+
+@pytest.fixture(scope="session")
+def built_both(demo_dir: Path, second_dir: Path, tmp_path_factory: pytest.TempPathFactory
+               ) -> dict[str, Any]:
+    """{"demo": Project, "second": Project}: copies of both warehouses' projects, built once
+    (published tools in a registry of their own), for tests that only call tools."""
+    from tether.config import load_project
+    from tether.drift.publish import build
+
+    out = {}
+    for which, src in (("demo", demo_dir), ("second", second_dir)):
+        d = copy_project(src, tmp_path_factory.mktemp(f"built-{which}"))
+        build(load_project(d))
+        out[which] = load_project(d)
+    return out
+
+
+def call_tools(project: Any, user: str, calls: list[tuple[str, dict[str, Any]]],
+               mode: str = "grounded") -> list[Any]:
+    """Each (tool, arguments) called in order through a real MCP client session on an
+    in-process server acting as ``user``; the results."""
+    import anyio
+    from mcp import Client
+
+    from tether.serve.server import TetherServer
+
+    server = TetherServer(project, mode=mode, stdio_user=user)  # type: ignore[arg-type]
+
+    async def go() -> list[Any]:
+        async with Client(server.server) as c:
+            return [await c.call_tool(name, args) for name, args in calls]
+
+    try:
+        return anyio.run(go)
+    finally:
+        server.close()

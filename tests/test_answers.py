@@ -10,30 +10,17 @@ warehouse's names.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 
-from conftest import copy_project
-from tether.config import Project, load_project
-from tether.drift.publish import build
+from conftest import call_tools
+from tether.config import Project
 from tether.serve.server import TetherServer
 
 AGG = "sum_and_average_of"
-
-
-@pytest.fixture(scope="module")
-def built(demo_dir: Path, second_dir: Path, tmp_path_factory: pytest.TempPathFactory
-          ) -> dict[str, Project]:
-    out = {}
-    for which, src in (("demo", demo_dir), ("second", second_dir)):
-        d = copy_project(src, tmp_path_factory.mktemp(which))
-        build(load_project(d))
-        out[which] = load_project(d)
-    return out
 
 
 def _users(project: Project) -> list[str]:
@@ -43,19 +30,6 @@ def _users(project: Project) -> list[str]:
                  if config.policies.roles[c.role].row_filters),
             next(u for u, c in config.policies.users.items()
                  if not config.policies.roles[c.role].row_filters)]
-
-
-def _run(project: Project, user: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    server = TetherServer(project, stdio_user=user)
-
-    async def go() -> list[Any]:
-        async with Client(server.server) as c:
-            return [await c.call_tool(name, args) for name, args in calls]
-
-    try:
-        return anyio.run(go)
-    finally:
-        server.close()
 
 
 def _all_rows(project: Project, user: str, tool: str, args: dict[str, Any]) -> list[dict[str, Any]]:
@@ -91,25 +65,25 @@ def _listings(project: Project, user: str) -> list[Any]:
 
 @pytest.mark.parametrize("which", ["demo", "second"])
 def test_count_by_counts_what_the_caller_would_page_through(which: str,
-                                                           built: dict[str, Project]) -> None:
+                                                           built_both: dict[str, Project]) -> None:
     """One row per value with its count, in one call; each count equals the total_rows of the
     listing filtered to that value, and they add up to the unfiltered total, for a filtered
     user and one who sees all."""
-    project = built[which]
+    project = built_both[which]
     checked = 0
     for user in _users(project):
         todo = [(v.name, p) for v in _listings(project, user)
                 for p in v.definition["inputSchema"]["properties"].get("count_by", {})
                 .get("enum", [])]
-        counted = _run(project, user, [(n, {"count_by": p}) for n, p in todo])
-        plain = _run(project, user, [(n, {"limit": 1}) for n, _ in todo])
+        counted = call_tools(project, user, [(n, {"count_by": p}) for n, p in todo])
+        plain = call_tools(project, user, [(n, {"limit": 1}) for n, _ in todo])
         for (name, param), c, pl in zip(todo, counted, plain, strict=True):
             assert not c.is_error, (name, param, c.content)
             data = c.structured_content
             assert data["total_rows"] == pl.structured_content["total_rows"], (name, param)
             assert data["total_rows"] == sum(r["rows"] for r in data["rows"])
             per_value = [r for r in data["rows"] if r[param] is not None]
-            each = _run(project, user, [(name, {param: r[param], "limit": 1})
+            each = call_tools(project, user, [(name, {param: r[param], "limit": 1})
                                         for r in per_value])
             assert not [e.content for e in each if e.is_error], (name, param)
             assert [e.structured_content["total_rows"] for e in each] == [
@@ -123,16 +97,16 @@ def test_count_by_counts_what_the_caller_would_page_through(which: str,
 
 @pytest.mark.parametrize("which", ["demo", "second"])
 def test_sum_and_average_equal_the_rows_the_caller_may_page(which: str,
-                                                           built: dict[str, Project]) -> None:
+                                                           built_both: dict[str, Project]) -> None:
     """The total and mean of a numeric column, with its unit, equal what the same user gets by
     paging every row and adding up; the sentence states them with the unit."""
-    project = built[which]
+    project = built_both[which]
     checked = 0
     for user in _users(project):
         for v in _listings(project, user):
             columns = v.definition["inputSchema"]["properties"].get(AGG, {}).get("enum", [])
             for column in columns[:2]:
-                (r,) = _run(project, user, [(v.name, {AGG: column})])
+                (r,) = call_tools(project, user, [(v.name, {AGG: column})])
                 assert not r.is_error, (v.name, column, r.content)
                 data = r.structured_content
                 rows = _all_rows(project, user, v.name, {})
@@ -164,18 +138,18 @@ def test_sum_and_average_equal_the_rows_the_caller_may_page(which: str,
 
 
 @pytest.mark.parametrize("which", ["demo", "second"])
-def test_every_answer_starts_with_one_sentence(which: str, built: dict[str, Project]) -> None:
+def test_every_answer_starts_with_one_sentence(which: str, built_both: dict[str, Project]) -> None:
     """Listings: "N of TOTAL matching rows shown" (never the page as the count); metrics: the
     value with its unit, the window (end exclusive), the definition applied; both: as_of. An
     empty result says why in the sentence."""
-    project = built[which]
+    project = built_both[which]
     user = _users(project)[0]
     server = TetherServer(project, stdio_user=user)
     try:
         tools = [v for v in server.visible(user) if v.plan.kind in ("list", "metric")]
     finally:
         server.close()
-    results = _run(project, user, [(v.name, {"limit": 2} if v.plan.kind == "list" else {})
+    results = call_tools(project, user, [(v.name, {"limit": 2} if v.plan.kind == "list" else {})
                                    for v in tools])
     metrics = 0
     for v, r in zip(tools, results, strict=True):
@@ -203,10 +177,10 @@ def test_every_answer_starts_with_one_sentence(which: str, built: dict[str, Proj
     assert metrics >= 2
 
 
-def test_a_masked_column_is_neither_counted_nor_totalled(built: dict[str, Project]) -> None:
+def test_a_masked_column_is_neither_counted_nor_totalled(built_both: dict[str, Project]) -> None:
     """A column masked for the caller cannot be totalled (a total over one row is the value):
     a masked_predicate refusal, on the second warehouse's front desk."""
-    project = built["second"]
+    project = built_both["second"]
     config = project.config
     checked = 0
     for user, cfg in config.policies.users.items():
@@ -216,7 +190,7 @@ def test_a_masked_column_is_neither_counted_nor_totalled(built: dict[str, Projec
             for column in columns:
                 if f"{v.plan.product}.{column}" not in masks:
                     continue
-                (r,) = _run(project, user, [(v.name, {AGG: column})])
+                (r,) = call_tools(project, user, [(v.name, {AGG: column})])
                 assert r.is_error and r.content[0].text.startswith("Not permitted")
                 assert (r.meta or {})["tether/refusal"]["reason"] == "masked_predicate"
                 checked += 1
@@ -224,11 +198,11 @@ def test_a_masked_column_is_neither_counted_nor_totalled(built: dict[str, Projec
 
 
 @pytest.mark.parametrize("which", ["demo", "second"])
-def test_bare_shares_every_server_behaviour(which: str, built: dict[str, Project]) -> None:
+def test_bare_shares_every_server_behaviour(which: str, built_both: dict[str, Project]) -> None:
     """Bare tools strip descriptions, enums, patterns and output schemas, nothing the server
     does: the same call gets the same result and the same answer sentence (periods, caller
     defaults, counts, totals, identifiers resolved, units, windows)."""
-    project = built[which]
+    project = built_both[which]
     user = _users(project)[0]
     grounded = TetherServer(project, stdio_user=user)
     bare = TetherServer(project, mode="bare", stdio_user=user)

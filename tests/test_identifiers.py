@@ -5,47 +5,17 @@ tool that maps them. The entities are read from each warehouse's own crosswalk t
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import anyio
 import pytest
-from mcp import Client
 
-from conftest import copy_project
-from tether.config import Project, load_project
-from tether.drift.publish import build
+from conftest import call_tools
+from tether.config import Project
 from tether.serve.server import TetherServer
-
-
-@pytest.fixture(scope="module")
-def built(demo_dir: Path, second_dir: Path, tmp_path_factory: pytest.TempPathFactory
-          ) -> dict[str, Project]:
-    out = {}
-    for which, src in (("demo", demo_dir), ("second", second_dir)):
-        d = copy_project(src, tmp_path_factory.mktemp(which))
-        build(load_project(d))
-        out[which] = load_project(d)
-    return out
-
-
-def _calls(project: Project, user: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    server = TetherServer(project, stdio_user=user)
-
-    async def go() -> list[Any]:
-        async with Client(server.server) as c:
-            return [await c.call_tool(name, args) for name, args in calls]
-
-    try:
-        return anyio.run(go)
-    finally:
-        server.close()
 
 
 @pytest.mark.parametrize("which", ["demo", "second"])
 def test_every_scheme_of_an_entity_gives_the_same_rows(which: str,
-                                                       built: dict[str, Project]) -> None:
-    project = built[which]
+                                                       built_both: dict[str, Project]) -> None:
+    project = built_both[which]
     config = project.config
     checked = 0
     for user in config.policies.users:
@@ -60,14 +30,14 @@ def test_every_scheme_of_an_entity_gives_the_same_rows(which: str,
                     continue
                 # entities as the crosswalk tool shows them to this user: each with every id
                 crosswalk = tools[str(f.resolver)]
-                (listed,) = _calls(project, user, [(crosswalk.name, {"limit": 5})])
+                (listed,) = call_tools(project, user, [(crosswalk.name, {"limit": 5})])
                 assert not listed.is_error, listed.content
                 own = next(r for r in f.routes if not r.via)
                 take = next(r.take for r in f.routes if r.via)
                 for entity in listed.structured_content["rows"][:3]:
                     values = {own.scheme: entity[str(take)]} | {
                         r.scheme: entity[str(r.match)] for r in f.routes if r.via}
-                    results = _calls(project, user, [(v.name, {f.param: value, "limit": 200})
+                    results = call_tools(project, user, [(v.name, {f.param: value, "limit": 200})
                                                      for value in values.values()])
                     first = results[0]
                     assert not first.is_error, (v.name, first.content)
@@ -87,8 +57,8 @@ def test_every_scheme_of_an_entity_gives_the_same_rows(which: str,
 
 @pytest.mark.parametrize("which", ["demo", "second"])
 def test_an_id_of_no_scheme_names_the_schemes_and_the_resolver(which: str,
-                                                               built: dict[str, Project]) -> None:
-    project = built[which]
+                                                               built_both: dict[str, Project]) -> None:
+    project = built_both[which]
     user = next(iter(project.config.policies.users))
     server = TetherServer(project, stdio_user=user)
     try:
@@ -96,7 +66,7 @@ def test_an_id_of_no_scheme_names_the_schemes_and_the_resolver(which: str,
     finally:
         server.close()
     assert found
-    results = _calls(project, user, [(name, {f.param: "no-such-id-of-any-kind"})
+    results = call_tools(project, user, [(name, {f.param: "no-such-id-of-any-kind"})
                                      for name, f in found])
     for (name, f), r in zip(found, results, strict=True):
         text = r.content[0].text
@@ -120,10 +90,10 @@ def _absent_like(value: str, pattern: str, taken: set[str]) -> str:
 
 
 @pytest.mark.parametrize("which", ["demo", "second"])
-def test_an_id_that_names_no_entity_says_so(which: str, built: dict[str, Project]) -> None:
+def test_an_id_that_names_no_entity_says_so(which: str, built_both: dict[str, Project]) -> None:
     """An id that fits a scheme but names no entity the caller may see: an empty result whose
     reason (and answer sentence) says the id matches no entity, not a true zero."""
-    project = built[which]
+    project = built_both[which]
     user = next(u for u, c in project.config.policies.users.items()
                 if not project.config.policies.roles[c.role].row_filters)
     server = TetherServer(project, stdio_user=user)
@@ -136,13 +106,13 @@ def test_an_id_that_names_no_entity_says_so(which: str, built: dict[str, Project
         for f in v.plan.filters:
             if not f.routes or f.resolver not in tools:
                 continue
-            (listed,) = _calls(project, user, [(str(f.resolver), {"limit": 200})])
+            (listed,) = call_tools(project, user, [(str(f.resolver), {"limit": 200})])
             rows = listed.structured_content["rows"]
             for route in f.routes:
                 column = route.match if route.via else next(r.take for r in f.routes if r.via)
                 taken = {str(r[str(column)]) for r in rows}
                 value = _absent_like(str(rows[0][str(column)]), str(route.pattern), taken)
-                (r,) = _calls(project, user, [(v.name, {f.param: value})])
+                (r,) = call_tools(project, user, [(v.name, {f.param: value})])
                 assert not r.is_error, r.content
                 reason = r.structured_content.get("empty_reason", "")
                 if r.structured_content["rows"]:  # a crosswalk longer than a page: skip

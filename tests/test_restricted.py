@@ -6,29 +6,15 @@ run_sql."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 
-from conftest import copy_project
-from tether.config import Project, load_project
-from tether.drift.publish import build
+from tether.config import Project
 from tether.serve.server import TetherServer
 from tether.toolgen.generate import NOT_AVAILABLE, PROBE
-
-
-@pytest.fixture(scope="module")
-def built(demo_dir: Path, second_dir: Path, tmp_path_factory: pytest.TempPathFactory
-          ) -> dict[str, Project]:
-    out = {}
-    for which, src in (("demo", demo_dir), ("second", second_dir)):
-        d = copy_project(src, tmp_path_factory.mktemp(which))
-        build(load_project(d))
-        out[which] = load_project(d)
-    return out
 
 
 def _restricted(server: TetherServer) -> dict[str, list[str]]:
@@ -50,8 +36,8 @@ def _calls(server: TetherServer, calls: list[tuple[str, dict[str, Any]]]) -> lis
 
 
 @pytest.mark.parametrize("which", ["demo", "second"])
-def test_named_once_in_the_probe_and_nowhere_else(which: str, built: dict[str, Project]) -> None:
-    project = built[which]
+def test_named_once_in_the_probe_and_nowhere_else(which: str, built_both: dict[str, Project]) -> None:
+    project = built_both[which]
     for user in project.config.policies.users:
         server = TetherServer(project, stdio_user=user)
         try:
@@ -88,8 +74,8 @@ def test_named_once_in_the_probe_and_nowhere_else(which: str, built: dict[str, P
 
 
 @pytest.mark.parametrize("which", ["demo", "second"])
-def test_asking_for_one_is_refused_by_every_path(which: str, built: dict[str, Project]) -> None:
-    project = built[which]
+def test_asking_for_one_is_refused_by_every_path(which: str, built_both: dict[str, Project]) -> None:
+    project = built_both[which]
     checked = 0
     for user in project.config.policies.users:
         server = TetherServer(project, stdio_user=user)
