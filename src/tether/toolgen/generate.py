@@ -552,7 +552,9 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
     if p.tool and p.tool.question:
         question = p.tool.question
     narrowed = bool(p.metric_time) or bool(_filter_columns(p, cols))
-    s1 = f"{question.rstrip('?')}: {each}" + (", narrowed by any parameter" if narrowed else "")
+    # a filter the question does not name is left out: the text makes that the obvious default
+    s1 = f"{question.rstrip('?')}: {each}" + (
+        ", narrowed by any parameter (omit one for all)" if narrowed else "")
     siblings = _metric_siblings(ctx, name)
     if siblings:
         s1 += "; " + "; ".join(siblings)
