@@ -10,6 +10,7 @@ tools say the same thing.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from tether.toolgen.model import QueryPlan
@@ -125,7 +126,7 @@ def _unit(unit: str | None, row: dict[str, Any]) -> str:
 
 
 def _number(value: Any) -> str:
-    if isinstance(value, float):
+    if isinstance(value, float) and math.isfinite(value):
         return f"{value:.2f}".rstrip("0").rstrip(".") if value != int(value) else str(int(value))
     return "null" if value is None else str(value)
 
