@@ -238,3 +238,22 @@ def call_tools(project: Any, user: str, calls: list[tuple[str, dict[str, Any]]],
         return anyio.run(go)
     finally:
         server.close()
+
+
+def without_named_restrictions(probe: dict[str, Any]) -> dict[str, Any]:
+    """The probe's definition less the one sentence that may name restricted columns (the
+    policy's own "Not available to anyone through this server: ..."), from its description and
+    its provenance; a restricted name anywhere else is still found. Other tools: unchanged."""
+    import re
+
+    from tether.toolgen.generate import NOT_AVAILABLE
+
+    said = [x for x in re.split(r"(?<=\.) ", str(probe.get("description", "")))
+            if x.startswith(NOT_AVAILABLE)]
+    assert len(said) <= 1, probe.get("description")
+    if not said:
+        return probe
+    ctx = dict(probe.get("_meta", {}).get("tether/context", {}))
+    ctx["sources"] = {k: v for k, v in ctx.get("sources", {}).items() if k != said[0]}
+    return {**probe, "description": probe["description"].replace(said[0], "").strip(),
+            "_meta": {**probe.get("_meta", {}), "tether/context": ctx}}

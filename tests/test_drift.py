@@ -11,7 +11,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import run_cli
+from conftest import run_cli, without_named_restrictions
 from tether.config import load_project
 from tether.demo import init_demo
 from tether.demo.drift import apply
@@ -167,8 +167,11 @@ def test_new_restricted_column_is_excluded(demo: Path) -> None:
     assert result.exit_code in (0, 10)
     assert [e["kind"] for e in result.events] == ["schema"]
     assert all(o.change_kind in (None, "wording", "additive") for o in result.outcomes)
-    exported = "".join(f.read_text() for f in (demo / "tools").glob("*.json"))
+    # named only in the probe's one policy sentence ("not available to anyone ...")
+    exported = "".join(json.dumps(without_named_restrictions(json.loads(f.read_text())))
+                       for f in (demo / "tools").glob("*.json"))
     assert "ssn_last4" not in exported
+    assert "customers.ssn_last4" in (demo / "tools" / "explain_data_product.json").read_text()
 
 
 def test_a_vanished_value_is_an_event_after_n_checks(demo: Path) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from attacks.corpus import ATTACKS, SKIP, Attack, Warehouse, fill
 from attacks.oracle import REASONS, Engine, EngineError, Oracle, Policy, text_of
+from conftest import without_named_restrictions
 from tether.config import Project, load_project
 from tether.keyfile import load_secret
 from tether.policy import table_allowed, tool_visible
@@ -23,7 +24,6 @@ from tether.profiling import profile_product
 from tether.serve import pagination, peruser
 from tether.serve.executor import Call, Executor, ToolError
 from tether.toolgen import GeneratedTool, generate
-from tether.toolgen.generate import NOT_AVAILABLE
 
 PROBE = "explain_data_product"
 GRANT = '"explain_data_product"]'
@@ -149,21 +149,6 @@ def definitions(t: Target, user: str) -> Outcome:
             wire = peruser.shaped(t.ex, user, g.wire(), g.plan, t.shaped)
             shown.append(without_named_restrictions(wire) if g.plan.kind == "probe" else wire)
     return Outcome(result={"tools": shown})
-
-
-def without_named_restrictions(probe: dict[str, Any]) -> dict[str, Any]:
-    """The probe's definition less the one sentence that may name restricted columns (the
-    policy's own "Not available to anyone through this server: ..."), from its description and
-    its provenance; a restricted name anywhere else is still found."""
-    said = [x for x in re.split(r"(?<=\.) ", probe.get("description", ""))
-            if x.startswith(NOT_AVAILABLE)]
-    assert len(said) <= 1, probe.get("description")
-    if not said:
-        return probe
-    ctx = dict(probe.get("_meta", {}).get("tether/context", {}))
-    ctx["sources"] = {k: v for k, v in ctx.get("sources", {}).items() if k != said[0]}
-    return {**probe, "description": probe["description"].replace(said[0], "").strip(),
-            "_meta": {**probe.get("_meta", {}), "tether/context": ctx}}
 
 
 def call(t: Target, user: str, tool: str, args: dict[str, Any], version: str = "1.0.0"
