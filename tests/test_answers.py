@@ -147,7 +147,8 @@ def test_sum_and_average_equal_the_rows_the_caller_may_page(which: str,
 
 @pytest.mark.parametrize("which", ["demo", "second"])
 def test_every_answer_starts_with_one_sentence(which: str, built_both: dict[str, Project]) -> None:
-    """Listings: "N of TOTAL matching rows shown" (never the page as the count); metrics: the
+    """Listings: "TOTAL matching rows in all; N of TOTAL shown" (the total first, never the
+    page as the count); metrics: the
     value with its unit, the window (end exclusive), the definition applied; both: as_of. An
     empty result says why in the sentence."""
     project = built_both[which]
@@ -168,8 +169,9 @@ def test_every_answer_starts_with_one_sentence(which: str, built_both: dict[str,
         assert (f"as of {data['as_of']}" if data.get("as_of") else "as of: not known") in first
         if v.plan.kind == "list":
             if data["total_rows"]:
-                assert first.startswith(f"{data['row_count']} of {data['total_rows']} matching "
-                                        "rows shown"), first
+                total = data["total_rows"]
+                assert first.startswith(f"{total} matching rows in all; {data['row_count']} of "
+                                        f"{total} shown"), first
             else:
                 assert data["empty_reason"] in first
         else:

@@ -53,11 +53,11 @@ def _listing(result: dict[str, Any]) -> str:
         return f"{shown} rows shown"
     if total == 0:
         return "0 matching rows"
-    out = f"{shown} of {total} matching rows shown"
+    # the total first: a small model answers "how many" with the first number it reads, and a
+    # page's count read as the total was the failure this sentence exists to prevent
+    out = f"{total} matching rows in all; {shown} of {total} shown"
     if result.get("next_cursor"):
         out += " (the rest: next_cursor)"
-    elif shown == total:
-        out += " (all of them)"
     return out
 
 
