@@ -245,3 +245,21 @@ def test_bare_shares_every_server_behaviour(which: str, built_both: dict[str, Pr
         assert g.structured_content == b.structured_content, (name, args)
         assert g.content[0].text == b.content[0].text, (name, args)
     assert len(calls) >= 10
+
+
+def test_an_empty_string_is_an_argument_left_out(built_both: dict[str, Project]) -> None:
+    """Small models fill optional parameters with "": that is the parameter left out (every row,
+    the default window), not a filter on the empty value nor an invalid identifier."""
+    project = built_both["second"]
+    user = _users(project)[1]
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for v in _listings(project, user):
+        props = v.definition["inputSchema"]["properties"]
+        blank = {k: "" for k in props if k not in ("limit", "cursor")}
+        calls += [(v.name, {"limit": 2}), (v.name, {"limit": 2, **blank})]
+    results = call_tools(project, user, calls)
+    for i in range(0, len(calls), 2):
+        plain, blank = results[i], results[i + 1]
+        assert not blank.is_error, (calls[i + 1], blank.content)
+        assert blank.structured_content == plain.structured_content, calls[i][0]
+    assert len(calls) >= 8

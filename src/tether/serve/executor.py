@@ -709,12 +709,18 @@ def _known(call: Call) -> tuple[str, ...]:
 
 
 def without_empty_cursor(call: Call) -> Call:
-    """A first page asked for with a placeholder cursor (null, "", "null", "none": models write
-    these) is a first page, not a forged cursor."""
-    cursor = call.args.get("cursor", "?")
-    if cursor is None or (isinstance(cursor, str) and cursor.strip().lower() in ("", "null", "none")):
-        return dataclasses.replace(call, args={k: v for k, v in call.args.items() if k != "cursor"})
-    return call
+    """Arguments a model wrote as "nothing" are not given: a null or an empty string for any
+    argument (models fill optional parameters with "" rather than leave them out), and a
+    placeholder cursor ("null", "none") on a first page. A real value, however odd, stays and
+    is validated."""
+    def empty(key: str, v: Any) -> bool:
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return True
+        return key == "cursor" and isinstance(v, str) and v.strip().lower() in ("null", "none")
+
+    if not any(empty(k, v) for k, v in call.args.items()):
+        return call
+    return dataclasses.replace(call, args={k: v for k, v in call.args.items() if not empty(k, v)})
 
 
 def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
