@@ -70,7 +70,7 @@ bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
 proof: $(STAMP) ## a real local model against tether's generic, bare and grounded tools and a third-party server; writes docs/proof.md
 	$(BIN)/python -m proof.run --cases $(or $(PROOF_CASES),core) --out $(DEMO)/proof --doc docs/proof.md --make-started $(MAKE_T0)
 
-proof-second: $(STAMP) ## the same pipeline on the tests' second warehouse (another domain, its 12 cases); writes docs/proof-second.md
+proof-second: $(STAMP) ## the same pipeline on the tests' second warehouse (another domain, its 20 cases); writes docs/proof-second.md
 	$(BIN)/python -m proof.run --warehouse second --cases $(or $(PROOF_CASES),all) --out $(DEMO)/proof-second --doc docs/proof-second.md --make-started $(MAKE_T0)
 
 clean:

@@ -352,7 +352,7 @@ class Pipeline:
                           f"scale={SECOND_SCALE})"])
         self.run([TETHER, "build", "--project", str(self.out)], quiet=True)
         lines = [ln for ln in (self.out / "cases.jsonl").read_text().splitlines() if ln.strip()]
-        spec = self.cases_spec  # core is the demo's selection; the second has 12 cases in all
+        spec = self.cases_spec  # core is the demo's selection; the second runs all of its own
         chosen = select_cases(lines, "all" if spec == "core" and self.warehouse.key != "demo"
                               else spec)
         cases = self.out / "cases.jsonl"
