@@ -45,8 +45,7 @@ from tether.policy.model import restricted_columns, role_of, tool_visible
 from tether.profiling.fingerprint import schema_fingerprint
 from tether.serve import pagination, sqlguard
 from tether.sources import Fetched, Source, open_source
-from tether.toolgen.generate import AGGREGATE
-from tether.toolgen.model import QueryPlan
+from tether.toolgen.model import AGGREGATE, QueryPlan
 from tether.toolgen.plan import (
     ArgumentError,
     call_params,

@@ -35,6 +35,7 @@ from tether.toolgen.describe import (
     split_sentences,
 )
 from tether.toolgen.model import (
+    AGGREGATE,
     META_KEY,
     Filter,
     GeneratedTool,
@@ -248,8 +249,6 @@ def period_param(ctx: Ctx, calendar_name: str | None, default: str | None,
         f"yyyy[-Qn], yyyy-mm[-dd], START..END (END included); {years}; {timezone}; {omitted}")}
 
 
-AGGREGATE = "sum_and_average_of"
-"""The listing argument that asks for the total and mean of a numeric column."""
 MAX_FILTER_ENUM = 12
 """Enums offered as filters by default have 2 to this many values (tool.filters overrides)."""
 

@@ -13,6 +13,9 @@ Source = Literal["schema", "samples", "lineage", "glossary", "dbt", "openapi", "
 SOURCES: tuple[str, ...] = ("schema", "samples", "lineage", "glossary", "dbt", "openapi",
                             "execution_logs", "policy")
 Mode = Literal["grounded", "bare", "generic"]
+AGGREGATE = "sum_and_average_of"
+"""The listing argument that asks for the total and mean of a numeric column (the plan's
+``aggregates`` lists the columns it takes)."""
 META_KEY = CONTEXT_KEY  # the provenance key, defined once in tether.context.meta
 
 

@@ -70,8 +70,8 @@ def _tokens(name: str) -> set[str]:
 
 def name_alikes(work: Work, unrequired: list[str], required: set[str]) -> list[str]:
     """Used fields that are not required but whose name shares a meaningful word with a
-    required field or with the business term of the definition (is_active ~ active customer,
-    region_code ~ sales_region)."""
+    required field or with the business term of the definition (a flag named after the term,
+    or a legacy code column beside the governed one)."""
     products = set(work.ctx.pks) | {f.split(".")[0] for f in required}
     stop = _STOP | {t for p in products for t in (p, p.rstrip("s"))} | {
         t for p in products for part in p.split("_") for t in (part, part.rstrip("s"))}
