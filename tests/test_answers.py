@@ -10,14 +10,17 @@ warehouse's names.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from mcp import Client
 
-from conftest import call_tools
-from tether.config import Project
+from conftest import call_tools, copy_project
+from tether.config import Project, load_project
+from tether.context.meta import enum_of
+from tether.drift.publish import build
 from tether.serve.server import TetherServer
 
 AGG = "sum_and_average_of"
@@ -263,3 +266,55 @@ def test_an_empty_string_is_an_argument_left_out(built_both: dict[str, Project])
         assert not blank.is_error, (calls[i + 1], blank.content)
         assert blank.structured_content == plain.structured_content, calls[i][0]
     assert len(calls) >= 8
+
+
+@pytest.mark.parametrize("which", ["demo", "second", pytest.param(
+    "second-postgres", marks=pytest.mark.postgres)])
+def test_an_enum_filter_takes_several_values_at_once(which: str, built_both: dict[str, Project],
+                                                     request: pytest.FixtureRequest,
+                                                     tmp_path: Path) -> None:
+    """A listing filtered by two values of an enum matches exactly the rows of each value alone
+    (its total is their sum, its rows hold only those values); a metric cut by two values gives
+    each value's row as asked alone; one value given bare is the same as a list of one. For a
+    filtered user and one who sees all, on DuckDB and PostgreSQL."""
+    if which == "second-postgres":
+        d = copy_project(request.getfixturevalue("pg_second_dir"), tmp_path / "pg")
+        build(load_project(d))
+        project = load_project(d)
+    else:
+        project = built_both[which]
+    listings = metrics = 0
+    for user in _users(project):
+        server = TetherServer(project, stdio_user=user)
+        try:
+            todo = []
+            for v in server.visible(user):
+                props = v.definition["inputSchema"]["properties"]
+                for f in v.plan.filters:
+                    values = enum_of(props.get(f.param)) or []
+                    if props.get(f.param, {}).get("type") == "array" and len(values) >= 2:
+                        todo.append((v.name, v.plan.kind, f.param, values[0], values[1]))
+        finally:
+            server.close()
+        calls = [(n, {p: arg}) for n, _, p, a, b in todo for arg in ([a, b], [a], b, a)]
+        results = iter(call_tools(project, user, calls))
+        for name, kind, param, a, b in todo:
+            both, only_a, only_b, bare_a = (next(results) for _ in range(4))
+            assert not [r.content for r in (both, only_a, only_b, bare_a) if r.is_error], name
+            sc = [r.structured_content for r in (both, only_a, only_b, bare_a)]
+            assert sc[1]["rows"] == sc[3]["rows"], (name, param)  # "a" is ["a"]
+            evidence = both.meta["tether/evidence"]  # each value bound, by a placeholder
+            bound = {k: str(v) for k, v in evidence["params"].items() if k.startswith(param)}
+            assert sorted(bound.values()) == sorted([str(a), str(b)]), (name, bound)
+            assert all(k in evidence["sql"] for k in bound), (name, evidence["sql"])
+            if kind == "list":
+                assert sc[0]["total_rows"] == sc[1]["total_rows"] + sc[2]["total_rows"], name
+                column = param if param in (sc[0]["rows"] or [{}])[0] else None
+                if column:
+                    assert {str(r[column]) for r in sc[0]["rows"]} <= {str(a), str(b)}, name
+                listings += 1
+            else:
+                assert sorted(map(json.dumps, sc[0]["rows"])) == sorted(
+                    map(json.dumps, sc[1]["rows"] + sc[2]["rows"])), (name, param)
+                metrics += 1
+    assert listings >= 4 and metrics >= 1

@@ -13,6 +13,7 @@ from mcp import Client
 
 from conftest import copy_project
 from tether.config import load_project
+from tether.context.meta import enum_of
 from tether.drift.publish import build
 from tether.policy.entitle import equality_scope
 from tether.serve.server import TetherServer
@@ -44,12 +45,17 @@ def test_a_pinned_parameter_defaults_to_the_callers_value(which: str, demo_dir: 
                     (mine,) = pinned
                     prop = v.definition["inputSchema"]["properties"][f.param]
                     words = column.replace("_", " ")
-                    assert prop["default"] == mine, (user, v.name, f.param)
+                    several = prop.get("type") == "array"  # an enum takes several at once
+                    assert prop["default"] == ([mine] if several else mine), (user, v.name)
                     assert f"your {words}: {mine} (the default" in prop["description"]
                     published = server.current[v.name].definition["inputSchema"]
-                    others = [x for x in published["properties"][f.param].get("enum", [])
+                    others = [x for x in enum_of(published["properties"][f.param]) or []
                               if x != mine]
+                    if several:
+                        assert others, (v.name, f.param)  # the published enum lists them all
                     calls.append((v.name, f.param, mine, others[0] if others else None))
+                    if several:  # the caller's own value with another: refused as a whole
+                        calls.append((v.name, f.param, mine, [mine, others[0]]))
 
             async def go(srv: TetherServer, todo: list[tuple[str, str, Any, Any]]
                          ) -> list[tuple[Any, Any]]:

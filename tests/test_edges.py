@@ -10,6 +10,7 @@ import pytest
 
 from conftest import run_cli, without_named_restrictions
 from tether.config import load_project, parse_project
+from tether.context.meta import enum_of
 from tether.errors import ConfigError
 from tether.profiling import profile_product, profile_project
 from tether.serve.executor import Call, Executor, ToolError
@@ -201,7 +202,7 @@ def test_mixed_case_postgres_names_are_quoted(tmp_path: Path, pg_url: str) -> No
         finally:
             ex.close()
         assert counted["rows"] == [{"n": 30}]  # the guarded SQL path, row filter applied
-        assert tool.input_schema["properties"]["Channel"]["enum"] == ["store", "web"]
+        assert enum_of(tool.input_schema["properties"]["Channel"]) == ["store", "web"]
         rows = out["rows"]
         # g % 3 = 0 and g % 2 = 0 for g in 1..60: the ten multiples of 6, all EMEA
         assert sorted(r["OrderId"] for r in rows) == list(range(6, 61, 6))

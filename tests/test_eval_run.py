@@ -108,7 +108,7 @@ def test_run_against_tether_over_stdio_as_each_named_user(project: Path, cases: 
     t = got["active-emea-fy27q1"]
     call = t.tool_calls[0]
     assert call.name == "active_customers_by_region_and_fiscal_quarter"
-    assert call.arguments == {"period": "FY2027-Q1", "sales_region": "EMEA"}
+    assert call.arguments == {"period": "FY2027-Q1", "sales_region": ["EMEA"]}
     assert call.tool_version == "1.0.0" and not call.is_error and call.latency_ms > 0
     assert call.structured["as_of"] and t.answer == t.case.gold.answer
     assert t.turns and t.turns[-1].kind == "answer"

@@ -86,11 +86,12 @@ def test_every_string_parameter_and_run_sql_against_a_corpus(target: Path) -> No
     try:
         for tool in generate(project, profiles, "grounded"):
             for pname, schema in tool.input_schema["properties"].items():
-                if schema.get("type") != "string":
+                if schema.get("type") not in ("string", "array"):
                     continue
+                several = schema.get("type") == "array"  # an enum's values, several at once
                 for payload in STRINGS:
                     call = Call("mgr.emea", tool.name, "1.0.0", tool.wire(), tool.plan,
-                                {pname: payload})
+                                {pname: [payload, payload[::-1]] if several else payload})
                     try:
                         result = ex.run(call)
                     except ToolError:

@@ -22,6 +22,7 @@ from mcp import Client
 
 from conftest import copy_project, run_cli
 from tether.config import Project, load_project
+from tether.context.meta import enum_of
 from tether.drift.publish import build, open_registry
 from tether.keyfile import load_secret
 from tether.policy import MaskKey
@@ -336,7 +337,7 @@ def test_a_filtered_users_tool_list_holds_only_their_values(warehouse: Path) -> 
     s = scoped(project)
     listing = tool_for(warehouse, "list", s.product)
     param = next(f.param for f in listing[2].filters if f.column == f"{s.product}.{s.column}")
-    assert len(listing[1]["inputSchema"]["properties"][param]["enum"]) > 1  # as published
+    assert len(enum_of(listing[1]["inputSchema"]["properties"][param]) or []) > 1  # as published
     server = TetherServer(project, stdio_user=s.user)
 
     async def go() -> tuple[list[Any], Any]:
@@ -350,8 +351,8 @@ def test_a_filtered_users_tool_list_holds_only_their_values(warehouse: Path) -> 
     finally:
         server.close()
     mine = next(t for t in tools if t.name == listing[0])
-    assert mine.input_schema["properties"][param]["enum"] == [s.value]
-    others = set(listing[1]["inputSchema"]["properties"][param]["enum"]) - {s.value}
+    assert enum_of(mine.input_schema["properties"][param]) == [s.value]
+    others = set(enum_of(listing[1]["inputSchema"]["properties"][param]) or []) - {s.value}
     assert bad.is_error and s.value in bad.content[0].text
     assert not [v for v in others if str(v) in bad.content[0].text]
     filtered = project.config.policies.roles[project.config.policies.users[s.user].role

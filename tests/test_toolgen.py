@@ -10,6 +10,7 @@ import pytest
 
 from conftest import GOLDEN, copy_project, run_cli, without_named_restrictions
 from tether.config import load_project
+from tether.context.meta import enum_of
 from tether.drift.publish import build
 from tether.lint import review_tools
 from tether.profiling import profile_project
@@ -88,7 +89,7 @@ def test_enums_equal_observed_values(demo_dir: Path, profiles: dict[str, Any]) -
     with open_source("main", project.config.sources["main"], project.root) as src:
         for t in generate(project, profiles):
             for pname, schema in t.input_schema["properties"].items():
-                if "enum" not in schema or pname in ("product", "count_by",
+                if enum_of(schema) is None or pname in ("product", "count_by",
                                                      "sum_and_average_of"):
                     continue
                 column = next(f.column for f in t.plan.filters if f.param == pname)
@@ -96,12 +97,12 @@ def test_enums_equal_observed_values(demo_dir: Path, profiles: dict[str, Any]) -
                 real = project.config.products[table].table
                 observed = {r[0] for r in src.run(
                     f'SELECT DISTINCT "{col}" FROM {real} WHERE "{col}" IS NOT NULL')}
-                assert set(schema["enum"]) == observed, (t.name, pname)
+                assert set(enum_of(schema) or []) == observed, (t.name, pname)
                 checked += 1
     assert checked >= 10
     deals = next(t for t in generate(project, profiles) if t.name == "deals_by_stage_and_pipeline")
     stage = deals.input_schema["properties"]["stage"]
-    assert {"LEGAL_REVIEW", "VERBAL_COMMIT"} <= set(stage["enum"])
+    assert {"LEGAL_REVIEW", "VERBAL_COMMIT"} <= set(enum_of(stage) or [])
     assert "Deprecated" in stage["description"] and "LEGAL_REVIEW" in stage["description"]
 
 

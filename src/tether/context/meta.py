@@ -108,3 +108,25 @@ class ToolContext(BaseModel):
             return cls.model_validate(raw)
         except ValueError:
             return cls()
+
+
+def enum_of(schema: Any) -> list[Any] | None:
+    """The values a parameter's JSON Schema lists: its own ``enum``, or its items' for a
+    parameter that takes several values at once (an array of an enum); None when it lists none."""
+    if not isinstance(schema, dict):
+        return None
+    if "enum" in schema:
+        return list(schema["enum"])
+    items = schema.get("items")
+    if schema.get("type") == "array" and isinstance(items, dict) and "enum" in items:
+        return list(items["enum"])
+    return None
+
+
+def with_enum(schema: dict[str, Any], values: list[Any]) -> None:
+    """Set the values :func:`enum_of` reads (in place), where they are listed."""
+    items = schema.get("items")
+    if "enum" not in schema and isinstance(items, dict) and "enum" in items:
+        items["enum"] = values
+    else:
+        schema["enum"] = values

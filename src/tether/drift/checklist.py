@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.config import Project
-from tether.context.meta import ToolContext
+from tether.context.meta import ToolContext, enum_of
 from tether.drift.detectors import snapshot
 from tether.drift.publish import TOOLS_DIR
 from tether.registry import Registry, ToolVersion
@@ -58,7 +58,8 @@ def enums_from_data(f: Facts) -> tuple[str, str]:
         for product in _ctx(v).products:
             enums = f.state.get(f"product:{product}", {}).get("enums", {})
             for pname, schema in v.definition.get("inputSchema", {}).get("properties", {}).items():
-                if "enum" in schema and pname in enums and set(map(str, schema["enum"])) != set(
+                listed = enum_of(schema)
+                if listed is not None and pname in enums and set(map(str, listed)) != set(
                         enums[pname]):
                     mismatched.append(f"{name}.{pname}")
     if mismatched:

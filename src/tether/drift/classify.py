@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tether.context.meta import enum_of
 from tether.registry.semver import Level
 
 
@@ -41,7 +42,8 @@ def classify(old: dict[str, Any], new: dict[str, Any]) -> tuple[Level, str]:
             ta, tb = a[name].get("type"), b[name].get("type")
             if ta != tb:
                 breaking = True
-            ea, eb = set(map(str, a[name].get("enum", []))), set(map(str, b[name].get("enum", [])))
+            ea = set(map(str, enum_of(a[name]) or []))
+            eb = set(map(str, enum_of(b[name]) or []))
             if ea - eb:
                 breaking = True
             if eb - ea:

@@ -143,6 +143,8 @@ _LISTED = re.compile(r"\bone of\b|\b[A-Z][A-Z0-9_]+(, [A-Z][A-Z0-9_]+)*,? or [A-
 
 
 def _finite(name: str, s: dict[str, Any]) -> bool:
+    if s.get("type") == "array" and isinstance(s.get("items"), dict):  # several at once
+        s = {**s["items"], "description": s.get("description", "")}
     if "enum" in s or not ("string" in _types(s) or not _types(s)):
         return False
     if _FINITE.search(name):

@@ -245,7 +245,7 @@ class Executor:
         config = self.project.config
         if not tool_visible(config, call.user, call.tool):
             raise ToolError(f"unknown tool {call.tool!r} for this user")
-        call = without_empty_cursor(call)
+        call = as_declared(without_empty_cursor(call))
         kind = call.plan.kind
         from tether.serve import generic, probe
 
@@ -344,9 +344,12 @@ class Executor:
                 raise Refusal("masked_predicate", f"{f.param}: {column} is masked for your "
                               "role, so it cannot be used as a filter")
             allowed = scope.get(column)
-            if f.op == "eq" and allowed is not None and str(value) not in {
-                    str(a) for a in allowed}:
-                raise Refusal("outside_entitlement", f"{f.param} {str(value)[:80]} is outside "
+            if f.op != "eq" or allowed is None:
+                continue
+            outside = [v for v in (value if isinstance(value, list) else [value])
+                       if str(v) not in {str(a) for a in allowed}]
+            if outside:
+                raise Refusal("outside_entitlement", f"{f.param} {shown(outside)} is outside "
                               "your scope "
                               f"({column}: {', '.join(sorted(map(str, allowed)))})")
 
@@ -354,7 +357,8 @@ class Executor:
 
     def _shape_key(self, call: Call) -> tuple[Any, ...]:
         """What the SQL text of a call depends on: tool, version, user, filters present."""
-        present = tuple(sorted(k for k, v in call.args.items() if v is not None))
+        present = tuple(sorted((k, len(v) if isinstance(v, list) else 0)
+                               for k, v in call.args.items() if v is not None))
         return (call.tool, call.version, call.user, present, routes_key(call.plan, call.args))
 
     def _listing_window(self, call: Call) -> dict[str, Any]:
@@ -713,13 +717,31 @@ def without_empty_cursor(call: Call) -> Call:
     placeholder cursor ("null", "none") on a first page. A real value, however odd, stays and
     is validated."""
     def empty(key: str, v: Any) -> bool:
-        if v is None or (isinstance(v, str) and not v.strip()):
+        if v is None or (isinstance(v, str) and not v.strip()) or v == []:
             return True
         return key == "cursor" and isinstance(v, str) and v.strip().lower() in ("null", "none")
 
     if not any(empty(k, v) for k, v in call.args.items()):
         return call
     return dataclasses.replace(call, args={k: v for k, v in call.args.items() if not empty(k, v)})
+
+
+def as_declared(call: Call) -> Call:
+    """A single value for a parameter that takes several at once is a list of one."""
+    props = (call.definition.get("inputSchema") or {}).get("properties", {})
+    wrap = [k for k, v in call.args.items() if not isinstance(v, list)
+            and isinstance(props.get(k), dict) and props[k].get("type") == "array"]
+    if not wrap:
+        return call
+    return dataclasses.replace(call, args={k: [v] if k in wrap else v
+                                           for k, v in call.args.items()})
+
+
+def shown(value: Any) -> str:
+    """An argument as an answer or an error quotes it: several values joined with "or"."""
+    if isinstance(value, list):
+        return " or ".join(str(v)[:80] for v in value[:10]) + (" ..." if len(value) > 10 else "")
+    return str(value)[:80]
 
 
 def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
@@ -737,7 +759,7 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
     errors = sorted(_VALIDATORS[key].iter_errors(args), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
-        where = ".".join(str(p) for p in e.path) or "arguments"
+        where = str(e.path[0]) if e.path else "arguments"  # a list's item: its parameter
         described = schema.get("properties", {}).get(where, {}).get("description", "")
         shown = repr(e.instance)
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
@@ -819,7 +841,7 @@ def _why_empty(out: dict[str, Any], call: Call) -> None:
     given = sorted(k for k, v in call.args.items() if v is not None
                    and k not in ("limit", "cursor", *SHAPING))
     out["empty_reason"] = ("no rows you may see match " + ", ".join(
-        f"{k}={str(call.args[k])[:80]}" for k in given) if given else "no rows you may see")
+        f"{k}={shown(call.args[k])}" for k in given) if given else "no rows you may see")
 
 
 SHAPING = ("count_by", AGGREGATE)

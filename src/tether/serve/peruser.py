@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from tether.context.meta import ToolContext
+from tether.context.meta import ToolContext, enum_of, with_enum
 from tether.policy.entitle import equality_scope, table_allowed
 from tether.policy.model import role_of
 
@@ -67,7 +67,7 @@ def _enums(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
     yours: dict[str, tuple[str, Any]] = {}  # param -> (column, the caller's one value)
     for f in plan.filters:
         product, _, column = f.column.rpartition(".")
-        enum = props.get(f.param, {}).get("enum")
+        enum = enum_of(props.get(f.param))
         if product not in filters or product not in config.products:
             continue
         pinned = equality_scope(config, user, product).get(column)
@@ -83,11 +83,11 @@ def _enums(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
         return definition
     out = copy.deepcopy(definition)
     for param, kept in narrowed.items():
-        out["inputSchema"]["properties"][param]["enum"] = kept
+        with_enum(out["inputSchema"]["properties"][param], kept)
     for param, (column, value) in yours.items():
         # the caller's own scope is the default, and the tool says so; another value is refused
         prop = out["inputSchema"]["properties"][param]
-        prop["default"] = value
+        prop["default"] = [value] if prop.get("type") == "array" else value
         said = str(prop.get("description", "")).rstrip(".")
         words = column.replace("_", " ")
         prop["description"] = (f"{said}; " if said else "") + (

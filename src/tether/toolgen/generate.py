@@ -372,7 +372,9 @@ def _param_schema(ctx: Ctx, product: str, c: ColumnProfile,
     chosen = bool(p.tool and p.tool.filters and leaf in p.tool.filters)  # named in tether.yaml
     if c.enum is not None and c.column.kind != "boolean" and (
             chosen or len(c.enum) <= MAX_FILTER_ENUM):
-        schema["enum"] = [e.value for e in c.enum]
+        # one value or several at once (a single value is read as a list of one)
+        # (the listed values say their type: none is repeated inside the items)
+        schema = {"type": "array", "items": {"enum": [e.value for e in c.enum]}}
         note = enum_note(c)
         if note:
             notes.append(note.rstrip("."))

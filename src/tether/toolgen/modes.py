@@ -18,6 +18,8 @@ def strip_grounding(tool: GeneratedTool) -> GeneratedTool:
     for name, schema in tool.input_schema.get("properties", {}).items():
         t = schema.get("type", "string")
         props[name] = {"type": t}
+        if t == "array":  # several values at once, whatever they may be
+            props[name]["items"] = {"type": (schema.get("items") or {}).get("type", "string")}
     subject = tool.plan.product or tool.name
     return GeneratedTool(
         name=tool.name,

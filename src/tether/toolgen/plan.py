@@ -141,8 +141,15 @@ def call_params(
     plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime
 ) -> dict[str, Any]:
     """The bound parameters of one call (no SQL work: cheap enough for every call)."""
-    params: dict[str, Any] = {f.param: args[f.param] for f in plan.filters
-                              if args.get(f.param) is not None}
+    params: dict[str, Any] = {}
+    for f in plan.filters:
+        value = args.get(f.param)
+        if isinstance(value, list) and len(value) == 1:
+            value = value[0]  # one value of a parameter that takes several: as before
+        if isinstance(value, list):  # several at once: one bound value each (column IN ...)
+            params.update({f"{f.param}__{i}": v for i, v in enumerate(value)})
+        elif value is not None:
+            params[f.param] = value
     bounds = window_bounds(plan, args, config, now)
     if bounds is not None:
         params["window_start"], params["window_end"] = bounds
@@ -166,6 +173,12 @@ def compile_plan(
     query = parse(plan.select, plan.dialect)
     assert isinstance(query, exp.Select)
     for f in plan.filters:
+        several = sorted((k for k in params if re.fullmatch(re.escape(f.param) + r"__\d+", k)),
+                         key=lambda k: int(k.rsplit("__", 1)[1]))
+        if several:
+            query = query.where(exp.In(this=qualified(f.column),
+                                       expressions=[placeholder(k) for k in several]))
+            continue
         if f.param not in params:
             continue
         route = chosen_route(f, params[f.param])

@@ -30,6 +30,7 @@ from typing import Any, ClassVar
 
 from sqlglot import exp
 
+from tether.context.meta import enum_of
 from tether.eval.agents.base import Agent, AgentContext, Answer, register
 from tether.eval.trace import ModelTurn, RequestedCall, ToolCall, result_payload
 
@@ -60,7 +61,8 @@ def _shaping(tool: dict[str, Any]) -> set[str]:
     props = (tool.get("inputSchema") or {}).get("properties", {})
     fields = set(props) | set(((((tool.get("outputSchema") or {}).get("properties") or {})
                                 .get("rows") or {}).get("items") or {}).get("properties") or {})
-    return {n for n, p in props.items() if p.get("enum") and {str(v) for v in p["enum"]} <= fields}
+    return {n for n, p in props.items()
+            if enum_of(p) and {str(v) for v in enum_of(p) or []} <= fields}
 
 
 def _schema_words(tool: dict[str, Any]) -> tuple[set[str], set[str], set[str]]:
@@ -72,7 +74,7 @@ def _schema_words(tool: dict[str, Any]) -> tuple[set[str], set[str], set[str]]:
         if pname in shaping:
             continue
         desc |= set(words(pname)) | set(words(str(p.get("description") or "")))
-        for v in p.get("enum") or []:
+        for v in enum_of(p) or []:
             enums |= set(words(str(v)))
     return name, desc, enums
 
@@ -107,9 +109,13 @@ def arguments(question: str, tool: dict[str, Any]) -> dict[str, Any]:
     for pname, p in props.items():
         if pname in shaping:
             continue
-        if p.get("enum"):
-            hit = [v for v in p["enum"] if set(words(str(v))) and set(words(str(v))) <= q_words]
-            if hit:
+        listed = enum_of(p)
+        if listed:
+            hit = [v for v in listed if set(words(str(v))) and set(words(str(v))) <= q_words]
+            if hit and p.get("type") == "array":  # every value named, none inside another
+                args[pname] = [v for v in hit if not any(
+                    set(words(str(v))) < set(words(str(o))) for o in hit)]
+            elif hit:
                 args[pname] = max(hit, key=lambda v: len(str(v)))
             continue
         pattern = p.get("pattern")
