@@ -10,6 +10,7 @@ warehouse's names.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -284,16 +285,19 @@ def test_an_enum_filter_takes_several_values_at_once(which: str, built_both: dic
     else:
         project = built_both[which]
     listings = metrics = 0
+    triples_checked: list[str] = []
     for user in _users(project):
         server = TetherServer(project, stdio_user=user)
         try:
-            todo = []
+            todo, triples = [], []
             for v in server.visible(user):
                 props = v.definition["inputSchema"]["properties"]
                 for f in v.plan.filters:
                     values = enum_of(props.get(f.param)) or []
                     if props.get(f.param, {}).get("type") == "array" and len(values) >= 2:
                         todo.append((v.name, v.plan.kind, f.param, values[0], values[1]))
+                    if props.get(f.param, {}).get("type") == "array" and len(values) >= 3:
+                        triples.append((v.name, v.plan.kind, f.param, values[:3]))
         finally:
             server.close()
         calls = [(n, {p: arg}) for n, _, p, a, b in todo for arg in ([a, b], [a], b, a)]
@@ -304,7 +308,8 @@ def test_an_enum_filter_takes_several_values_at_once(which: str, built_both: dic
             sc = [r.structured_content for r in (both, only_a, only_b, bare_a)]
             assert sc[1]["rows"] == sc[3]["rows"], (name, param)  # "a" is ["a"]
             evidence = both.meta["tether/evidence"]  # each value bound, by a placeholder
-            bound = {k: str(v) for k, v in evidence["params"].items() if k.startswith(param)}
+            bound = {k: str(v) for k, v in evidence["params"].items()
+                     if re.fullmatch(re.escape(param) + r"(__\d+_*)?", k)}
             assert sorted(bound.values()) == sorted([str(a), str(b)]), (name, bound)
             assert all(k in evidence["sql"] for k in bound), (name, evidence["sql"])
             if kind == "list":
@@ -317,4 +322,21 @@ def test_an_enum_filter_takes_several_values_at_once(which: str, built_both: dic
                 assert sorted(map(json.dumps, sc[0]["rows"])) == sorted(
                     map(json.dumps, sc[1]["rows"] + sc[2]["rows"])), (name, param)
                 metrics += 1
-    assert listings >= 4 and metrics >= 1
+        # three values: the rows of the three alone (the SQL is made per number of values)
+        calls = [(n, {p: arg}) for n, _, p, vs in triples for arg in ([vs[0], vs[1], vs[0]], vs,
+                                                                     *[[x] for x in vs])]
+        results = iter(call_tools(project, user, calls))
+        for name, kind, _param, _ in triples:
+            twice, three, *alone = (next(results) for _ in range(5))
+            assert not [r.content for r in (twice, three, *alone) if r.is_error], name
+            key = "total_rows" if kind == "list" else "rows"
+            if kind == "list":  # a value given twice counts once
+                assert twice.structured_content[key] == sum(
+                    r.structured_content[key] for r in alone[:2]), name
+                assert three.structured_content[key] == sum(
+                    r.structured_content[key] for r in alone), name
+            else:
+                assert sorted(map(json.dumps, three.structured_content[key])) == sorted(
+                    json.dumps(row) for r in alone for row in r.structured_content[key]), name
+            triples_checked.append(name)
+    assert listings >= 4 and metrics >= 1 and len(triples_checked) >= 2

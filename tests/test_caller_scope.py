@@ -55,7 +55,9 @@ def test_a_pinned_parameter_defaults_to_the_callers_value(which: str, demo_dir: 
                         assert others, (v.name, f.param)  # the published enum lists them all
                     calls.append((v.name, f.param, mine, others[0] if others else None))
                     if several:  # the caller's own value with another: refused as a whole
-                        calls.append((v.name, f.param, mine, [mine, others[0]]))
+                        calls += [(v.name, f.param, mine, [mine, others[0]]),
+                                  (v.name, f.param, mine, [others[0], mine]),
+                                  (v.name, f.param, mine, [others[0]])]
 
             async def go(srv: TetherServer, todo: list[tuple[str, str, Any, Any]]
                          ) -> list[tuple[Any, Any]]:

@@ -369,3 +369,19 @@ def test_fingerprint_on_call_flags_a_schema_that_moved_under_a_tool(demo: Path) 
     text = orders.content[0].text
     assert "the schema of orders changed since orders_by_status_and_customer 1.0.0" in text
     assert "run tether check" in text
+
+
+def test_an_enum_that_takes_several_values_is_an_additive_change() -> None:
+    """A parameter that took one value of an enum and now takes one or several (a bare value
+    still works) is a minor change; losing a value stays breaking, whatever the shape."""
+    from tether.drift.classify import classify
+
+    def tool(prop: dict[str, Any]) -> dict[str, Any]:
+        return {"inputSchema": {"type": "object", "properties": {"status": prop}}}
+
+    one = tool({"type": "string", "enum": ["NEW", "PAID"]})
+    several = tool({"type": "array", "items": {"enum": ["NEW", "PAID"]}})
+    fewer = tool({"type": "array", "items": {"enum": ["NEW"]}})
+    assert classify(one, several) == ("minor", "additive")
+    assert classify(one, fewer)[1] == "breaking"
+    assert classify(several, one)[1] == "breaking"

@@ -84,7 +84,11 @@ def test_every_string_parameter_and_run_sql_against_a_corpus(target: Path) -> No
     profiles = {n: profile_product(project, n) for n in project.config.products}
     outcomes: dict[str, int] = {"error": 0, "ok": 0}
     try:
-        for tool in generate(project, profiles, "grounded"):
+        # bare too: its lists take any strings, so each payload reaches the bound IN (...)
+        tools = [*generate(project, profiles, "grounded"),
+                 *[t for t in generate(project, profiles, "bare")
+                   if any(s.get("type") == "array" for s in t.input_schema["properties"].values())]]
+        for tool in tools:
             for pname, schema in tool.input_schema["properties"].items():
                 if schema.get("type") not in ("string", "array"):
                     continue

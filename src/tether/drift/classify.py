@@ -40,7 +40,9 @@ def classify(old: dict[str, Any], new: dict[str, Any]) -> tuple[Level, str]:
             additive = True
         for name in set(a) & set(b):
             ta, tb = a[name].get("type"), b[name].get("type")
-            if ta != tb:
+            if key == "inputSchema" and tb == "array" and ta != "array" and enum_of(b[name]):
+                additive = True  # one value became one or several: a bare value still works
+            elif ta != tb:
                 breaking = True
             ea = set(map(str, enum_of(a[name]) or []))
             eb = set(map(str, enum_of(b[name]) or []))

@@ -716,25 +716,34 @@ def without_empty_cursor(call: Call) -> Call:
     argument (models fill optional parameters with "" rather than leave them out), and a
     placeholder cursor ("null", "none") on a first page. A real value, however odd, stays and
     is validated."""
+    def blank(v: Any) -> bool:
+        return v is None or (isinstance(v, str) and not v.strip())
+
     def empty(key: str, v: Any) -> bool:
-        if v is None or (isinstance(v, str) and not v.strip()) or v == []:
+        if blank(v) or (isinstance(v, list) and all(blank(x) for x in v)):
             return True
         return key == "cursor" and isinstance(v, str) and v.strip().lower() in ("null", "none")
 
-    if not any(empty(k, v) for k, v in call.args.items()):
+    def kept(v: Any) -> Any:  # a list's blank items are left out as well
+        return [x for x in v if not blank(x)] if isinstance(v, list) else v
+
+    if not any(empty(k, v) or kept(v) != v for k, v in call.args.items()):
         return call
-    return dataclasses.replace(call, args={k: v for k, v in call.args.items() if not empty(k, v)})
+    return dataclasses.replace(call, args={k: kept(v) for k, v in call.args.items()
+                                           if not empty(k, v)})
 
 
 def as_declared(call: Call) -> Call:
-    """A single value for a parameter that takes several at once is a list of one."""
-    props = (call.definition.get("inputSchema") or {}).get("properties", {})
-    wrap = [k for k, v in call.args.items() if not isinstance(v, list)
-            and isinstance(props.get(k), dict) and props[k].get("type") == "array"]
-    if not wrap:
+    """A single value for a parameter that takes several values of an enum at once is a list of
+    one; a value given twice counts once."""
+    several = {f.param for f in call.plan.filters if f.several}
+    if not several & set(call.args):
         return call
-    return dataclasses.replace(call, args={k: [v] if k in wrap else v
-                                           for k, v in call.args.items()})
+    args = dict(call.args)
+    for k in several & set(args):
+        values = args[k] if isinstance(args[k], list) else [args[k]]
+        args[k] = list({json.dumps(v, sort_keys=True, default=str): v for v in values}.values())
+    return dataclasses.replace(call, args=args)
 
 
 def shown(value: Any) -> str:

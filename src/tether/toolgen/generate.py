@@ -17,6 +17,7 @@ from typing import Any, Literal
 from sqlglot import exp
 
 from tether.config import MetricConfig, ProductConfig, Project, TetherConfig
+from tether.context.meta import enum_of
 from tether.context.periods import resolve
 from tether.context.profile import ColumnProfile, ProductProfile
 from tether.errors import ConfigError
@@ -434,7 +435,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         props[pname] = _param_schema(ctx, name, c, routes)
         resolver = next((ctx.tool_names.get(r.via) for r in routes if r.via), None)
         filters.append(Filter(param=pname, column=f"{name}.{c.column.name}", op="eq",
-                              routes=routes if len(routes) > 1 else [], resolver=resolver))
+                              routes=routes if len(routes) > 1 else [], resolver=resolver,
+                              several=enum_of(props[pname]) is not None))
         if c.enum is not None and c.column.name not in p.identifiers and c.column.name not in (
                 p.primary_key or []):
             countable.append(pname)
@@ -682,7 +684,8 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         head = props[column].get("description", "").rstrip(".")
         props[column]["description"] = sentence(f"{head}; omit for every value" if head
                                                 else "Omit for every value")
-        filters.append(Filter(param=column, column=f"{table}.{column}", op="eq"))
+        filters.append(Filter(param=column, column=f"{table}.{column}", op="eq",
+                              several=enum_of(props[column]) is not None))
     kind = _window_kind(m)
     window = Window(kind=kind, column=m.time, end_column=m.time_end, calendar=m.calendar)
     if kind == "period":

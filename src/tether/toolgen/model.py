@@ -45,8 +45,9 @@ class Route(_M):
 class Filter(_M):
     param: str = Field(description="Tool argument.")
     column: str = Field(description="Column (qualified for metrics) the argument filters.")
-    op: Literal["eq", "gte", "lt"] = Field(description="Comparison; values are bound parameters "
-                                           "(eq with several values: IN, one bound value each).")
+    op: Literal["eq", "gte", "lt"] = Field(description="Comparison; values are bound parameters.")
+    several: bool = Field(default=False, description="The argument is a list of values (an "
+                          "enum's): eq with several is IN, one bound value each.")
     routes: list[Route] = Field(default_factory=list, description="For an identifier: every "
                                 "scheme it accepts, its own first (empty: any value, as is).")
     resolver: str | None = Field(default=None, description="The tool that maps the schemes "

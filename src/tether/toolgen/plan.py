@@ -144,12 +144,11 @@ def call_params(
     params: dict[str, Any] = {}
     for f in plan.filters:
         value = args.get(f.param)
-        if isinstance(value, list) and len(value) == 1:
-            value = value[0]  # one value of a parameter that takes several: as before
-        if isinstance(value, list):  # several at once: one bound value each (column IN ...)
-            params.update({f"{f.param}__{i}": v for i, v in enumerate(value)})
+        several = _several(f, value)
+        if several is not None:
+            params.update(zip(value_names(plan, f, len(several)), several, strict=True))
         elif value is not None:
-            params[f.param] = value
+            params[f.param] = value[0] if f.several and isinstance(value, list) else value
     bounds = window_bounds(plan, args, config, now)
     if bounds is not None:
         params["window_start"], params["window_end"] = bounds
@@ -173,11 +172,10 @@ def compile_plan(
     query = parse(plan.select, plan.dialect)
     assert isinstance(query, exp.Select)
     for f in plan.filters:
-        several = sorted((k for k in params if re.fullmatch(re.escape(f.param) + r"__\d+", k)),
-                         key=lambda k: int(k.rsplit("__", 1)[1]))
-        if several:
-            query = query.where(exp.In(this=qualified(f.column),
-                                       expressions=[placeholder(k) for k in several]))
+        several = _several(f, args.get(f.param))
+        if several is not None:
+            query = query.where(exp.In(this=qualified(f.column), expressions=[
+                placeholder(k) for k in value_names(plan, f, len(several))]))
             continue
         if f.param not in params:
             continue
@@ -201,6 +199,32 @@ def compile_plan(
         query = query.order_by(*[exp.column(c, quoted=True) for c in plan.group_by])
         query = query.limit(exp.Literal.number(plan.max_rows))
     return query, params
+
+
+def _several(f: Filter, value: Any) -> list[Any] | None:
+    """The values of a filter that takes several at once, when more than one is given (one
+    value binds as a plain comparison, as before)."""
+    if f.several and isinstance(value, list) and len(value) > 1:
+        return value
+    return None
+
+
+RESERVED = ("limit", "window_start", "window_end")
+"""Placeholder names a call binds besides its filters' (and the cursor's k0, k1, ...)."""
+
+
+def value_names(plan: QueryPlan, f: Filter, n: int) -> list[str]:
+    """Placeholder names of ``n`` values of ``f`` (``status__0``, ...), none another
+    parameter's or a reserved name."""
+    taken = {g.param for g in plan.filters} | set(RESERVED)
+    names = []
+    for i in range(n):
+        name = f"{f.param}__{i}"
+        while name in taken or re.fullmatch(r"k\d+", name):
+            name += "_"
+        taken.add(name)
+        names.append(name)
+    return names
 
 
 def chosen_route(f: Filter, value: Any) -> Route | None:
