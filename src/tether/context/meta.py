@@ -46,6 +46,9 @@ class Evidence(BaseModel):
     dialect: str | None = Field(
         default=None, description="Extension: the SQL dialect of the statement (duckdb, "
         "postgres, ...), so a reader parses it as the engine did.")
+    overall_sql: str | None = Field(
+        default=None, description="Extension: for a metric cut into several rows, the same "
+        "statement without the cut (same parameters), whose one row is the result's overall.")
 
 
 def evidence_of(meta: dict[str, Any] | None) -> Evidence | None:

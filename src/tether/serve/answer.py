@@ -11,6 +11,7 @@ tools say the same thing.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from tether.toolgen.model import QueryPlan
@@ -67,12 +68,12 @@ def _aggregate(result: dict[str, Any]) -> str:
     by = agg.get("count_by")
     measures = [k for k in rows[0] if k.startswith(("sum_", "average_"))] if rows else []
     if not by:  # one row: the totals over every matching row
-        said = [f"{_measure_words(k)} {_number(rows[0].get(k))}{_unit(units.get(k), rows[0])}"
+        said = [f"{_measure_words(k)} {_valued(rows[0].get(k), units.get(k), rows[0])}"
                 for k in measures] if rows else []
         return f"{total} matching rows" + (": " + ", ".join(said) if said else "")
     named = []
     for r in rows[:SHOWN]:
-        values = ", ".join(f"{_measure_words(k)} {_number(r.get(k))}{_unit(units.get(k), r)}"
+        values = ", ".join(f"{_measure_words(k)} {_valued(r.get(k), units.get(k), r)}"
                            for k in measures)
         named.append(f"{r.get(by)} {r.get('rows')}" + (f" ({values})" if values else ""))
     more = f", and {len(rows) - SHOWN} more values in rows" if len(rows) > SHOWN else ""
@@ -84,16 +85,23 @@ def _metric(plan: QueryPlan, result: dict[str, Any]) -> str:
     measures = [k for k in (rows[0] if rows else {}) if k not in plan.group_by and k != "period"]
     if not rows:
         return "No value"
+
+    def values(r: dict[str, Any]) -> str:
+        return ", ".join(f"{k} = {_valued(r.get(k), units.get(k), r)}" for k in measures)
+
     if not plan.group_by:
+        return values(rows[0])
+    dims = ", ".join(plan.group_by)
+    if len(rows) == 1:  # the values lead: no count of rows is read as the answer
         r = rows[0]
-        return ", ".join(f"{k} = {_number(r.get(k))}{_unit(units.get(k), r)}" for k in measures)
-    named = []
-    for r in rows[:SHOWN]:
-        cut = ", ".join(str(r.get(d)) for d in plan.group_by)
-        named.append(f"{cut}: " + ", ".join(f"{k} = {_number(r.get(k))}{_unit(units.get(k), r)}"
-                                            for k in measures))
+        return f"{dims} {', '.join(str(r.get(d)) for d in plan.group_by)}: {values(r)}"
+    named = [f"{', '.join(str(r.get(d)) for d in plan.group_by)}: {values(r)}"
+             for r in rows[:SHOWN]]
     more = f"; and {len(rows) - SHOWN} more rows" if len(rows) > SHOWN else ""
-    return (f"{len(rows)} rows by {', '.join(plan.group_by)}: " + "; ".join(named) + more)
+    overall = result.get("overall")
+    head = (f"In all ({len(rows)} values of {dims}): {values(overall)}; " if isinstance(
+        overall, dict) else "")
+    return head + f"by {dims}: " + "; ".join(named) + more
 
 
 def _window(window: Any) -> str | None:
@@ -106,6 +114,19 @@ def _window(window: Any) -> str | None:
     cal = {"fiscal": "fiscal calendar", "calendar": "calendar"}.get(str(cal), cal)
     return (f"window {label}: {window['start']} to {window['end']} (end exclusive"
             + (f", {cal}" if cal else "") + f", {window.get('timezone') or 'UTC'})")
+
+
+_CENTS = re.compile(r"([A-Z]{3})_cents")
+
+
+def _valued(value: Any, unit: str | None, row: dict[str, Any]) -> str:
+    """A value with its unit; an amount in cents also in its currency's units (the division a
+    question in dollars would otherwise leave to the model)."""
+    text = f"{_number(value)}{_unit(unit, row)}"
+    m = _CENTS.fullmatch(_unit(unit, row).strip())
+    if m and isinstance(value, (int, float)) and not isinstance(value, bool):
+        text += f" (= {value / 100:.2f} {m.group(1)})"
+    return text
 
 
 def _measure_words(key: str) -> str:

@@ -588,11 +588,28 @@ class Executor:
             for r in rows:
                 r["period"] = window.label
         out = self._result(call, rows, products, paged=False)
+        overall_sql = None
+        if plan.group_by and len(rows) > 1:
+            # the metric over every row the cut splits (a ratio or a distinct count is never
+            # added up from its parts): "our win rate" needs no arithmetic by the model
+            whole = query.copy()
+            whole.set("expressions", [e for e in whole.expressions
+                                      if e.alias_or_name not in plan.group_by])
+            for part in ("group", "order", "limit"):
+                whole.set(part, None)
+            secured_whole, _ = self.secure(whole, call.user)
+            got_whole = self.fetch(src, src.render(secured_whole), params, 1, _known(call))
+            if got_whole.rows:
+                out["overall"] = dict(zip(got_whole.names, map(jsonable, got_whole.rows[0]),
+                                          strict=True))
+                overall_sql = src.display(secured_whole)
         if window is not None:
             out["window"] = window.to_json()
         _why_empty(out, call)
-        return Answered(out, self.evidence(call, src, src.display(secured), params, read,
-                                           as_of=products))
+        evidence = self.evidence(call, src, src.display(secured), params, read, as_of=products)
+        if overall_sql:
+            evidence = evidence.model_copy(update={"overall_sql": overall_sql})
+        return Answered(out, evidence)
 
     # --- shaping ---
 
@@ -760,7 +777,8 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
     unknown = sorted(set(args) - allowed)
     if unknown:
         raise ToolError(f"unknown argument(s) {', '.join(unknown)[:200]}; allowed: "
-                        f"{', '.join(sorted(allowed)) or 'none'}")
+                        f"{', '.join(sorted(allowed)) or 'none'} (call again without the "
+                        "others)")
     key = json.dumps(schema, sort_keys=True)
     if key not in _VALIDATORS:
         _VALIDATORS[key] = jsonschema.Draft202012Validator(
