@@ -222,6 +222,7 @@ def test_bare_shares_every_server_behaviour(which: str, built_both: dict[str, Pr
     bare = TetherServer(project, mode="bare", stdio_user=user)
     try:
         calls: list[tuple[str, dict[str, Any]]] = []
+        refused: list[tuple[str, dict[str, Any]]] = []
         for v in grounded.visible(user):
             if v.plan.kind not in ("list", "metric"):
                 continue
@@ -232,9 +233,15 @@ def test_bare_shares_every_server_behaviour(which: str, built_both: dict[str, Pr
                 calls.append((v.name, {**extra, "period": "last_quarter"}))
             if "count_by" in props:
                 calls.append((v.name, {"count_by": props["count_by"]["enum"][0]}))
+                # a parameter the grounded schema does not offer to count by (a key, an id)
+                refused += [(v.name, {"count_by": f.param}) for f in sorted(
+                    v.plan.filters, key=lambda f: bool(f.routes))
+                            if f.param not in props["count_by"]["enum"]][:1]
             if AGG in props:
                 calls.append((v.name, {AGG: props[AGG]["enum"][0]}))
         assert {n for n, _ in calls} <= {v.name for v in bare.visible(user)}
+        assert refused, "a listing whose key or id is not offered to count by"
+        calls += refused
 
         async def go(server: TetherServer) -> list[Any]:
             async with Client(server.server) as c:
@@ -245,6 +252,10 @@ def test_bare_shares_every_server_behaviour(which: str, built_both: dict[str, Pr
         grounded.close()
         bare.close()
     for (name, args), g, b in zip(calls, got_g, got_b, strict=True):
+        if (name, args) in refused:  # refused by both: by the enum, and by the server itself
+            assert g.is_error and b.is_error, (name, args, b.content)
+            assert "count_by" in b.content[0].text, b.content
+            continue
         assert not g.is_error and not b.is_error, (name, args, g.content, b.content)
         assert g.structured_content == b.structured_content, (name, args)
         assert g.content[0].text == b.content[0].text, (name, args)

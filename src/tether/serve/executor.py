@@ -382,10 +382,13 @@ class Executor:
                                 "no cursor")
         by = call.args.get("count_by")
         f = next((f for f in plan.filters if f.param == by), None) if by else None
-        if by and (f is None or f.routes):
+        # the same set whether the schema lists it (grounded) or not (bare)
+        countable = plan.counts if plan.counts is not None else [
+            x.param for x in plan.filters if not x.routes]
+        if by and (f is None or f.routes or by not in countable):
             raise ArgumentError(f"count_by: {str(by)[:80]!r} is not one of this tool's "
-                                "parameters; it takes " + ", ".join(
-                                    x.param for x in plan.filters if not x.routes))
+                                "parameters to count by; it takes " + (
+                                    ", ".join(countable) or "none"))
         masks, _ = self._policy_of(call.user, product)
         measured = call.args.get(AGGREGATE)
         if measured is not None and measured not in plan.aggregates:

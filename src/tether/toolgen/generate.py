@@ -469,7 +469,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                      paging="keyset" if p.primary_key else "offset",
                      max_rows=max_rows, default_rows=min(50, max_rows),
                      masks_apply_to=name, window=window, units=_column_units(p, cols),
-                     aggregates=summable)
+                     aggregates=summable, counts=countable)
     meta = _meta(ctx, "list", sentences, sources, [name],
                  source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
                  canonical_ids={_param_name(p, c): s for c, s in p.identifiers.items()

@@ -96,6 +96,9 @@ class QueryPlan(_M):
                                    "plan applies, as each answer states it.")
     aggregates: list[str] = Field(default_factory=list, description="Numeric columns a listing "
                                   "may total and average (sum_and_average_of).")
+    counts: list[str] | None = Field(default=None, description="Parameters a listing may count "
+                                     "by (count_by), checked by the server whatever the schema "
+                                     "says; None in a plan from before: any plain filter.")
 
 
 class GeneratedTool(_M):
