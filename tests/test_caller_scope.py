@@ -15,7 +15,7 @@ from conftest import copy_project
 from tether.config import load_project
 from tether.context.meta import enum_of
 from tether.drift.publish import build
-from tether.policy.entitle import equality_scope
+from tether.policy.entitle import NOT_YOURS, equality_scope
 from tether.serve.server import TetherServer
 
 
@@ -82,6 +82,7 @@ def test_a_pinned_parameter_defaults_to_the_callers_value(which: str, demo_dir: 
                     assert str(row[column]) == str(mine), (user, name, row)
             if other_r is not None:
                 assert other_r.is_error and other_r.content[0].text.startswith("Not permitted")
+                assert NOT_YOURS in other_r.content[0].text  # a refusal, never read as a zero
                 assert other_r.meta["tether/refusal"]["reason"] == "outside_entitlement"
             checked += 1
     assert checked >= 2, "each warehouse has a scoped user with a pinned parameter"

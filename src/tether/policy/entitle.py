@@ -36,6 +36,11 @@ def _text() -> exp.DataType:
     return exp.DataType.build("TEXT")
 
 
+NOT_YOURS = ("No rows, counts or totals of it are available to you: the answer to the question "
+             "is that this is not permitted.")
+"""What an outside-the-scope refusal tells the agent beside the reason: a refusal is not a zero."""
+
+
 class Refusal(TetherError):
     """A read the caller's policy forbids. The text starts "Not permitted:"; ``reason`` is one of
     the fixed refusal reasons, ``detail`` says what exactly (never a value the caller may not

@@ -33,6 +33,7 @@ from tether.errors import QueryError, TetherError
 from tether.keyfile import load_secret
 from tether.policy.entitle import (
     MASK_KEY_PARAMS,
+    NOT_YOURS,
     Entitled,
     MaskKey,
     Refusal,
@@ -351,7 +352,8 @@ class Executor:
             if outside:
                 raise Refusal("outside_entitlement", f"{f.param} {shown(outside)} is outside "
                               "your scope "
-                              f"({column}: {', '.join(sorted(map(str, allowed)))})")
+                              f"({column}: {', '.join(sorted(map(str, allowed)))})",
+                              hint=NOT_YOURS)
 
     # --- listing ---
 

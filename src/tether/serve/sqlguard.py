@@ -28,7 +28,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from tether.policy.entitle import Entitled, Refusal
+from tether.policy.entitle import NOT_YOURS, Entitled, Refusal
 
 
 class GuardError(ValueError):
@@ -383,7 +383,7 @@ def _check_pinned(query: exp.Query, pinned: dict[str, set[str]]) -> None:
             if outside:
                 raise Refusal("outside_entitlement", f"{side.name} {', '.join(outside)} is "
                               f"outside your scope ({side.name}: "
-                              f"{', '.join(sorted(allowed))})")
+                              f"{', '.join(sorted(allowed))})", hint=NOT_YOURS)
 
 
 # --- error texts ---------------------------------------------------------------------------------
