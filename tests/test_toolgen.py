@@ -123,7 +123,7 @@ def test_grounded_tools_score_ten(built: Path) -> None:
     assert {t.name: t.score for t in review.tools} == {t.name: 10 for t in review.tools}
     # the demo's 12 tools: 5,707 tokens (476 a tool) with periods, counts, totals and every
     # identifier scheme; over the 400-a-tool aim (docs/toolgen.md says where the tokens go)
-    assert review.total_tokens < 5800
+    assert review.total_tokens < 5900
 
 
 def test_bare_and_generic_lose_what_they_lack(demo_dir: Path, profiles: dict[str, Any]) -> None:

@@ -208,6 +208,12 @@ def _output_rows(ctx: Ctx, product: str, cols: list[ColumnProfile]) -> dict[str,
     return props
 
 
+def closed(props: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema: its parameters and no others (the server refuses any other, and
+    says so here, where a client or a grammar that honours the schema never sends one)."""
+    return {"type": "object", "properties": props, "additionalProperties": False}
+
+
 def _envelope(rows: dict[str, Any], as_of_desc: str, paged: bool) -> dict[str, Any]:
     props: dict[str, Any] = {
         "rows": {"type": "array", "items": {"type": "object", "properties": rows}},
@@ -484,7 +490,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                          "governed": []})
     return GeneratedTool(
         name=ctx.tool_names[name], title=(p.tool.question if p.tool else None),
-        description=description, input_schema={"type": "object", "properties": props},
+        description=description, input_schema=closed(props),
         output_schema=out, annotations=dict(READ_ONLY), meta=meta, plan=plan,
     )
 
@@ -738,7 +744,7 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
                  fields=_metric_fields(m, filters, measures, dialect, list(props)))
     return GeneratedTool(
         name=ctx.tool_names["metric:" + name], title=m.description, description=description,
-        input_schema={"type": "object", "properties": props}, output_schema=out,
+        input_schema=closed(props), output_schema=out,
         annotations=dict(READ_ONLY), meta=meta, plan=plan,
     )
 
@@ -899,9 +905,8 @@ def probe_tool(ctx: Ctx) -> GeneratedTool:
     meta = _meta(ctx, "probe", sentences, sources, products, canonical_ids={}, deprecated={},
                  source_of_truth={}, limits={"max_rows": 1, "pagination": "none"})
     return GeneratedTool(name=PROBE, title="What does this data product contain and mean?",
-                         description=description, input_schema={"type": "object",
-                                                                "properties": props,
-                                                                "required": ["product"]},
+                         description=description,
+                         input_schema={**closed(props), "required": ["product"]},
                          output_schema=out, annotations=dict(READ_ONLY), meta=meta,
                          plan=QueryPlan(kind="probe"))
 

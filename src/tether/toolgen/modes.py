@@ -25,6 +25,9 @@ def strip_grounding(tool: GeneratedTool) -> GeneratedTool:
         name=tool.name,
         description=f"Query {subject}." if tool.plan.kind == "list" else f"Get {tool.name}.",
         input_schema={"type": "object", "properties": props,
+                      # which arguments exist is the server's behaviour, not grounding
+                      **({"additionalProperties": False}
+                         if tool.input_schema.get("additionalProperties") is False else {}),
                       **({"required": tool.input_schema["required"]}
                          if "required" in tool.input_schema else {})},
         output_schema=None,
