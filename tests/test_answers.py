@@ -262,6 +262,31 @@ def test_bare_shares_every_server_behaviour(which: str, built_both: dict[str, Pr
     assert len(calls) >= 10
 
 
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_a_list_of_one_name_counts_and_totals_by_that_name(
+        which: str, built_both: dict[str, Project]) -> None:
+    """count_by and sum_and_average_of take one name; sent as a list of one (the shape of the
+    enum parameters beside them, which the real model copied), it is that name."""
+    project = built_both[which]
+    user = _users(project)[1]
+    server = TetherServer(project, stdio_user=user)
+    try:
+        calls = []
+        for v in server.visible(user):
+            props = v.definition["inputSchema"]["properties"]
+            for key in ("count_by", AGG):
+                if key in props:
+                    name = props[key]["enum"][0]
+                    calls += [(v.name, {key: name}), (v.name, {key: [name]})]
+    finally:
+        server.close()
+    results = call_tools(project, user, calls)
+    for (name, args), plain, listed in zip(calls[::2], results[::2], results[1::2], strict=True):
+        assert not plain.is_error and not listed.is_error, (name, args, listed.content)
+        assert plain.structured_content == listed.structured_content, (name, args)
+    assert len(calls) >= 4
+
+
 def test_an_empty_string_is_an_argument_left_out(built_both: dict[str, Project]) -> None:
     """Small models fill optional parameters with "": that is the parameter left out (every row,
     the default window), not a filter on the empty value nor an invalid identifier."""

@@ -757,11 +757,15 @@ def without_empty_cursor(call: Call) -> Call:
 
 def as_declared(call: Call) -> Call:
     """A single value for a parameter that takes several values of an enum at once is a list of
-    one; a value given twice counts once."""
+    one; a value given twice counts once. The other way round, a list of one for count_by or
+    sum_and_average_of (which take one name) is that name."""
     several = {f.param for f in call.plan.filters if f.several}
-    if not several & set(call.args):
+    one = [k for k in SHAPING if isinstance(call.args.get(k), list) and len(call.args[k]) == 1]
+    if not several & set(call.args) and not one:
         return call
     args = dict(call.args)
+    for k in one:
+        args[k] = args[k][0]
     for k in several & set(args):
         values = args[k] if isinstance(args[k], list) else [args[k]]
         args[k] = list({json.dumps(v, sort_keys=True, default=str): v for v in values}.values())
