@@ -122,8 +122,9 @@ _CENTS = re.compile(r"([A-Z]{3})_cents")
 def _valued(value: Any, unit: str | None, row: dict[str, Any]) -> str:
     """A value with its unit; an amount in cents also in its currency's units (the division a
     question in dollars would otherwise leave to the model)."""
-    text = f"{_number(value)}{_unit(unit, row)}"
-    m = _CENTS.fullmatch(_unit(unit, row).strip())
+    said = _unit(unit, row)
+    text = f"{_number(value)}{said}"
+    m = _CENTS.fullmatch(said.strip())
     if m and isinstance(value, (int, float)) and not isinstance(value, bool):
         text += f" (= {value / 100:.2f} {m.group(1)})"
     return text

@@ -246,7 +246,7 @@ class Executor:
         config = self.project.config
         if not tool_visible(config, call.user, call.tool):
             raise ToolError(f"unknown tool {call.tool!r} for this user")
-        call = as_declared(without_empty_cursor(call))
+        call = as_declared(without_blanks(call))
         kind = call.plan.kind
         from tether.serve import generic, probe
 
@@ -597,17 +597,18 @@ class Executor:
         if plan.group_by and len(rows) > 1:
             # the metric over every row the cut splits (a ratio or a distinct count is never
             # added up from its parts): "our win rate" needs no arithmetic by the model
-            whole = query.copy()
+            # (the secured statement, copied: the policy is already in it, with its params)
+            whole = secured.copy()
+            assert isinstance(whole, exp.Select)
             whole.set("expressions", [e for e in whole.expressions
                                       if e.alias_or_name not in plan.group_by])
             for part in ("group", "order", "limit"):
                 whole.set(part, None)
-            secured_whole, _ = self.secure(whole, call.user)
-            got_whole = self.fetch(src, src.render(secured_whole), params, 1, _known(call))
+            got_whole = self.fetch(src, src.render(whole), params, 1, _known(call))
             if got_whole.rows:
                 out["overall"] = dict(zip(got_whole.names, map(jsonable, got_whole.rows[0]),
                                           strict=True))
-                overall_sql = src.display(secured_whole)
+                overall_sql = src.display(whole)
         if window is not None:
             out["window"] = window.to_json()
         _why_empty(out, call)
@@ -637,7 +638,7 @@ class Executor:
         """What the call ran: the statement and its bound values (the mask key hidden), the
         products read, what the policy added, and the statement behind as_of (over ``as_of``,
         default the products read)."""
-        shown = {k: MASK_KEY_SHOWN if k in MASK_KEY_PARAMS else jsonable(v)
+        bound = {k: MASK_KEY_SHOWN if k in MASK_KEY_PARAMS else jsonable(v)
                  for k, v in params.items()}
         fresh = as_of if as_of is not None else products
         key = ("evidence", call.user, tuple(products), fenced, tuple(fresh))
@@ -648,8 +649,8 @@ class Executor:
                     added += self.relation(call.user, p, fence=fenced).policy_sql(src.display)
             self.memo[key] = (added, *self.as_of_statement(call.user, fresh))
         added, as_of_sql, as_of_params = self.memo[key]
-        shown |= {k: jsonable(v) for k, v in as_of_params.items() if k not in shown}
-        return Evidence(tool=call.tool, version=call.version, sql=sql, params=shown,
+        bound |= {k: jsonable(v) for k, v in as_of_params.items() if k not in bound}
+        return Evidence(tool=call.tool, version=call.version, sql=sql, params=bound,
                         tables=list(products), policy_predicates=added, as_of_sql=as_of_sql,
                         dialect=src.dialect)
 
@@ -733,7 +734,7 @@ def _known(call: Call) -> tuple[str, ...]:
     return (*(str(v) for v in call.args.values()), call.tool)
 
 
-def without_empty_cursor(call: Call) -> Call:
+def without_blanks(call: Call) -> Call:
     """Arguments a model wrote as "nothing" are not given: a null or an empty string for any
     argument (models fill optional parameters with "" rather than leave them out), and a
     placeholder cursor ("null", "none") on a first page. A real value, however odd, stays and
@@ -797,13 +798,13 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
         e = errors[0]
         where = str(e.path[0]) if e.path else "arguments"  # a list's item: its parameter
         described = schema.get("properties", {}).get(where, {}).get("description", "")
-        shown = repr(e.instance)
-        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        quoted = repr(e.instance)
+        quoted = quoted if len(quoted) <= 80 else quoted[:77] + "..."
         if e.validator == "enum":
-            msg = f"{shown} is not allowed; allowed values: " + ", ".join(
+            msg = f"{quoted} is not allowed; allowed values: " + ", ".join(
                 map(str, e.validator_value))
         elif e.validator == "pattern":
-            msg = f"{shown} does not fit the format {e.validator_value}"
+            msg = f"{quoted} does not fit the format {e.validator_value}"
         else:
             msg = e.message if len(e.message) <= 300 else e.message[:297] + "..."
         raise ToolError(f"{where}: {msg}" + (f". {described}" if described else ""))

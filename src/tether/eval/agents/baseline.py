@@ -61,8 +61,8 @@ def _shaping(tool: dict[str, Any]) -> set[str]:
     props = (tool.get("inputSchema") or {}).get("properties", {})
     fields = set(props) | set(((((tool.get("outputSchema") or {}).get("properties") or {})
                                 .get("rows") or {}).get("items") or {}).get("properties") or {})
-    return {n for n, p in props.items()
-            if enum_of(p) and {str(v) for v in enum_of(p) or []} <= fields}
+    listed = {n: enum_of(p) for n, p in props.items()}
+    return {n for n, values in listed.items() if values and {str(v) for v in values} <= fields}
 
 
 def _schema_words(tool: dict[str, Any]) -> tuple[set[str], set[str], set[str]]:
