@@ -305,9 +305,9 @@ def test_every_publication_is_committed_to_the_audit_repo(tmp_path: Path) -> Non
     assert len(messages) == 2
     assert messages[0].startswith("publish 2 tool version(s) (auto: additive)")
     assert "new value ON_HOLD" in messages[0]
-    assert messages[1].startswith("publish 12 tool version(s) (initial)")
+    assert messages[1].startswith("publish 14 tool version(s) (initial)")
     files = sorted(x.name for x in (audit_repo / "tools").glob("*.json"))
-    assert len(files) == 12
+    assert len(files) == 14
 
 
 def test_postgres_semantic_blocked_and_excluded(pg_demo: Path) -> None:

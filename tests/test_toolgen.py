@@ -16,6 +16,7 @@ from tether.lint import review_tools
 from tether.profiling import profile_project
 from tether.sources import open_source
 from tether.toolgen import generate
+from tether.toolgen.discovery import ROWS, SEARCH
 from tether.toolgen.generate import NOT_AVAILABLE, PROBE
 from tether.toolgen.plan import compile_plan
 
@@ -40,7 +41,7 @@ def wires(project_dir: Path, profiles: dict[str, Any], mode: str) -> list[dict[s
 def test_golden_tool_definitions(built: Path, update_golden: bool) -> None:
     golden = GOLDEN / "tools"
     exported = sorted((built / "tools").glob("*.json"))
-    assert len(exported) == 12
+    assert len(exported) == 14  # 8 listings, 3 metrics, the probe, search, the generic listing
     if update_golden:
         golden.mkdir(parents=True, exist_ok=True)
         for old in golden.glob("*.json"):
@@ -121,10 +122,12 @@ def test_grounded_tools_score_ten(built: Path) -> None:
     tools = [json.loads(f.read_text()) for f in sorted((built / "tools").glob("*.json"))]
     review = review_tools(tools, "demo")
     assert {t.name: t.score for t in review.tools} == {t.name: 10 for t in review.tools}
-    # the demo's 12 tools: 5,827 tokens (486 a tool) with periods, counts, totals, several
-    # enum values and every identifier scheme; over the 400-a-tool aim (docs/toolgen.md says
-    # where the tokens go)
-    assert review.total_tokens < 5900
+    # the demo's list (12 tools, everything fits, so no search or generic listing):
+    # 5,866 tokens (489 a tool) with periods, counts, totals, several enum values, every
+    # identifier scheme and the probe's query_with; over the 400-a-tool aim (docs/toolgen.md
+    # says where the tokens go)
+    served = [t for t in review.tools if t.name not in (SEARCH, ROWS)]
+    assert len(served) == 12 and sum(t.tokens for t in served) < 5900
     # no argument beyond the parameters: the server refuses any other, and the schema says so
     assert all(t["inputSchema"].get("additionalProperties") is False for t in tools)
 
@@ -260,9 +263,16 @@ def test_declared_units_none_and_per_row(demo_dir: Path, tmp_path: Path) -> None
 
 def test_tether_tools_wraps_descriptions_instead_of_cutting_them(built: Path) -> None:
     """Every description's last words reach the terminal table, however long it is."""
-    r = run_cli("tools", "--project", str(built), env={"COLUMNS": "120"})
-    assert r.returncode == 0, r.stderr
+    r = run_cli("tools", "--project", str(built), "--dedicated-tools", "all",
+                env={"COLUMNS": "120"})
+    routed = run_cli("tools", "--project", str(built), "--dedicated-tools", "none",
+                     env={"COLUMNS": "120"})
+    assert r.returncode == 0 and routed.returncode == 0, r.stderr + routed.stderr
     for f in (built / "tools").glob("*.json"):
+        if f.stem in (SEARCH, ROWS):  # listed where some product has no tool of its own
+            description = json.loads(f.read_text())["description"]
+            assert description.split()[-1] in routed.stdout, f.stem
+            continue
         description = json.loads(f.read_text())["description"]
         assert len(description) > 140 or f.stem == "explain_data_product"
         assert description.split()[-1] in r.stdout, f.stem

@@ -69,25 +69,37 @@ def tools(
     as_json: bool = JsonOpt,
     x_context: bool = typer.Option(False, "--x-context",
                                    help="Mirror _meta.tether/context as x-context."),
+    dedicated_tools: str = typer.Option(
+        None, "--dedicated-tools", help="As tether serve takes it: all, none or a "
+        "comma-separated list of products (default: serve.dedicated_tools)."),
 ) -> None:
-    """Print the tool list a given user would see (tools/list order)."""
+    """Print the tool list a given user would see (tools/list order): the tools the list
+    holds (serve.dedicated_tools) that the user's role may see."""
+    from tether.cli.serve import dedicated_setting
+    from tether.toolgen.discovery import listed
+    from tether.toolgen.model import QueryPlan
+
     proj = load_project(project)
     m = _mode(mode)
     if m == "grounded":
         registry = open_registry(proj)
         try:
-            defs = [v.definition for v in registry.current().values()]
+            tools = [(v.definition, QueryPlan.model_validate(v.plan))
+                     for v in registry.current().values()]
         finally:
             registry.close()
-        if not defs:
+        if not tools:
             raise ConfigError("no published tools yet.", where=str(proj.root),
                               hint="Run `tether build` first.")
     else:
         from tether.profiling import profile_project
 
         profiles = {p.product: p for p in profile_project(proj)}
-        defs = [t.wire() for t in generate(proj, profiles, m)]
-    visible = sorted((d for d in defs if tool_visible(proj.config, as_user, d["name"])),
+        tools = [(t.wire(), t.plan) for t in generate(proj, profiles, m)]
+    served = listed(proj.config, [(d["name"], d, p) for d, p in tools],
+                    dedicated_setting(dedicated_tools))
+    visible = sorted((d for d, _ in tools if d["name"] in served
+                      and tool_visible(proj.config, as_user, d["name"])),
                      key=lambda d: d["name"])
     if x_context:
         visible = [_mirror(d) for d in visible]

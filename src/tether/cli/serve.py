@@ -16,6 +16,7 @@ from tether.context.meta import ToolContext
 from tether.drift.publish import open_registry
 from tether.errors import ConfigError
 from tether.policy.model import role_of
+from tether.toolgen.discovery import Setting
 
 
 def serve(
@@ -31,6 +32,10 @@ def serve(
                                            "(repeatable), e.g. mcp.internal:*"),
     allowed_origin: list[str] = typer.Option(None, "--allowed-origin",
                                              help="Browser origins accepted (repeatable)."),
+    dedicated_tools: str = typer.Option(
+        None, "--dedicated-tools", help="Products served with their own tool: all, none (the "
+        "discovery-only configuration) or a comma-separated list; default: "
+        "serve.dedicated_tools."),
 ) -> None:
     """Serve the published tools over MCP (stdio or streamable HTTP) with the caller's identity
     and policy enforced in every query."""
@@ -39,6 +44,7 @@ def serve(
 
     proj = load_project(project)
     m = _mode(mode)
+    dedicated = dedicated_setting(dedicated_tools)
     for line in startup_warnings(proj):  # stderr: stdout is the MCP channel on stdio
         log(line)
     if transport == "stdio":
@@ -46,16 +52,30 @@ def serve(
         if user is None:
             raise ConfigError("stdio needs a user: pass --as-user NAME or set TETHER_USER.",
                               hint="Whoever writes the client's config chooses the user.")
-        server = TetherServer(proj, m, stdio_user=user)
+        server = TetherServer(proj, m, stdio_user=user, dedicated_tools=dedicated)
         anyio.run(server.serve_stdio)
     elif transport == "http":
-        server = TetherServer(proj, m)
-        log(f"tether serving {len(server.current)} {m} tools on http://{host}:{port}/mcp "
+        server = TetherServer(proj, m, dedicated_tools=dedicated)
+        log(f"tether serving {len(server.listed.names)} {m} tools ({server.listed.route}, "
+            f"{server.listed.tokens:,} tokens) on http://{host}:{port}/mcp "
             "(bearer tokens: tether token add USER)")
         anyio.run(lambda: server.serve_http(host, port, allowed_host or None,
                                             allowed_origin or None))
     else:
         raise ConfigError(f"--transport must be stdio or http (got {transport!r}).")
+
+
+def dedicated_setting(value: str | None) -> Setting:
+    """--dedicated-tools as serve.dedicated_tools takes it (None: the project's setting)."""
+    if value is None:
+        return None
+    if value.strip() in ("all", "none"):
+        return "all" if value.strip() == "all" else "none"
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("--dedicated-tools takes all, none or a comma-separated list of "
+                          "products.")
+    return names
 
 
 token_app = typer.Typer(help="Bearer tokens for the HTTP transport.", no_args_is_help=True)

@@ -316,6 +316,15 @@ class ServeConfig(Model):
         default=0, ge=0, description="When > 0, a call checks (at most once per this many "
         "seconds per product) that its products still have the schema the tool was generated "
         "from, and adds schema_drift to the result when not. 0: off (tether check does it).")
+    dedicated_tools: Literal["all", "none"] | list[str] | None = Field(
+        default=None, description="Products served with their own listing tool: all, none, or "
+        "a list of product names; the rest are reached through find_data_for_question, "
+        "explain_data_product and rows_from_data_product. Default: all while the tool list "
+        "fits tool_list_token_budget, else none. Governed metrics always keep their tool.")
+    tool_list_token_budget: int = Field(
+        default=8000, ge=500, description="Most tokens a tools/list may hold (name, "
+        "description and schemas, counted with cl100k_base); a project whose dedicated tools "
+        "alone exceed it is an error.")
 
 
 class PageConfig(Model):

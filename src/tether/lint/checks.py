@@ -223,7 +223,7 @@ def _output_schema(tool: Tool) -> tuple[str, str] | None:
                and not s.get("additionalProperties")]
     unnamed += [f"{n}[]" for n, s in _walk_fields(out) if "array" in _types(s)
                 and isinstance(s.get("items"), dict) and "object" in _types(s["items"])
-                and not _props(s["items"])]
+                and not _props(s["items"]) and not s["items"].get("additionalProperties")]
     if unnamed:
         return (f"object field(s) {', '.join(unnamed)} do not name their fields",
                 "Name every field of nested objects and array items.")

@@ -22,6 +22,8 @@ SHOWN = 8
 
 def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
     """The answer sentence of ``result`` (a tool's structured result) for a plan's kind."""
+    if plan.kind == "search":
+        return _search(result)
     if plan.kind == "metric":
         parts = [_metric(plan, result)]
     elif plan.kind == "list" and result.get("aggregate"):
@@ -46,6 +48,23 @@ def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
         parts.append(str(result["empty_reason"]))
     parts.append(f"as of {result['as_of']}" if result.get("as_of") else "as of: not known")
     return _capital("; ".join(p for p in parts if p)) + "."
+
+
+def _search(result: dict[str, Any]) -> str:
+    matches = result.get("matches") or []
+    if not matches:
+        return ("Nothing you may read matches these words; try other words (what a column "
+                "means, a value, a glossary term).")
+    named = []
+    for m in matches:
+        how = m.get("call", "")
+        if m.get("with"):
+            how += " with " + ", ".join(f"{k}={v}" for k, v in m["with"].items())
+        named.append(f"{m.get('name')} ({m.get('kind')}; call {how})")
+    best = matches[0]
+    why = "; ".join(best.get("matched") or [])[:300]
+    return (f"{len(matches)} match{'es' if len(matches) != 1 else ''}, best first: "
+            f"{'; '.join(named)}. The best matched on {why}.")
 
 
 def _listing(result: dict[str, Any]) -> str:

@@ -259,6 +259,10 @@ class Executor:
                 raise ToolError(f"tool {call.tool!r} has a plan of unknown kind {kind!r}")
             if kind == "probe":  # the product it is asked about, whatever the enum says
                 reads = [str(call.args.get("product"))]
+                if reads[0] not in config.products:
+                    from tether.serve.discovery import unknown_product
+
+                    raise ToolError(unknown_product(reads[0]))
             else:
                 reads = _products(call.definition) or ([call.plan.product]
                                                        if call.plan.product else [])

@@ -10,6 +10,7 @@ protocol eras when the published tool set changes.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import hashlib
@@ -36,14 +37,15 @@ from tether.drift.publish import open_registry
 from tether.drift.retire import retired_info
 from tether.errors import ConfigError, TetherError
 from tether.keyfile import load_secret
-from tether.policy.entitle import REFUSAL_META, MaskKey, table_allowed
+from tether.policy.entitle import REFUSAL_META, MaskKey, Refusal, table_allowed
 from tether.policy.model import role_of, tool_visible
 from tether.registry import Registry, ToolVersion
-from tether.serve import answer, peruser
-from tether.serve.executor import Call, Executor, ToolError
+from tether.serve import answer, discovery, peruser
+from tether.serve.executor import Answered, Call, Executor, ToolError, validate, without_blanks
 from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE
 from tether.serve.pagination import load_key
 from tether.toolgen import Mode, QueryPlan, generate
+from tether.toolgen.discovery import DISCOVERY_KINDS, PROBE, Listed, Setting, listed
 
 PIN_KEY = "tether/pin"
 
@@ -60,9 +62,11 @@ class Version:
 
 class TetherServer:
     def __init__(self, project: Project, mode: Mode = "grounded", stdio_user: str | None = None,
-                 clock: Callable[[], dt.datetime] | None = None):
+                 clock: Callable[[], dt.datetime] | None = None,
+                 dedicated_tools: Setting = None):
         self.project = project
         self.mode = mode
+        self.dedicated_tools = dedicated_tools
         self.clock = clock or project.now
         self.stdio_user = stdio_user
         if stdio_user is not None:
@@ -76,6 +80,8 @@ class TetherServer:
         self.withheld: dict[tuple[str, str], list[str]] = {}
         self._shaped: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = {}
         self._visible: dict[str, tuple[int, float, list[Version]]] = {}
+        self._docs: dict[tuple[Any, ...], tuple[float, list[discovery.Doc]]] = {}
+        self.listed = Listed(frozenset(), "dedicated", 0, 0)
         self._check_policy()
         self.bus = InMemorySubscriptionBus()
         self.legacy_sessions: dict[Any, str] = {}
@@ -89,6 +95,7 @@ class TetherServer:
             instructions="Grounded tools over governed data products. Results carry as_of and "
                          "units; identifiers name their scheme.",
             on_list_tools=self.list_tools, on_call_tool=self.call_tool,
+            get_tool_input_schema=self.input_schema,
             on_subscriptions_listen=ListenHandler(self.bus),
         )
         self.server.middleware.append(self._track_legacy_sessions)
@@ -136,9 +143,16 @@ class TetherServer:
             if self.current:
                 return False
             from tether.profiling import profile_project
+            from tether.toolgen.modes import strip_grounding
 
             profiles = {p.product: p for p in profile_project(self.project)}
-            for t in generate(self.project, profiles, self.mode):
+            tools = generate(self.project, profiles, "grounded" if self.mode == "bare"
+                             else self.mode)
+            # bare serves what grounded serves, with the grounding stripped: the same list
+            self.listed = listed(self.project.config, [(t.name, t.wire(), t.plan) for t in tools],
+                                 self.dedicated_tools)
+            for t in tools:
+                t = strip_grounding(t) if self.mode == "bare" else t
                 self.current[t.name] = Version(t.name, "1.0.0", t.wire(), t.plan)
             return True
         latest = self.registry.latest_publication()
@@ -174,7 +188,11 @@ class TetherServer:
             last.definition = {**last.definition, "description": (
                 f"{last.definition.get('description', '')} Served until "
                 f"{last.served_until:%Y-%m-%d}, then removed.")}
-        self.current = {n: vs[-1] for n, vs in by_name.items()}
+        current = {n: vs[-1] for n, vs in by_name.items()}
+        self.listed = listed(self.project.config, [(n, v.definition, v.plan)
+                                                   for n, v in current.items()],
+                             self.dedicated_tools)
+        self.current = current
         self.history = {(v.name, v.version): v for vs in by_name.values() for v in vs}
         self.publication = latest
         return True
@@ -196,10 +214,16 @@ class TetherServer:
         return safe
 
     def visible(self, user: str) -> list[Version]:
-        """The tools ``user`` sees: their role's tool globs, only tools whose products the role
-        may read, each as the user sees it (serve/peruser.py: the probe over their products,
-        the enums of filtered products narrowed to their rows). Kept per user until the next
-        publication or until a narrowed definition is due to be read again."""
+        """The tools in ``user``'s tools/list: what they may reach (:meth:`reachable`) that the
+        list holds (serve.dedicated_tools: the rest is read through discovery)."""
+        return [v for v in self.reachable(user) if v.name in self.listed]
+
+    def reachable(self, user: str) -> list[Version]:
+        """The tools ``user`` may call, listed or reached through discovery: their role's tool
+        globs, only tools whose products the role may read, each as the user sees it
+        (serve/peruser.py: the probe over their products, the enums of filtered products
+        narrowed to their rows). Kept per user until the next publication or until a narrowed
+        definition is due to be read again."""
         hit = self._visible.get(user)
         if hit is not None and hit[0] == self.publication and time.monotonic() < hit[1]:
             return hit[2]
@@ -207,24 +231,37 @@ class TetherServer:
         self._visible[user] = (self.publication, time.monotonic() + peruser.TTL, shown)
         return shown
 
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """A tool's published input schema, for the SDK's header validation: looked up by name
+        instead of the SDK building a whole tools/list on every call (not per caller: it is
+        the schema before narrowing, whose parameters are the same for everyone)."""
+        v = self.current.get(name)
+        schema = v.definition.get("inputSchema") if v is not None else None
+        return schema if isinstance(schema, dict) else None
+
     def _compute_visible(self, user: str) -> list[Version]:
         config = self.project.config
         out = []
         now = self.clock()
         for name, v in sorted(self.current.items()):
-            if not tool_visible(config, user, name):
+            routed = v.plan.kind in ("search", "rows")  # a route to the listings, below
+            if not routed and not tool_visible(config, user, name):
                 continue
             if v.served_until is not None and now > v.served_until:  # retired, window over
                 continue
             products = ToolContext.of(v.definition).products
-            if v.plan.kind != "probe" and not all(
+            if v.plan.kind not in DISCOVERY_KINDS and not all(
                     table_allowed(config, user, p) for p in products if p in config.products):
                 continue
             definition = peruser.shaped(self.executor, user, v.definition, v.plan,
                                         self._shaped)
             out.append(v if definition is v.definition
                        else dataclasses.replace(v, definition=definition))
-        return out
+        # search and the generic listing reach exactly the listing tools the caller may call
+        # (their role's globs and tables): offered when there is one, over those products
+        readable = [v.plan.product for v in out if v.plan.kind == "list" and v.plan.product]
+        return [_over(v, readable) if v.plan.kind == "rows" else v for v in out
+                if readable or v.plan.kind not in ("search", "rows")]
 
     # --- identity ---
 
@@ -269,15 +306,24 @@ class TetherServer:
             entry = self._version_for(user, params.name, (ctx.meta or {}).get(PIN_KEY))
             version = entry.version
             deprecated = int(entry.successor is not None)
-            call = Call(user, entry.name, entry.version, entry.definition, entry.plan, args)
-            drift = await anyio.to_thread.run_sync(self.executor.schema_drift, call)
-            try:
-                answered = await anyio.to_thread.run_sync(self.executor.answer, call)
-            except ToolError as e:  # a stale definition often fails: say why
-                if drift:
-                    raise ToolError(f"{e} ({drift})") from None
-                raise
+            if entry.plan.kind == "search":
+                answered = await anyio.to_thread.run_sync(self._search, user, entry, args)
+                plan, drift = entry.plan, None
+            else:
+                call = self._call(user, entry, args)
+                plan = call.plan
+                drift = await anyio.to_thread.run_sync(self.executor.schema_drift, call)
+                try:
+                    answered = await anyio.to_thread.run_sync(self.executor.answer, call)
+                except ToolError as e:  # a stale definition often fails: say why
+                    if drift:
+                        raise ToolError(f"{e} ({drift})") from None
+                    raise
             result = answered.result
+            if plan.kind == "probe":  # and how to read its rows, as this caller
+                listing = self._listing_for(user, str(args.get("product")))
+                result = {**result, "query_with": discovery.query_with(
+                    listing, listing is not None and listing.name in self.listed)}
             if drift:
                 result["schema_drift"] = drift
             if entry.successor is not None:
@@ -286,7 +332,7 @@ class TetherServer:
                     f"{entry.served_until:%Y-%m-%d}; use {entry.successor}")
             rows, as_of = result.get("row_count"), result.get("as_of")
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=answer.sentence(entry.plan, result)),
+                content=[types.TextContent(type="text", text=answer.sentence(plan, result)),
                          types.TextContent(type="text", text=json.dumps(result, default=str))],
                 structured_content=result, _meta={
                     CONTEXT_KEY: {"version": entry.version},
@@ -311,6 +357,43 @@ class TetherServer:
             })
             if len(self.pending_calls) >= 50:
                 self.flush_calls()
+
+    def _call(self, user: str, entry: Version, args: dict[str, Any]) -> Call:
+        """The call to execute: the tool's own, or for the generic listing, the named product's
+        listing tool as this caller reaches it, with the arguments given for it (validated,
+        refused and answered exactly as that tool's would be)."""
+        if entry.plan.kind != "rows":
+            return Call(user, entry.name, entry.version, entry.definition, entry.plan, args)
+        validate(entry.definition, without_blanks(
+            Call(user, entry.name, entry.version, entry.definition, entry.plan, args)).args)
+        product = str(args.get("product"))
+        config = self.project.config
+        if product in config.products and not table_allowed(config, user, product):
+            refusal = Refusal("denied_table", f"your role may not read {product}")
+            raise ToolError(refusal.paragraph(), refusal=refusal.meta())
+        listing = self._listing_for(user, product)
+        if listing is None:
+            raise ToolError(discovery.unknown_product(product))
+        given = args.get("arguments") or {}
+        if not isinstance(given, dict):
+            raise ToolError("arguments must be an object of the product's arguments by name "
+                            f"(see {PROBE})")
+        return Call(user, listing.name, listing.version, listing.definition, listing.plan,
+                    dict(given))
+
+    def _listing_for(self, user: str, product: str) -> Version | None:
+        """The listing tool of ``product`` as ``user`` reaches it (None: none they may call)."""
+        return next((v for v in self.reachable(user)
+                     if v.plan.kind == "list" and v.plan.product == product), None)
+
+    def _search(self, user: str, entry: Version, args: dict[str, Any]) -> Answered:
+        validate(entry.definition, args)
+        key = (self.publication, user, *self.executor.scope_key(user))
+        hit = self._docs.get(key)
+        if hit is None or time.monotonic() > hit[0]:
+            docs = discovery.corpus(self.reachable(user), self.listed.names, self.project.config)
+            hit = self._docs[key] = (time.monotonic() + peruser.TTL, docs)
+        return discovery.found(entry, hit[1], args)
 
     def _version_for(self, user: str, name: str, pin: Any) -> Version:
         shown = {v.name: v for v in self.visible(user)}
@@ -435,6 +518,18 @@ class TetherServer:
                 tg.cancel_scope.cancel()
         finally:
             self.close()
+
+
+def _over(v: Version, products: list[str]) -> Version:
+    """The generic listing offered over ``products`` (where its schema lists products)."""
+    prop = v.definition.get("inputSchema", {}).get("properties", {}).get("product", {})
+    enum = prop.get("enum")
+    if enum is None or enum == products:
+        return v
+    definition = copy.deepcopy(v.definition)
+    definition["inputSchema"]["properties"]["product"]["enum"] = [
+        p for p in enum if p in products]
+    return dataclasses.replace(v, definition=definition)
 
 
 LOGGED_ARGUMENTS = 4096

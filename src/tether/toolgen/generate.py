@@ -35,6 +35,7 @@ from tether.toolgen.describe import (
     singular,
     split_sentences,
 )
+from tether.toolgen.discovery import PROBE, product_param, rows_tool, search_tool
 from tether.toolgen.model import (
     AGGREGATE,
     META_KEY,
@@ -49,7 +50,6 @@ from tether.toolgen.model import (
 )
 from tether.toolgen.plan import fiscal_calendar, from_clause, parse, qualified
 
-PROBE = "explain_data_product"
 METRIC_MAX_ROWS = 1000
 """A metric cut by a dimension that is not an enum returns at most this many rows."""
 UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
@@ -85,6 +85,17 @@ def generate_grounded(project: Project, profiles: dict[str, ProductProfile]) -> 
     tools = [listing_tool(ctx, n) for n in project.config.products if n in profiles]
     tools += [metric_tool(ctx, n) for n in project.config.metrics]
     tools.append(probe_tool(ctx))
+    # discovery: served where some product has no dedicated tool (toolgen/discovery.py)
+    products = sorted(ctx.profiles)
+
+    def meta(kind: str, sentences: list[Sentence], sources: dict[str, str],
+             limits: dict[str, Any]) -> dict[str, Any]:  # as the probe's: over every product
+        return _meta(ctx, kind, sentences, sources, products, canonical_ids={}, deprecated={},
+                     source_of_truth={}, limits=limits, definitions=[])
+
+    tools += [search_tool(bool(project.config.glossary), meta),
+              rows_tool(sorted(t.plan.product for t in tools
+                               if t.plan.kind == "list" and t.plan.product), meta)]
     return sorted(tools, key=lambda t: t.name)
 
 
@@ -898,10 +909,14 @@ def probe_tool(ctx: Ctx) -> GeneratedTool:
             "definitions": {"type": "array", "description": "Glossary terms governing it."},
             "lineage": {"type": "array", "description": "Upstream edges."},
             "as_of": {"type": ["string", "null"], "format": "date-time"},
+            "query_with": {"type": ["object", "null"], "description": "The tool that reads "
+                           "its rows and that tool's arguments.", "properties": {
+                               "tool": {"type": "string"}, "product": {"type": "string"},
+                               "arguments": {"type": "object", "additionalProperties": True,
+                                             "description": "Each argument's JSON Schema."}}},
         },
     }
-    props = {"product": {"type": "string", "enum": products,
-                         "description": "Data product to explain."}}
+    props = {"product": product_param(products, "Data product to explain.")}
     meta = _meta(ctx, "probe", sentences, sources, products, canonical_ids={}, deprecated={},
                  source_of_truth={}, limits={"max_rows": 1, "pagination": "none"})
     return GeneratedTool(name=PROBE, title="What does this data product contain and mean?",

@@ -1,0 +1,177 @@
+"""Discovery: the tools that keep a tool list bounded at any warehouse size, and which tools a
+tools/list holds.
+
+Three fixed tools stand in for the products that get no dedicated tool: a ranked search over
+what the caller may read (`find_data_for_question`), the probe that describes one product and
+the arguments its rows take (`explain_data_product`), and one grounded listing over any product
+(`rows_from_data_product`), whose arguments the server validates exactly as the product's own
+listing tool would. Which products keep a dedicated tool is `serve.dedicated_tools`; the list
+never exceeds `serve.tool_list_token_budget`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from tether.config import TetherConfig
+from tether.errors import ConfigError
+from tether.toolgen.model import GeneratedTool, QueryPlan, Sentence, join_sentences
+from tether.toolgen.tokens import tool_tokens
+
+SEARCH = "find_data_for_question"
+PROBE = "explain_data_product"
+ROWS = "rows_from_data_product"
+DISCOVERY_KINDS = ("probe", "search", "rows")
+PRODUCT_ENUM_MAX = 50
+"""Up to this many products, the discovery tools list them as an enum; beyond, the name is a
+string the server checks (3,000 names would be a catalog resent on every turn)."""
+SEARCH_LIMIT = 5
+READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+             "openWorldHint": False}
+
+
+def product_param(products: list[str], what: str) -> dict[str, Any]:
+    """The `product` argument of a discovery tool: an enum while the list is short."""
+    if len(products) <= PRODUCT_ENUM_MAX:
+        return {"type": "string", "enum": products, "description": what}
+    return {"type": "string", "description": what}
+
+
+Meta = Callable[[str, list[Sentence], dict[str, str], dict[str, Any]], dict[str, Any]]
+"""Provenance for a tool: (kind, sentences, sentence -> source, limits) -> ``_meta``."""
+
+
+def search_tool(has_glossary: bool, meta: Meta) -> GeneratedTool:
+    """`find_data_for_question`: which products and metrics answer a question's words."""
+    what = "names, descriptions, column meanings, values"
+    if has_glossary:
+        what = "names, descriptions, glossary terms and synonyms, column meanings, values"
+    sentences = [
+        Sentence(text=f"Finds the data products and metrics that can answer a question, ranked "
+                 f"by its words against their {what}; only what you may read is searched.",
+                 source="schema"),
+        Sentence(text="Read-only; at most 20 rows (matches) per call (limit), no pagination.",
+                 source="policy"),
+        Sentence(text="Each match says which tool to call next and with what; call "
+                 f"{PROBE} for a product's arguments before {ROWS}.", source="schema"),
+    ]
+    description, sources = join_sentences(sentences)
+    props = {"question": {"type": "string", "minLength": 1,
+                          "description": "The question, in the words it was asked."},
+             "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": SEARCH_LIMIT,
+                       "description": "Most matches returned."}}
+    match = {"type": "object", "properties": {
+        "name": {"type": "string"}, "kind": {"type": "string"},
+        "score": {"type": "number", "description": "Relevance, higher is better; unit: none."},
+        "matched": {"type": "array", "items": {"type": "string"}},
+        "summary": {"type": "string"}, "call": {"type": "string"},
+        "with": {"type": "object", "additionalProperties": {"type": "string"},
+                 "description": "The arguments to call it with."}}}
+    out = {"type": "object", "properties": {
+        "question": {"type": "string"},
+        "matches": {"type": "array", "items": match},
+        "row_count": {"type": "integer", "description": "Unit: matches."}}}
+    return GeneratedTool(
+        name=SEARCH, title="Which data answers this question?", description=description,
+        input_schema={"type": "object", "properties": props, "additionalProperties": False,
+                      "required": ["question"]},
+        output_schema=out, annotations=dict(READ_ONLY),
+        meta=meta("search", sentences, sources, {"max_rows": 20, "pagination": "none"}),
+        plan=QueryPlan(kind="search"))
+
+
+def rows_tool(products: list[str], meta: Meta) -> GeneratedTool:
+    """`rows_from_data_product`: one grounded listing over any product."""
+    sentences = [
+        Sentence(text="Reads the rows of one data product with the filters, period, totals "
+                 "(count_by, sum_and_average_of) and policy of its own listing tool; every "
+                 "result states its window, units and as_of.", source="schema"),
+        Sentence(text="Read-only; at most the product's limit a page (200 rows unless it says "
+                 "less), the rest through next_cursor.", source="policy"),
+        Sentence(text=f"Its arguments are the product's own, as {PROBE} lists them under "
+                 "query_with; the server checks them as that product's tool would.",
+                 source="schema"),
+    ]
+    description, sources = join_sentences(sentences)
+    props = {
+        "product": product_param(products, f"The data product ({SEARCH} finds it)."),
+        "arguments": {"type": "object", "default": {},
+                      "description": "The product's arguments by name ({} for the first "
+                      "page of every row)."},
+    }
+    out = {"type": "object", "properties": {
+        "rows": {"type": "array", "items": {
+            "type": "object", "additionalProperties": True,
+            "description": "The product's columns, as query_with describes them."}},
+        "row_count": {"type": "integer", "description": "Unit: rows."},
+        "total_rows": {"type": "integer", "description": "All matching rows; unit: rows."},
+        "next_cursor": {"type": ["string", "null"]},
+        "as_of": {"type": ["string", "null"], "format": "date-time"}}}
+    return GeneratedTool(
+        name=ROWS, title="Rows of any data product", description=description,
+        input_schema={"type": "object", "properties": props, "additionalProperties": False,
+                      "required": ["product"]},
+        output_schema=out, annotations=dict(READ_ONLY),
+        meta=meta("rows", sentences, sources, {"max_rows": None, "pagination": "cursor"}),
+        plan=QueryPlan(kind="rows"))
+
+
+# --- which tools a tools/list holds --------------------------------------------------------------
+
+Setting = Literal["all", "none"] | list[str] | None
+
+
+@dataclass(frozen=True)
+class Listed:
+    """The tools a tools/list holds (before each caller's role and entitlement), and why."""
+
+    names: frozenset[str]
+    route: Literal["dedicated", "discovery", "mixed"]
+    tokens: int
+    budget: int
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+
+def listed(config: TetherConfig, tools: Iterable[tuple[str, dict[str, Any], QueryPlan]],
+           setting: Setting = None) -> Listed:
+    """The tool names served in tools/list for ``setting`` (else ``serve.dedicated_tools``):
+    every governed metric; the products with a dedicated listing tool (all, none, or those
+    named; by default all while the whole list fits the budget, otherwise none); and the probe,
+    plus the search and the generic listing whenever some product has no dedicated tool. A
+    list over ``serve.tool_list_token_budget`` is a ConfigError (fails closed)."""
+    budget = config.serve.tool_list_token_budget
+    chosen = config.serve.dedicated_tools if setting is None else setting
+    tools = list(tools)
+    listings = {p.product: n for n, _d, p in tools if p.kind == "list" and p.product}
+    sizes = {n: tool_tokens(d) for n, d, _p in tools}
+    discovery_only = {n for n, _d, p in tools if p.kind in ("search", "rows")}
+    everything = {n for n in sizes if n not in discovery_only}
+    route: Literal["dedicated", "discovery", "mixed"]
+    if chosen == "all" or (chosen is None and sum(sizes[n] for n in everything) <= budget):
+        names, route = everything, "dedicated"
+    else:
+        wanted = [] if chosen in (None, "none") else list(chosen)
+        dedicated = set()
+        for want in wanted:
+            name = listings.get(want, want if want in listings.values() else None)
+            if name is None:
+                raise ConfigError(
+                    f"serve.dedicated_tools names {want!r}, which is neither a product nor a "
+                    "listing tool of this project.", where="tether.yaml",
+                    hint=f"Name products from products: ({', '.join(sorted(listings)[:8])}"
+                    f"{', ...' if len(listings) > 8 else ''}).")
+            dedicated.add(name)
+        names = {n for n in sizes if n not in listings.values() or n in dedicated}
+        route = "mixed" if dedicated else "discovery"
+    total = sum(sizes[n] for n in names)
+    if total > budget:
+        raise ConfigError(
+            f"the tool list would hold {total:,} tokens ({len(names)} tools), over "
+            f"serve.tool_list_token_budget ({budget:,}).", where="tether.yaml",
+            hint="Name fewer products in serve.dedicated_tools (the rest stay reachable through "
+            f"{SEARCH} and {ROWS}), or raise the budget.")
+    return Listed(frozenset(names), route, total, budget)

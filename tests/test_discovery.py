@@ -1,0 +1,370 @@
+"""Discovery, on both warehouses: with no dedicated listing tools, a caller's tools/list holds the
+governed metrics and three fixed tools; a product is found by a glossary synonym and by one of
+its values, only within the caller's entitlement; described with the arguments its rows take;
+and read through the generic listing with the same answers and the same refusals as its own
+listing tool. The list stays under its token budget, and a project whose dedicated tools alone
+exceed it does not build."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from conftest import copy_project, run_cli
+from tether.config import Project, load_project
+from tether.context.meta import EVIDENCE_KEY, enum_of
+from tether.errors import ConfigError
+from tether.policy.entitle import REFUSAL_META, equality_scope
+from tether.serve.server import TetherServer
+from tether.toolgen.discovery import PROBE, ROWS, SEARCH, listed
+from tether.toolgen.tokens import tool_tokens
+
+WHICH = ["demo", "second"]
+
+
+def session(project: Project, user: str, calls: list[tuple[str, dict[str, Any]]],
+            dedicated: Any = "none") -> tuple[list[str], list[Any]]:
+    """tools/list and each call's result, through a real MCP client, as ``user``."""
+    server = TetherServer(project, stdio_user=user, dedicated_tools=dedicated)
+
+    async def go() -> tuple[list[str], list[Any]]:
+        async with Client(server.server) as c:
+            names = [t.name for t in (await c.list_tools()).tools]
+            return names, [await c.call_tool(n, a) for n, a in calls]
+
+    try:
+        return anyio.run(go)
+    finally:
+        server.close()
+
+
+def listings(project: Project) -> dict[str, Any]:
+    """product -> its published listing tool (name, definition, plan)."""
+    server = TetherServer(project, stdio_user=next(iter(project.config.policies.users)))
+    try:
+        return {v.plan.product: v for v in server.current.values()
+                if v.plan.kind == "list" and v.plan.product}
+    finally:
+        server.close()
+
+
+def everyone(project: Project) -> str:
+    """A user whose role reads every row of every product with every tool."""
+    config = project.config
+    for user, cfg in config.policies.users.items():
+        role = config.policies.roles[cfg.role]
+        if role.tools == ["*"] and not role.row_filters and not role.masks:
+            return user
+    raise AssertionError("no unrestricted user")
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_discovery_only_lists_metrics_and_three_tools_within_the_budget(
+        which: str, built_both: dict[str, Project]) -> None:
+    project = built_both[which]
+    user = everyone(project)
+    names, _ = session(project, user, [])
+    metrics = {v.name for v in listings_and_metrics(project) if v.plan.kind == "metric"}
+    assert set(names) == metrics | {SEARCH, PROBE, ROWS}
+    server = TetherServer(project, stdio_user=user, dedicated_tools="none")
+    try:
+        tokens = sum(tool_tokens(v.definition) for v in server.visible(user))
+        assert tokens <= project.config.serve.tool_list_token_budget
+        assert server.listed.route == "discovery"
+    finally:
+        server.close()
+    # the project's default while everything fits: every dedicated tool, no search or rows
+    names, _ = session(project, user, [], dedicated=None)
+    assert SEARCH not in names and ROWS not in names and PROBE in names
+    assert set(listings(project).keys()) <= {p for p in project.config.products}
+
+
+def listings_and_metrics(project: Project) -> list[Any]:
+    server = TetherServer(project, stdio_user=everyone(project))
+    try:
+        return list(server.current.values())
+    finally:
+        server.close()
+
+
+def matches(result: Any) -> list[dict[str, Any]]:
+    assert not result.is_error, result.content[0].text
+    found: list[dict[str, Any]] = result.structured_content["matches"]
+    return found
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_a_product_is_found_by_a_glossary_synonym(which: str,
+                                                  built_both: dict[str, Project]) -> None:
+    project = built_both[which]
+    config = project.config
+    readable = set(listings(project))
+    asked = [(s, {f.split(".")[0] for f in g.fields} & readable)
+             for g in config.glossary.values() for s in g.synonyms]
+    asked = [(s, ps) for s, ps in asked if ps]
+    assert asked, "the warehouse's glossary has synonyms over its products"
+    _, results = session(project, everyone(project), [(SEARCH, {"question": s})
+                                                       for s, _ in asked])
+    for (synonym, products), result in zip(asked, results, strict=True):
+        found = {m["name"]: m for m in matches(result)}
+        hit = products & set(found)
+        assert hit, (synonym, products, list(found))
+        m = found[sorted(hit)[0]]
+        assert m["call"] == ROWS and m["with"] == {"product": sorted(hit)[0]}
+        assert any("glossary" in why and synonym in why for why in m["matched"]), m
+
+
+def unique_values(project: Project) -> list[tuple[str, str, str]]:
+    """(product, parameter, value): an enum value of one product's listing found in no other
+    product's tool, name or description (so a search for it has one right answer)."""
+    tools = listings_and_metrics(project)
+    text = {v.name: json.dumps(v.definition).lower() for v in tools}
+    out = []
+    for product, v in sorted(listings(project).items()):
+        for param, prop in v.definition["inputSchema"]["properties"].items():
+            for value in enum_of(prop) or []:
+                word = str(value)
+                if (len(word) > 3 and word.replace("_", "").isalpha()
+                        and not any(word.lower() in t for n, t in text.items() if n != v.name)):
+                    out.append((product, param, word))
+                    break
+    return out
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_a_product_is_found_by_one_of_its_values(which: str,
+                                                 built_both: dict[str, Project]) -> None:
+    project = built_both[which]
+    asked = unique_values(project)
+    assert asked
+    _, results = session(project, everyone(project),
+                         [(SEARCH, {"question": f"which have {value}?"})
+                          for _, _, value in asked])
+    for (product, param, value), result in zip(asked, results, strict=True):
+        found = matches(result)
+        assert found and found[0]["name"] == product, (value, found)
+        assert f"value {value!r} of {param}" in found[0]["matched"]
+        assert result.content[0].text.startswith("1 match") or product in result.content[0].text
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_search_and_describe_stay_within_the_callers_entitlement(
+        which: str, built_both: dict[str, Project]) -> None:
+    project = built_both[which]
+    config = project.config
+    checked = 0
+    for user, cfg in config.policies.users.items():
+        role = config.policies.roles[cfg.role]
+        # another scope's value of a row-filtered column: never matched for this caller
+        others: list[str] = []
+        for product in role.row_filters:
+            scope = equality_scope(config, user, product)
+            for column, mine in scope.items():
+                v = listings(project).get(product)
+                if v is None:
+                    continue
+                for param, prop in v.definition["inputSchema"]["properties"].items():
+                    if param == column:
+                        others += [str(x) for x in enum_of(prop) or [] if x not in mine]
+        # products whose listing tool the role may not call: never found, never described
+        names, results = session(project, user, [(SEARCH, {"question": w, "limit": 20})
+                                                 for w in [*others, *config.products]])
+        server = TetherServer(project, stdio_user=user, dedicated_tools="none")
+        try:
+            reach = {v.plan.product for v in server.reachable(user) if v.plan.kind == "list"}
+        finally:
+            server.close()
+        for word, result in zip([*others, *config.products], results, strict=True):
+            for m in matches(result):
+                assert m["kind"] == "metric" or m["name"] in reach, (user, word, m)
+                if word in others:  # another scope's value is nowhere in what they search
+                    assert not any(why.startswith(f"value {word!r}") for why in m["matched"])
+                checked += 1 + (word in others)
+        hidden = sorted(set(config.products) - reach)
+        if ROWS in names and hidden:
+            _, refused = session(project, user, [(ROWS, {"product": p}) for p in hidden])
+            for p, r in zip(hidden, refused, strict=True):
+                assert r.is_error and p not in json.dumps(r.structured_content or {})
+    assert checked
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_no_restricted_column_is_found_or_described(which: str,
+                                                    built_both: dict[str, Project]) -> None:
+    from tether.policy import restricted_columns
+
+    project = built_both[which]
+    config = project.config
+    hidden = sorted({c.rsplit(".", 1)[-1] for p in config.products
+                     for c in restricted_columns(config, p, _leaves(project, p))})
+    assert hidden
+    user = everyone(project)
+    _, results = session(project, user, [(SEARCH, {"question": h.replace("_", " ")})
+                                         for h in hidden]
+                         + [(PROBE, {"product": p}) for p in config.products])
+    for r in results[:len(hidden)]:
+        for m in matches(r):
+            assert not any(h in why for h in hidden for why in m["matched"]), m
+    for r in results[len(hidden):]:
+        assert not r.is_error
+        arguments = json.dumps((r.structured_content["query_with"] or {}).get("arguments"))
+        columns = [c["name"] for c in r.structured_content["columns"]]
+        assert not any(h in arguments or h in columns for h in hidden)
+
+
+def _leaves(project: Project, product: str) -> list[str]:
+    from tether.serve.executor import Executor
+
+    ex = Executor(project, b"k" * 32)
+    try:
+        return [c.name for col in ex.columns(product) for c in [col, *col.leaves()]]
+    finally:
+        ex.close()
+
+
+def bad_arguments(project: Project, user: str) -> list[tuple[str, dict[str, Any]]]:
+    """(product, arguments) a listing must refuse: a value outside its enum, an argument it
+    does not take, a period it does not know, a value outside the caller's scope."""
+    config = project.config
+    out = []
+    for product, v in sorted(listings(project).items()):
+        props = v.definition["inputSchema"]["properties"]
+        out.append((product, {"no_such_argument": 1}))
+        if "period" in props:
+            out.append((product, {"period": "the other day"}))
+        for param, prop in props.items():
+            if enum_of(prop) and param not in ("count_by", "sum_and_average_of"):
+                several = prop.get("type") == "array"
+                out.append((product, {param: ["NOT-A-VALUE"] if several else "NOT-A-VALUE"}))
+                break
+        scope = equality_scope(config, user, product)
+        for column, mine in scope.items():
+            if column in props and enum_of(props[column]) is not None:
+                published = enum_of(props[column]) or []
+                other = next((x for x in published if x not in mine), None)
+                if other is not None:
+                    out.append((product, {column: [other]}))
+    return out
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_the_generic_listing_refuses_exactly_as_the_products_own_tool(
+        which: str, built_both: dict[str, Project]) -> None:
+    project = built_both[which]
+    config = project.config
+    filtered = [u for u, c in config.policies.users.items()
+                if config.policies.roles[c.role].row_filters]
+    users = [everyone(project), filtered[0]]
+    refusals = 0
+    for user in users:
+        asked = bad_arguments(project, user)
+        tools = listings(project)
+        _, direct = session(project, user, [(tools[p].name, a) for p, a in asked], "all")
+        _, routed = session(project, user, [(ROWS, {"product": p, "arguments": a})
+                                            for p, a in asked])
+        for (product, args), d, r in zip(asked, direct, routed, strict=True):
+            if d.is_error and "unknown tool" in d.content[0].text:
+                continue  # the role may not call it either way
+            assert d.is_error and r.is_error, (product, args, d.content[0].text)
+            assert r.content[0].text == d.content[0].text, (product, args)
+            assert (r.meta or {}).get(REFUSAL_META) == (d.meta or {}).get(REFUSAL_META)
+            refusals += REFUSAL_META in (d.meta or {})
+    assert refusals, "a value outside a caller's scope was asked"
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_either_route_gives_the_same_answer(which: str, built_both: dict[str, Project]) -> None:
+    project = built_both[which]
+    user = everyone(project)
+    tools = listings(project)
+    asked: list[tuple[str, dict[str, Any]]] = []
+    for product, v in sorted(tools.items()):
+        props = v.definition["inputSchema"]["properties"]
+        asked.append((product, {"limit": 3}))
+        if "count_by" in props:
+            asked.append((product, {"count_by": enum_of(props["count_by"])[0]}))
+    _, direct = session(project, user, [(tools[p].name, a) for p, a in asked], "all")
+    _, routed = session(project, user, [(ROWS, {"product": p, "arguments": a})
+                                        for p, a in asked])
+    for (product, args), d, r in zip(asked, direct, routed, strict=True):
+        assert not d.is_error and not r.is_error, (product, args, r.content[0].text)
+        assert r.content[0].text == d.content[0].text
+        assert r.structured_content == d.structured_content
+        assert r.meta[EVIDENCE_KEY]["sql"] == d.meta[EVIDENCE_KEY]["sql"]
+        assert r.meta[EVIDENCE_KEY]["tool"] == tools[product].name
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_the_probe_says_how_to_read_a_products_rows(which: str,
+                                                    built_both: dict[str, Project]) -> None:
+    project = built_both[which]
+    user = everyone(project)
+    tools = listings(project)
+    products = sorted(tools)
+    _, routed = session(project, user, [(PROBE, {"product": p}) for p in products])
+    _, direct = session(project, user, [(PROBE, {"product": p}) for p in products], "all")
+    for p, r, d in zip(products, routed, direct, strict=True):
+        q = r.structured_content["query_with"]
+        assert q["tool"] == ROWS and q["product"] == p
+        assert q["arguments"] == tools[p].definition["inputSchema"]["properties"]
+        assert d.structured_content["query_with"]["tool"] == tools[p].name
+    _, (unknown,) = session(project, user, [(PROBE, {"product": "no_such_product"})])
+    assert unknown.is_error and SEARCH in unknown.content[0].text
+
+
+def test_the_budget_decides_the_default_and_fails_closed(demo_dir: Path, tmp_path: Path) -> None:
+    from tether.drift.publish import build
+
+    d = copy_project(demo_dir, tmp_path / "p")
+    build(load_project(d))
+    project = load_project(d)
+    server = TetherServer(project, stdio_user=everyone(project))
+    try:
+        tools = [(n, v.definition, v.plan) for n, v in server.current.items()]
+    finally:
+        server.close()
+    config = project.config
+    whole = listed(config, tools)
+    assert whole.route == "dedicated" and whole.tokens <= config.serve.tool_list_token_budget
+    small = config.model_copy(update={"serve": config.serve.model_copy(
+        update={"tool_list_token_budget": whole.tokens - 1})})
+    assert listed(small, tools).route == "discovery"  # the default gives way
+    with pytest.raises(ConfigError, match=r"over serve\.tool_list_token_budget"):
+        listed(small, tools, "all")
+    named = listed(config, tools, [next(iter(config.products))])
+    assert named.route == "mixed"
+    with pytest.raises(ConfigError, match="neither a product nor a listing tool"):
+        listed(config, tools, ["no_such_product"])
+    # a project whose dedicated tools alone exceed the budget does not build (exit 2, said)
+    text = (d / "tether.yaml").read_text()
+    (d / "tether.yaml").write_text(text.replace(
+        "serve:", f"serve:\n  dedicated_tools: all\n  tool_list_token_budget: {whole.tokens - 1}"
+    ) if "serve:" in text else text + f"\nserve:\n  dedicated_tools: all\n  "
+        f"tool_list_token_budget: {whole.tokens - 1}\n")
+    r = run_cli("build", "--project", str(d))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "tool_list_token_budget" in r.stdout + r.stderr and "Traceback" not in r.stderr
+
+
+def test_serve_takes_dedicated_tools_none_over_stdio(built_both: dict[str, Project]) -> None:
+    from mcp import StdioServerParameters
+
+    project = built_both["demo"]
+    user = everyone(project)
+    params = StdioServerParameters(command=str(Path(sys.executable).parent / "tether"), args=[
+        "serve", "--project", str(project.root), "--as-user", user, "--dedicated-tools", "none"])
+
+    async def go() -> list[str]:
+        async with Client(params) as c:
+            return [t.name for t in (await c.list_tools()).tools]
+
+    names = anyio.run(go)
+    assert {SEARCH, PROBE, ROWS} <= set(names)
+    assert not any(v.plan.kind == "list" for v in listings_and_metrics(project)
+                   if v.name in names)
