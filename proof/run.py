@@ -68,12 +68,16 @@ class Config:
     key: str  # folder name under runs/<n>/
     server: str  # the report's `server`
     kind: str  # "tether" or "thirdparty"
+    serve: tuple[str, ...] = ()  # tether: how it is served (mode and list)
 
 
 CONFIGS: tuple[Config, ...] = (
-    Config("generic", "tether-generic", "tether"),
-    Config("bare", "tether-bare", "tether"),
-    Config("grounded", "tether-grounded", "tether"),
+    Config("generic", "tether-generic", "tether", ("--mode", "generic")),
+    Config("bare", "tether-bare", "tether", ("--mode", "bare")),
+    Config("grounded", "tether-grounded", "tether", ("--mode", "grounded")),
+    # the same grounded tools reached through search, describe and one generic listing
+    Config("discovery", "tether-discovery", "tether",
+           ("--mode", "grounded", "--dedicated-tools", "none")),
     Config("motherduck", "mcp-server-motherduck", "thirdparty"),
 )
 
@@ -157,8 +161,8 @@ def warehouse_today(key: str) -> str:
     return demo_today() if key == "demo" else _second().CLOCK.date().isoformat()
 
 
-def tether_target(project: Path, mode: str) -> str:
-    return f"stdio:{shlex.join([TETHER, 'serve', '--project', str(project), '--mode', mode])}"
+def tether_target(project: Path, serve: tuple[str, ...]) -> str:
+    return f"stdio:{shlex.join([TETHER, 'serve', '--project', str(project), *serve])}"
 
 
 def eval_command(target: str, cases: Path, out: Path, base_url: str,
@@ -395,7 +399,7 @@ class Pipeline:
 
     def target(self, cfg: Config) -> tuple[str, str | None]:
         if cfg.kind == "tether":
-            return tether_target(self.out, cfg.key), None
+            return tether_target(self.out, cfg.serve), None
         cmd = [str(BIN / "python"), "-m", "tether.demo.thirdparty", cfg.key, str(self.out)]
         done = self.run(cmd, quiet=True)
         self.record["commands"][-1] = f"MD=$({shlex.join(cmd)})"
@@ -531,8 +535,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--doc", type=Path, default=None,
                    help="default docs/proof.md (the second warehouse: docs/proof-second.md)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("PROOF_THREADS", "2")))
-    p.add_argument("--configs", default="generic,bare,grounded,motherduck",
-                   help="comma-separated subset of generic,bare,grounded,motherduck")
+    p.add_argument("--configs", default="generic,bare,grounded,discovery,motherduck",
+                   help="comma-separated subset of generic,bare,grounded,discovery,motherduck")
     p.add_argument("--make-started", type=float, default=None,
                    help="when `make proof` started (Unix seconds): the record then also holds "
                    "the time from there, its venv step included")

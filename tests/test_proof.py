@@ -188,10 +188,13 @@ def test_eval_commands() -> None:
     assert "--as-user-via" not in cmd
     third = run.eval_command("stdio:x", Path("c.jsonl"), Path("o"), "http://h/v1", "none")
     assert third[-2:] == ["--as-user-via", "none"]
-    target = run.tether_target(Path("/p"), "grounded")
+    target = run.tether_target(Path("/p"), ("--mode", "grounded"))
     assert target.startswith("stdio:") and target.endswith("serve --project /p --mode grounded")
     assert [c.server for c in run.CONFIGS] == ["tether-generic", "tether-bare", "tether-grounded",
-                                              "mcp-server-motherduck"]
+                                              "tether-discovery", "mcp-server-motherduck"]
+    discovery = next(c for c in run.CONFIGS if c.key == "discovery")
+    assert run.tether_target(Path("/p"), discovery.serve).endswith(
+        "--mode grounded --dedicated-tools none")
 
 
 def test_case_selection() -> None:
