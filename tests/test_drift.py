@@ -262,9 +262,10 @@ def test_ci_checklist_against_the_project(demo: Path) -> None:
     check(load_project(demo))
     res = run_cli("ci", "--project", str(demo), "--json")
     items = json.loads(res.stdout)
-    assert res.returncode == 0 and len(items) == 12
+    assert res.returncode == 0 and len(items) == 13
     assert [i["status"] for i in items][:11] == ["holds"] * 11
     assert items[11]["status"] == "not configured"
+    assert items[12]["status"] == "holds"  # policy coverage (tests/test_policy_coverage.py)
     # a hand edit of an exported tool and an unchecked glossary edit are caught
     f = demo / "tools" / "items_in_an_order.json"
     f.write_text(f.read_text().replace("Line items", "Line items (edited by hand)", 1)

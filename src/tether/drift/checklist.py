@@ -1,8 +1,8 @@
-"""`tether ci`: the twelve context-CI items, evaluated against this project's registry and files.
+"""`tether ci`: the context-CI items, evaluated against this project's registry and files.
 
 Each item is a small function returning (status, why): status is "holds", "fails" or
 "not configured". Items 1-5 say whether drift can be detected, 6-9 whether it propagates, 10-12
-whether anyone would know it worked.
+whether anyone would know it worked, 13 whether the policy covers every product it should.
 """
 
 from __future__ import annotations
@@ -165,6 +165,23 @@ def regression(f: Facts) -> tuple[str, str]:
     return HOLDS, f"regression suite {suite} replays after each publication"
 
 
+def policy_coverage(f: Facts) -> tuple[str, str]:
+    from tether.policy.coverage import gaps
+
+    config = f.project.config
+    if not any(r.row_filters for r in config.policies.roles.values()):
+        return NOT_CONFIGURED, "no role has a row filter"
+    columns = {k.split(":", 1)[1]: list(v.get("columns", {}))
+               for k, v in f.state.items() if k.startswith("product:")}
+    found = gaps(config, columns)
+    if found:
+        return FAILS, "; ".join(g.sentence() for g in found) + (
+            ". Give each a row filter (policies.roles.R.row_filters), e.g. its key IN (SELECT "
+            "the key FROM the filtered product WHERE the same condition)")
+    return HOLDS, ("every product that holds a row-filtered product's key is filtered for the "
+                   "same roles")
+
+
 ITEMS: tuple[tuple[str, Item], ...] = (
     ("Every tool carries its schema fingerprint and generation time", fingerprints),
     ("Fingerprints are recomputed and a mismatch raises a drift event", recomputed),
@@ -179,6 +196,7 @@ ITEMS: tuple[tuple[str, Item], ...] = (
     ("Agents get list_changed and the definition carries a change note", change_notes),
     ("Calls to deprecated versions are counted and nobody is pinned at the close", pinned),
     ("The agent's regression suite reruns on every context change", regression),
+    ("Every product that joins a row-filtered product is filtered too", policy_coverage),
 )
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 import sqlglot
@@ -23,6 +22,7 @@ from sqlglot import exp
 from tether.config import PII_SELECTOR, USER_TEMPLATE, TetherConfig
 from tether.context.schema import Column
 from tether.errors import ConfigError, TetherError
+from tether.policy.coverage import readable
 from tether.policy.model import exposable, role_of
 
 RefusalReason = Literal["outside_entitlement", "restricted", "denied_table", "masked_predicate",
@@ -117,9 +117,7 @@ def mask_expr(value: exp.Expr, mask: str, dialect: str) -> exp.Expr:
 def table_allowed(config: TetherConfig, user: str, product: str) -> bool:
     """Whether the user's role may read ``product`` at all (``tables``: deny wins over allow)."""
     rule = role_of(config, user)[1].tables
-    if any(fnmatchcase(product, g) for g in rule.deny):
-        return False
-    return any(fnmatchcase(product, g) for g in rule.allow)
+    return readable(rule.allow, rule.deny, product)
 
 
 def require_table(config: TetherConfig, user: str, product: str) -> None:

@@ -1,0 +1,86 @@
+"""`tether ci` item 13, on both warehouses: a product that holds a row-filtered product's key
+(by its key columns, its key's identifier scheme, or a declared relationship) must be filtered
+for the same roles. Both warehouses hold; removing any such product's filter from a copy fails
+the item, naming the product, the role and what it joins; and the gap was real: the role read
+rows of the parent outside its scope through it."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import copy_project, run_cli
+from tether.config import Project, load_project
+from tether.drift.publish import build
+from tether.policy.coverage import gaps, links
+from tether.profiling import profile_project
+
+
+def rows(project: Project, user: str, product: str) -> int:
+    """How many rows of ``product`` ``user`` reads through the one policy path."""
+    from sqlglot import exp
+
+    from tether.serve.executor import Executor
+
+    ex = Executor(project, b"k" * 32)
+    try:
+        rel = ex.relation(user, product)
+        src = ex.source(project.config.products[product].source)
+        q = exp.select(exp.func("COUNT", exp.Star())).from_(rel.subquery("q"))
+        return int(src.run(src.render(q), rel.params, 30)[0][0])
+    finally:
+        ex.close()
+
+
+def coverage(d: Path) -> dict[str, str]:
+    res = run_cli("ci", "--project", str(d), "--json")
+    assert res.returncode in (0, 1), res.stderr
+    item: dict[str, str] = json.loads(res.stdout)[12]
+    assert item["item"] == 13
+    return item
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_every_child_of_a_filtered_product_is_filtered(which: str, demo_dir: Path,
+                                                       second_dir: Path, tmp_path: Path) -> None:
+    src = demo_dir if which == "demo" else second_dir
+    d = copy_project(src, tmp_path / which)
+    build(load_project(d))
+    assert coverage(d)["status"] == "holds"
+    project = load_project(d)
+    config = project.config
+    columns = {p.product: [c.column.name for c in p.columns] for p in profile_project(project)}
+    children = [(role, link) for role, r in config.policies.roles.items() if r.row_filters
+                for link in links(config, columns)
+                if link.parent in r.row_filters and link.child in r.row_filters]
+    assert children, "each warehouse has a filtered product below a filtered product"
+    tried = set()
+    raw = yaml.safe_load((d / "tether.yaml").read_text())
+    for role, link in children:
+        if (role, link.child) in tried:
+            continue
+        tried.add((role, link.child))
+        cut = copy.deepcopy(raw)
+        del cut["policies"]["roles"][role]["row_filters"][link.child]
+        e = tmp_path / f"{which}-{role}-{link.child}"
+        e.mkdir()
+        (e / "tether.yaml").write_text(yaml.safe_dump(cut, sort_keys=False))
+        edited = load_project(e)
+        found = gaps(edited.config, columns)
+        assert [(g.role, g.product) for g in found if g.product == link.child] == [
+            (role, link.child)]
+        # through the CLI: `tether ci` reads the columns from the last check's state
+        (e / ".tether").mkdir()
+        for f in (d / ".tether").iterdir():
+            (e / ".tether" / f.name).write_bytes(f.read_bytes())
+        item = coverage(e)
+        assert item["status"] == "fails"
+        assert f"{link.child} has no row filter for role {role}" in item["why"]
+        # and the gap is real: a user of the role reads more of the child without its filter
+        user = next(u for u, c in config.policies.users.items() if c.role == role)
+        assert rows(edited, user, link.child) > rows(project, user, link.child)
+    assert len(tried) >= 2
