@@ -12,7 +12,7 @@ with as_of from `as_of_sql`, which it runs at most once per AS_OF_TTL seconds pe
 parameters, as tether caches as_of (none when as_of_sql is null: tether then takes as_of from the
 database file's time).
 
-Usage: python bench/bare_server.py WAREHOUSE.duckdb STATEMENTS.json"""
+Usage: python bench/bare_server.py WAREHOUSE.duckdb STATEMENTS.json [--http PORT]"""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 
+TOTAL = "tether_total_rows"
 AS_OF_TTL = 2.0  # seconds, as tether's Executor.freshness_ttl
 
 con = duckdb.connect(sys.argv[1], read_only=True)
@@ -80,7 +81,11 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
     names = [d[0] for d in cur.description or []]
     rows = [dict(zip(names, map(plain, r), strict=True)) for r in cur.fetchall()[:stmt["keep"]]]
     cur.close()
-    data = {"rows": rows, "row_count": len(rows), "as_of": as_of(stmt)}
+    data: dict[str, Any] = {"rows": rows, "row_count": len(rows), "as_of": as_of(stmt)}
+    if rows and TOTAL in rows[0]:  # the window count tether's listing statement carries
+        data["total_rows"] = rows[0][TOTAL]
+        for r in rows:
+            del r[TOTAL]
     return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(data))],
                                 structured_content=data)
 
@@ -91,4 +96,16 @@ async def main() -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
-anyio.run(main)
+def main_http(port: int) -> None:
+    """The same server over streamable HTTP on 127.0.0.1 (no auth), for bench/scale.py."""
+    import uvicorn
+
+    server: Server[Any] = Server("bare", on_list_tools=list_tools, on_call_tool=call_tool)
+    uvicorn.run(server.streamable_http_app(host="127.0.0.1"), host="127.0.0.1", port=port,
+                log_level="warning")
+
+
+if len(sys.argv) > 4 and sys.argv[3] == "--http":
+    main_http(int(sys.argv[4]))
+else:
+    anyio.run(main)

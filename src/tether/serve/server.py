@@ -80,6 +80,7 @@ class TetherServer:
         self.withheld: dict[tuple[str, str], list[str]] = {}
         self._shaped: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = {}
         self._visible: dict[str, tuple[int, float, list[Version]]] = {}
+        self._tools: dict[str, tuple[list[Version], list[types.Tool]]] = {}
         self._docs: dict[tuple[Any, ...], tuple[float, list[discovery.Doc]]] = {}
         self.listed = Listed(frozenset(), "dedicated", 0, 0)
         self._check_policy()
@@ -292,8 +293,12 @@ class TetherServer:
             user = self.current_user(ctx)
         except (ToolError, ConfigError):
             return types.ListToolsResult(tools=[])
-        return types.ListToolsResult(
-            tools=[types.Tool.model_validate(v.definition) for v in self.visible(user)])
+        shown = self.reachable(user)  # the cached list: rebuilt on a publication or its TTL
+        hit = self._tools.get(user)
+        if hit is None or hit[0] is not shown:  # validated once per list, not per request
+            hit = self._tools[user] = (shown, [types.Tool.model_validate(v.definition)
+                                               for v in self.visible(user)])
+        return types.ListToolsResult(tools=hit[1])
 
     async def call_tool(self, ctx: ServerRequestContext[Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
