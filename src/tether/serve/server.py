@@ -317,13 +317,7 @@ class TetherServer:
             else:
                 call = self._call(user, entry, args)
                 plan = call.plan
-                drift = await anyio.to_thread.run_sync(self.executor.schema_drift, call)
-                try:
-                    answered = await anyio.to_thread.run_sync(self.executor.answer, call)
-                except ToolError as e:  # a stale definition often fails: say why
-                    if drift:
-                        raise ToolError(f"{e} ({drift})") from None
-                    raise
+                drift, answered = await anyio.to_thread.run_sync(self._run, call)
             result = answered.result
             if plan.kind == "probe":  # and how to read its rows, as this caller
                 listing = self._listing_for(user, str(args.get("product")))
@@ -362,6 +356,16 @@ class TetherServer:
             })
             if len(self.pending_calls) >= 50:
                 self.flush_calls()
+
+    def _run(self, call: Call) -> tuple[str | None, Answered]:
+        """The schema check and the answer, in one worker thread (one hop, not two)."""
+        drift = self.executor.schema_drift(call)
+        try:
+            return drift, self.executor.answer(call)
+        except ToolError as e:  # a stale definition often fails: say why
+            if drift:
+                raise ToolError(f"{e} ({drift})", refusal=e.refusal) from None
+            raise
 
     def _call(self, user: str, entry: Version, args: dict[str, Any]) -> Call:
         """The call to execute: the tool's own, or for the generic listing, the named product's
