@@ -221,10 +221,11 @@ class TetherServer:
 
     def reachable(self, user: str) -> list[Version]:
         """The tools ``user`` may call, listed or reached through discovery: their role's tool
-        globs, only tools whose products the role may read, each as the user sees it
-        (serve/peruser.py: the probe over their products, the enums of filtered products
-        narrowed to their rows). Kept per user until the next publication or until a narrowed
-        definition is due to be read again."""
+        globs, only tools whose products the role may read; the listed ones as the user sees
+        them (serve/peruser.py: the probe over their products, the enums of filtered products
+        narrowed to their rows), the others as published until reached (:meth:`shaped`). Kept
+        per user until the next publication or until a narrowed definition is due to be read
+        again."""
         hit = self._visible.get(user)
         if hit is not None and hit[0] == self.publication and time.monotonic() < hit[1]:
             return hit[2]
@@ -254,10 +255,9 @@ class TetherServer:
             if v.plan.kind not in DISCOVERY_KINDS and not all(
                     table_allowed(config, user, p) for p in products if p in config.products):
                 continue
-            definition = peruser.shaped(self.executor, user, v.definition, v.plan,
-                                        self._shaped)
-            out.append(v if definition is v.definition
-                       else dataclasses.replace(v, definition=definition))
+            if name in self.listed or routed:  # the rest as reached (see shaped())
+                v = self.shaped(user, v)
+            out.append(v)
         # search and the generic listing reach exactly the listing tools the caller may call
         # (their role's globs and tables): offered when there is one, over those products
         readable = [v.plan.product for v in out if v.plan.kind == "list" and v.plan.product]
@@ -392,15 +392,24 @@ class TetherServer:
 
     def _listing_for(self, user: str, product: str) -> Version | None:
         """The listing tool of ``product`` as ``user`` reaches it (None: none they may call)."""
-        return next((v for v in self.reachable(user)
-                     if v.plan.kind == "list" and v.plan.product == product), None)
+        found = next((v for v in self.reachable(user)
+                      if v.plan.kind == "list" and v.plan.product == product), None)
+        return None if found is None else self.shaped(user, found)
+
+    def shaped(self, user: str, v: Version) -> Version:
+        """``v`` as ``user`` sees it (serve/peruser.py). Listed tools are shaped when the list
+        is built; a tool reached only through discovery, when it is reached: a list of
+        thousands of products costs nothing until one is read."""
+        definition = peruser.shaped(self.executor, user, v.definition, v.plan, self._shaped)
+        return v if definition is v.definition else dataclasses.replace(v, definition=definition)
 
     def _search(self, user: str, entry: Version, args: dict[str, Any]) -> Answered:
         validate(entry.definition, args)
         key = (self.publication, user, *self.executor.scope_key(user))
         hit = self._docs.get(key)
         if hit is None or time.monotonic() > hit[0]:
-            docs = discovery.corpus(self.reachable(user), self.listed.names, self.project.config)
+            docs = discovery.corpus([self.shaped(user, v) for v in self.reachable(user)],
+                                    self.listed.names, self.project.config)
             hit = self._docs[key] = (time.monotonic() + peruser.TTL, docs)
         return discovery.found(entry, hit[1], args)
 
