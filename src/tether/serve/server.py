@@ -60,6 +60,14 @@ class Version:
     successor: str | None = None
 
 
+@dataclass
+class _Index:
+    of: list[Version]  # the reachable list it indexes
+    listed: list[Version]
+    by_name: dict[str, Version]
+    listings: dict[str, Version]  # product -> its listing tool
+
+
 class TetherServer:
     def __init__(self, project: Project, mode: Mode = "grounded", stdio_user: str | None = None,
                  clock: Callable[[], dt.datetime] | None = None,
@@ -81,6 +89,7 @@ class TetherServer:
         self._shaped: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = {}
         self._visible: dict[str, tuple[int, float, list[Version]]] = {}
         self._tools: dict[str, tuple[list[Version], list[types.Tool]]] = {}
+        self._indexes: dict[str, _Index] = {}
         self._docs: dict[tuple[Any, ...], tuple[float, list[discovery.Doc]]] = {}
         self.listed = Listed(frozenset(), "dedicated", 0, 0)
         self._check_policy()
@@ -217,7 +226,19 @@ class TetherServer:
     def visible(self, user: str) -> list[Version]:
         """The tools in ``user``'s tools/list: what they may reach (:meth:`reachable`) that the
         list holds (serve.dedicated_tools: the rest is read through discovery)."""
-        return [v for v in self.reachable(user) if v.name in self.listed]
+        return self._index(user).listed
+
+    def _index(self, user: str) -> _Index:
+        """The caller's reachable tools indexed, once per list (a call looks up by name and
+        by product instead of scanning thousands of tools)."""
+        shown = self.reachable(user)
+        hit = self._indexes.get(user)
+        if hit is None or hit.of is not shown:
+            listed = [v for v in shown if v.name in self.listed]
+            hit = self._indexes[user] = _Index(
+                shown, listed, {v.name: v for v in listed},
+                {v.plan.product: v for v in shown if v.plan.kind == "list" and v.plan.product})
+        return hit
 
     def reachable(self, user: str) -> list[Version]:
         """The tools ``user`` may call, listed or reached through discovery: their role's tool
@@ -392,8 +413,7 @@ class TetherServer:
 
     def _listing_for(self, user: str, product: str) -> Version | None:
         """The listing tool of ``product`` as ``user`` reaches it (None: none they may call)."""
-        found = next((v for v in self.reachable(user)
-                      if v.plan.kind == "list" and v.plan.product == product), None)
+        found = self._index(user).listings.get(product)
         return None if found is None else self.shaped(user, found)
 
     def shaped(self, user: str, v: Version) -> Version:
@@ -414,7 +434,7 @@ class TetherServer:
         return discovery.found(entry, hit[1], args)
 
     def _version_for(self, user: str, name: str, pin: Any) -> Version:
-        shown = {v.name: v for v in self.visible(user)}
+        shown = self._index(user).by_name
         if name not in shown:
             gone = self.current.get(name)
             if (gone is not None and gone.served_until is not None
