@@ -66,8 +66,9 @@ bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/run_sql.py
 	$(BIN)/python bench/drift.py
 	$(BIN)/python bench/label.py
+	$(BIN)/python bench/scale.py
 
-proof: $(STAMP) ## a real local model against tether's generic, bare and grounded tools and a third-party server; writes docs/proof.md
+proof: $(STAMP) ## a real local model against tether's generic, bare, grounded and discovery-only tools and a third-party server; writes docs/proof.md
 	$(BIN)/python -m proof.run --cases $(or $(PROOF_CASES),core) --out $(DEMO)/proof --doc docs/proof.md --make-started $(MAKE_T0)
 
 proof-second: $(STAMP) ## the same pipeline on the tests' second warehouse (another domain, its 20 cases); writes docs/proof-second.md
