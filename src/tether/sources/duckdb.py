@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ from sqlglot import exp
 from tether.context.schema import Column
 from tether.errors import ProductError, QueryError, SourceError
 from tether.sources.base import Fetched, Source, first_line, kind_of, take
+from tether.sources.watchdog import WATCHDOG
 
 READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
 """How tether opens a DuckDB file: no file, network or extension access, and a configuration no
@@ -56,29 +56,24 @@ class DuckDBSource(Source):
                   timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
         # a cursor per call: its own connection to the same database, safe across threads
         cur = self.con.cursor()
-        timer = threading.Timer(timeout, cur.interrupt) if timeout else None
         try:
             if self.schema:
                 cur.execute(f"SET schema = '{self.schema.replace(chr(39), '')}'")
-            if timer:
-                timer.start()
-            cur.execute(sql, params or None)
-            names = [d[0] for d in cur.description or []]
-            return names, cur.fetchall()
+            with WATCHDOG.guard(timeout, cur.interrupt):
+                cur.execute(sql, params or None)
+                names = [d[0] for d in cur.description or []]
+                return names, cur.fetchall()
         except duckdb.InterruptException:
             raise SourceError(f"source {self.name!r}: the query ran longer than {timeout:g}s "
                               "and was cancelled", hint="Narrow it down.") from None
         except duckdb.Error as e:
             raise QueryError(self.name, first_line(e)) from None
         finally:
-            if timer:
-                timer.cancel()
             cur.close()
 
     def fetch(self, sql: str, params: dict[str, Any] | None, timeout: float,
               max_rows: int, max_bytes: int) -> Fetched:
         cur = self.con.cursor()
-        timer = threading.Timer(timeout, cur.interrupt)
         deadline = time.monotonic() + timeout
 
         def late() -> None:
@@ -87,19 +82,18 @@ class DuckDBSource(Source):
         try:
             if self.schema:
                 cur.execute(f"SET schema = '{self.schema.replace(chr(39), '')}'")
-            timer.start()
-            cur.execute(sql, params or None)
-            names = [d[0] for d in cur.description or []]
-            batches = iter(lambda: cur.fetchmany(512), [])
-            rows, capped = take(batches, max_rows, max_bytes, deadline, late)
-            return Fetched(names, rows, capped)
+            with WATCHDOG.guard(timeout, cur.interrupt):
+                cur.execute(sql, params or None)
+                names = [d[0] for d in cur.description or []]
+                batches = iter(lambda: cur.fetchmany(512), [])
+                rows, capped = take(batches, max_rows, max_bytes, deadline, late)
+                return Fetched(names, rows, capped)
         except duckdb.InterruptException:
             raise SourceError(f"source {self.name!r}: the query ran longer than {timeout:g}s "
                               "and was cancelled", hint="Narrow it down.") from None
         except duckdb.Error as e:
             raise QueryError(self.name, first_line(e)) from None
         finally:
-            timer.cancel()
             cur.close()
 
     def tables(self) -> list[str]:
