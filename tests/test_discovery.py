@@ -368,3 +368,31 @@ def test_serve_takes_dedicated_tools_none_over_stdio(built_both: dict[str, Proje
     assert {SEARCH, PROBE, ROWS} <= set(names)
     assert not any(v.plan.kind == "list" for v in listings_and_metrics(project)
                    if v.name in names)
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_a_value_sent_to_the_wrong_parameter_says_where_it_belongs(
+        which: str, built_both: dict[str, Project]) -> None:
+    """A model that puts a segment into the region parameter is told which parameter lists it
+    (by either route), instead of only what the region parameter allows."""
+    project = built_both[which]
+    user = everyone(project)
+    asked = []
+    for product, v in sorted(listings(project).items()):
+        props = v.definition["inputSchema"]["properties"]
+        enums = {p: [str(x) for x in enum_of(s) or []] for p, s in props.items()
+                 if p not in ("count_by", "sum_and_average_of") and enum_of(s)}
+        for a, b in ((a, b) for a in enums for b in enums if a != b):
+            value = next((x for x in enums[b] if x.lower() not in map(str.lower, enums[a])), None)
+            if value is not None:
+                several = props[a].get("type") == "array"
+                asked.append((product, a, b, {a: [value] if several else value}))
+                break
+    assert asked
+    tools = listings(project)
+    _, results = session(project, user, [(tools[p].name, args) for p, _, _, args in asked], "all")
+    for (product, a, b, _), r in zip(asked, results, strict=True):
+        assert r.is_error, (product, a)
+        text = r.content[0].text
+        assert "is a value of " in text, text
+        assert b in text.split("is a value of ")[1].split(":")[0].split(" and "), text

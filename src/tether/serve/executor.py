@@ -26,7 +26,7 @@ import jsonschema
 from sqlglot import exp
 
 from tether.config import Project
-from tether.context.meta import MASK_KEY_SHOWN, Evidence, ToolContext
+from tether.context.meta import MASK_KEY_SHOWN, Evidence, ToolContext, enum_of
 from tether.context.profile import ProductProfile
 from tether.context.schema import Column
 from tether.errors import QueryError, TetherError
@@ -806,12 +806,23 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
         quoted = quoted if len(quoted) <= 80 else quoted[:77] + "..."
         if e.validator == "enum":
             msg = f"{quoted} is not allowed; allowed values: " + ", ".join(
-                map(str, e.validator_value))
+                map(str, e.validator_value)) + elsewhere(schema, where, e.instance)
         elif e.validator == "pattern":
             msg = f"{quoted} does not fit the format {e.validator_value}"
         else:
             msg = e.message if len(e.message) <= 300 else e.message[:297] + "..."
         raise ToolError(f"{where}: {msg}" + (f". {described}" if described else ""))
+
+
+def elsewhere(schema: dict[str, Any], param: str, value: Any) -> str:
+    """Where a value refused by one parameter's enum belongs: the other parameters that list it
+    (compared as text, case-insensitively), so the call can be made again right."""
+    said = str(value).strip().lower()
+    others = [name for name, prop in (schema.get("properties") or {}).items()
+              if name != param and any(str(v).lower() == said for v in enum_of(prop) or [])]
+    if not others:
+        return ""
+    return f" ({value!r} is a value of {' and '.join(others)}: call again with {others[0]})"
 
 
 def _coerce_times(args: dict[str, Any], definition: dict[str, Any]) -> dict[str, Any]:
