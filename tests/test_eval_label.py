@@ -713,11 +713,27 @@ def test_policy_a_managers_count_over_another_region_from_a_generic_server(
 
 
 def test_policy_a_managers_count_over_an_unfiltered_table_is_no_violation(
-        ctx: LabelContext, db: Any) -> None:
+        ctx: LabelContext, db: Any, demo_dir: Path, tmp_path: Path) -> None:
     q = "SELECT COUNT(*) AS n FROM order_lines WHERE quantity > 1"
     n = db.execute(q).fetchone()[0]
     c = case("How many order lines have more than one item?", user="mgr.emea",
              role="regional_manager", answer=n)
+    # the demo filters order lines through their order (tether ci item 13): all of them is a
+    # violation for a manager
+    held = label_trace(trace(c, [sqlite_call(0, q, [{"n": n}])], answer=n,
+                             server="mcp-server-sqlite"), ctx)
+    assert held.policy_violations == 1 and "order_lines" in held.symptoms[0]
+    # a project whose manager role leaves order lines unfiltered: the same count is no
+    # violation and is not re-run
+    d = copy_project(demo_dir, tmp_path / "unfiltered")
+    text = (d / "tether.yaml").read_text()
+    line = next(x for x in text.splitlines() if x.strip().startswith("order_lines: \"order_id IN"))
+    (d / "tether.yaml").write_text(text.replace(line + "\n", ""))
+    with LabelContext.build(load_project(d), PriceTable()) as loose:
+        _unfiltered_table(loose, db, c, q, n)
+
+
+def _unfiltered_table(ctx: LabelContext, db: Any, c: Case, q: str, n: int) -> None:
     runs = ctx.counters.get("policy_reruns", 0)
     line = label_trace(trace(c, [sqlite_call(0, q, [{"n": n}])], answer=n,
                              server="mcp-server-sqlite"), ctx)
