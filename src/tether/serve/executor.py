@@ -10,6 +10,7 @@ says what was wrong and what is allowed; a refusal carries its reason.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
 import decimal
@@ -26,7 +27,7 @@ import jsonschema
 from sqlglot import exp
 
 from tether.config import Project
-from tether.context.meta import MASK_KEY_SHOWN, Evidence, ToolContext, enum_of
+from tether.context.meta import MASK_KEY_SHOWN, Evidence, ToolContext, enum_of, with_enum
 from tether.context.profile import ProductProfile
 from tether.context.schema import Column
 from tether.errors import QueryError, TetherError
@@ -271,7 +272,7 @@ class Executor:
                     raise Refusal("denied_table", f"your role may not read {product}")
             self._refuse_restricted(call, reads)
             self._refuse_filters(call)  # a value outside the scope: refused, whatever its enum
-            validate(call.definition, call.args)
+            validate(with_declared(call.definition, call.plan), call.args)
             return handlers[kind](call)
         except Refusal as e:
             raise ToolError(e.paragraph(), refusal=e.meta()) from None
@@ -812,6 +813,23 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
         else:
             msg = e.message if len(e.message) <= 300 else e.message[:297] + "..."
         raise ToolError(f"{where}: {msg}" + (f". {described}" if described else ""))
+
+
+def with_declared(definition: dict[str, Any], plan: QueryPlan) -> dict[str, Any]:
+    """The definition as arguments are checked against it: each enum with the values the
+    governed definition names that the data does not hold (they match no row; refusing one the
+    definition itself names left a model with nothing but a refusal to answer from)."""
+    extra = {f.param: f.declared for f in plan.filters if f.declared}
+    if not extra:
+        return definition
+    out = copy.deepcopy(definition)
+    props = out.get("inputSchema", {}).get("properties", {})
+    for param, values in extra.items():
+        prop = props.get(param)
+        enum = enum_of(prop)
+        if prop is not None and enum is not None:
+            with_enum(prop, [*enum, *(v for v in values if v not in enum)])
+    return out
 
 
 def elsewhere(schema: dict[str, Any], param: str, value: Any) -> str:

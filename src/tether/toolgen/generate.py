@@ -738,6 +738,10 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         select = select.select(parse(sql, dialect).as_(mname))
     if m.predicate:
         select = select.where(parse(m.predicate, dialect))
+        named = predicate_values(m.predicate, dialect)
+        for f in filters:
+            seen = {str(v) for v in enum_of(props[f.param]) or []}
+            f.declared = sorted(v for v in named.get(f.column, set()) if v not in seen)
     if dims:
         select = select.group_by(*[qualified(f"{t}.{c}") for t, c in dims])
     plan = QueryPlan(kind="metric", product=products[0], source=ctx.project.source_name(products[0]),
@@ -758,6 +762,23 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         input_schema=closed(props), output_schema=out,
         annotations=dict(READ_ONLY), meta=meta, plan=plan,
     )
+
+
+def predicate_values(predicate: str, dialect: str) -> dict[str, set[str]]:
+    """``table.column`` -> the string values a governed predicate compares it with (``IN``
+    lists and ``=``): values the definition names, whether or not the data holds them."""
+    out: dict[str, set[str]] = {}
+    for node in parse(predicate, dialect).find_all(exp.In, exp.EQ):
+        col = node.this if isinstance(node.this, exp.Column) else None
+        if isinstance(node, exp.EQ) and col is None:
+            col = node.expression if isinstance(node.expression, exp.Column) else None
+        if col is None or not col.table:
+            continue
+        values = (node.expressions if isinstance(node, exp.In)
+                  else [node.expression if node.this is col else node.this])
+        out.setdefault(f"{col.table}.{col.name}", set()).update(
+            v.this for v in values if isinstance(v, exp.Literal) and v.is_string)
+    return out
 
 
 def _definition_applied(ctx: Ctx, m: MetricConfig) -> str | None:

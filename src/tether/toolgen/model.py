@@ -52,6 +52,9 @@ class Filter(_M):
                                 "scheme it accepts, its own first (empty: any value, as is).")
     resolver: str | None = Field(default=None, description="The tool that maps the schemes "
                                  "(named when a value fits none).")
+    declared: list[str] = Field(default_factory=list, description="Values the governed "
+                                "definition names for the column that the data does not hold: "
+                                "accepted beside the enum (they match no row), not refused.")
 
 
 class Window(_M):
