@@ -84,3 +84,25 @@ def test_every_child_of_a_filtered_product_is_filtered(which: str, demo_dir: Pat
         user = next(u for u, c in config.policies.users.items() if c.role == role)
         assert rows(edited, user, link.child) > rows(project, user, link.child)
     assert len(tried) >= 2
+
+
+def test_a_key_named_id_links_nothing_by_its_name() -> None:
+    """Tables keyed `id` all "hold" each other's key by name; only a named key (or a scheme, or
+    a declared relationship) makes one product the child of another."""
+    from tether.config import TetherConfig
+
+    def config(key: str, relationships: list[dict[str, str]]) -> TetherConfig:
+        return TetherConfig.model_validate({
+            "sources": {"main": {"url": "duckdb:///w.duckdb"}},
+            "products": {"tickets": {"table": "tickets", "primary_key": [key]},
+                         "notes": {"table": "notes", "primary_key": ["note_id"]}},
+            "relationships": relationships,
+            "policies": {"roles": {"r": {"row_filters": {"tickets": "region = {{ user.region }}"}}},
+                         "users": {"u": {"role": "r", "region": "X"}}}})
+
+    columns = {"tickets": ["id", "ticket_id", "region"], "notes": ["note_id", "id", "ticket_id"]}
+    assert gaps(config("id", []), columns) == []
+    assert [(g.role, g.product) for g in gaps(config("ticket_id", []), columns)] == [("r", "notes")]
+    linked = gaps(config("id", [{"from": "notes.ticket_id", "to": "tickets.ticket_id"}]), columns)
+    assert [(g.product, g.link.via) for g in linked] == [
+        ("notes", "relationship notes.ticket_id -> tickets.ticket_id")]

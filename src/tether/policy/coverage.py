@@ -16,6 +16,10 @@ from fnmatch import fnmatchcase
 
 from tether.config import TetherConfig
 
+GENERIC_KEYS = frozenset({"id", "uuid", "key", "pk", "row_id", "rowid", "code", "date"})
+"""Key names that say nothing of what they key: tables keyed `id` all "hold" each other's key by
+name, so such a key links only through its identifier scheme or a declared relationship."""
+
 
 @dataclass(frozen=True)
 class Link:
@@ -46,7 +50,7 @@ def links(config: TetherConfig, columns: Mapping[str, list[str]]) -> Iterator[Li
             if child == parent:
                 continue
             have = set(columns.get(child, [])) | set(c.primary_key) | set(c.identifiers)
-            if key and set(key) <= have:
+            if key and set(key) <= have and not set(key) <= GENERIC_KEYS:
                 yield Link(child, parent, f"{', '.join(key)}, the key of {parent}")
                 continue
             held = sorted(col for col, s in c.identifiers.items() if scheme and s == scheme)

@@ -234,10 +234,16 @@ class TetherServer:
         shown = self.reachable(user)
         hit = self._indexes.get(user)
         if hit is None or hit.of is not shown:
-            listed = [v for v in shown if v.name in self.listed]
-            hit = self._indexes[user] = _Index(
-                shown, listed, {v.name: v for v in listed},
-                {v.plan.product: v for v in shown if v.plan.kind == "list" and v.plan.product})
+            # shaped here whatever _compute_visible decided: a publication that moved
+            # serve.dedicated_tools between the two never lists an unshaped tool
+            listed = [self.shaped(user, v) for v in shown if v.name in self.listed]
+            listings: dict[str, Version] = {}
+            for v in shown:  # a renamed tool in its retirement window yields to its successor
+                if v.plan.kind == "list" and v.plan.product and (
+                        v.plan.product not in listings or v.served_until is None):
+                    listings[v.plan.product] = v
+            hit = self._indexes[user] = _Index(shown, listed, {v.name: v for v in listed},
+                                               listings)
         return hit
 
     def reachable(self, user: str) -> list[Version]:
@@ -250,8 +256,9 @@ class TetherServer:
         hit = self._visible.get(user)
         if hit is not None and hit[0] == self.publication and time.monotonic() < hit[1]:
             return hit[2]
+        publication = self.publication  # read first: a reload meanwhile makes this stale
         shown = self._compute_visible(user)
-        self._visible[user] = (self.publication, time.monotonic() + peruser.TTL, shown)
+        self._visible[user] = (publication, time.monotonic() + peruser.TTL, shown)
         return shown
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
@@ -341,7 +348,10 @@ class TetherServer:
                 drift, answered = await anyio.to_thread.run_sync(self._run, call)
             result = answered.result
             if plan.kind == "probe":  # and how to read its rows, as this caller
-                listing = self._listing_for(user, str(args.get("product")))
+                try:
+                    listing = self._listing_for(user, str(args.get("product")))
+                except ToolError:
+                    listing = None  # its values could not be read: no arguments to offer
                 result = {**result, "query_with": discovery.query_with(
                     listing, listing is not None and listing.name in self.listed)}
             if drift:
@@ -420,15 +430,27 @@ class TetherServer:
         """``v`` as ``user`` sees it (serve/peruser.py). Listed tools are shaped when the list
         is built; a tool reached only through discovery, when it is reached: a list of
         thousands of products costs nothing until one is read."""
-        definition = peruser.shaped(self.executor, user, v.definition, v.plan, self._shaped)
+        try:
+            definition = peruser.shaped(self.executor, user, v.definition, v.plan, self._shaped)
+        except TetherError:  # the source failed reading the caller's values: say so, no text
+            raise ToolError(f"{v.plan.product or v.name}: its values could not be read for you "
+                            "just now (the source failed); try again") from None
         return v if definition is v.definition else dataclasses.replace(v, definition=definition)
+
+    def _shaped_or_none(self, user: str, v: Version) -> Version | None:
+        """Shaped, or left out of search when its values cannot be read (never unshaped)."""
+        try:
+            return self.shaped(user, v)
+        except ToolError:
+            return None
 
     def _search(self, user: str, entry: Version, args: dict[str, Any]) -> Answered:
         validate(entry.definition, args)
         key = (self.publication, user, *self.executor.scope_key(user))
         hit = self._docs.get(key)
         if hit is None or time.monotonic() > hit[0]:
-            docs = discovery.corpus([self.shaped(user, v) for v in self.reachable(user)],
+            docs = discovery.corpus([x for v in self.reachable(user)
+                                     if (x := self._shaped_or_none(user, v)) is not None],
                                     self.listed.names, self.project.config)
             hit = self._docs[key] = (time.monotonic() + peruser.TTL, docs)
         return discovery.found(entry, hit[1], args)
@@ -452,10 +474,9 @@ class TetherServer:
         if entry.served_until is not None and self.clock() > entry.served_until:
             raise ToolError(f"{name}@{pin} was retired on {entry.served_until:%Y-%m-%d}; "
                             f"use {name}@{entry.successor} (current: {current})")
-        definition = peruser.shaped(self.executor, user, entry.definition, entry.plan,
-                                    self._shaped)
-        return entry if definition is entry.definition else dataclasses.replace(
-            entry, definition=definition)
+        if entry.plan.kind == "rows":  # over the caller's products, as the current one
+            return _over(entry, list(self._index(user).listings))
+        return self.shaped(user, entry)
 
     def flush_calls(self) -> None:
         batch, self.pending_calls = self.pending_calls, []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,7 +45,7 @@ class Watchdog:
             self._armed[token] = interrupt
             earliest = not self._heap or deadline < self._heap[0][0]
             heapq.heappush(self._heap, (deadline, token))
-            if self._thread is None:
+            if self._thread is None or not self._thread.is_alive():  # first, or after a fork
                 self._thread = threading.Thread(target=self._loop, name="tether-watchdog",
                                                 daemon=True)
                 self._thread.start()
@@ -73,3 +74,11 @@ class Watchdog:
 
 WATCHDOG = Watchdog()
 """The process's one watchdog (sources share it)."""
+
+
+def _after_fork() -> None:
+    """A forked child has no watchdog thread and may hold a copied lock: start afresh."""
+    WATCHDOG.__init__()  # type: ignore[misc]
+
+
+os.register_at_fork(after_in_child=_after_fork)

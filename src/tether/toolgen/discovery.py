@@ -147,6 +147,7 @@ def listed(config: TetherConfig, tools: Iterable[tuple[str, dict[str, Any], Quer
     chosen = config.serve.dedicated_tools if setting is None else setting
     tools = list(tools)
     listings = {p.product: n for n, _d, p in tools if p.kind == "list" and p.product}
+    listing_names = {n for n, _d, p in tools if p.kind == "list"}  # a renamed one's too
     sizes = {n: tool_tokens(d) for n, d, _p in tools}
     discovery_only = {n for n, _d, p in tools if p.kind in ("search", "rows")}
     everything = {n for n in sizes if n not in discovery_only}
@@ -165,7 +166,7 @@ def listed(config: TetherConfig, tools: Iterable[tuple[str, dict[str, Any], Quer
                     hint=f"Name products from products: ({', '.join(sorted(listings)[:8])}"
                     f"{', ...' if len(listings) > 8 else ''}).")
             dedicated.add(name)
-        names = {n for n in sizes if n not in listings.values() or n in dedicated}
+        names = {n for n in sizes if n not in listing_names or n in dedicated}
         route = "mixed" if dedicated else "discovery"
     total = sum(sizes[n] for n in names)
     if total > budget:

@@ -769,6 +769,8 @@ def predicate_values(predicate: str, dialect: str) -> dict[str, set[str]]:
     lists and ``=``): values the definition names, whether or not the data holds them."""
     out: dict[str, set[str]] = {}
     for node in parse(predicate, dialect).find_all(exp.In, exp.EQ):
+        if isinstance(node.parent, exp.Not):
+            continue  # values it excludes are not values it names
         col = node.this if isinstance(node.this, exp.Column) else None
         if isinstance(node, exp.EQ) and col is None:
             col = node.expression if isinstance(node.expression, exp.Column) else None
