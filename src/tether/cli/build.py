@@ -98,8 +98,12 @@ def tools(
         tools = [(t.wire(), t.plan) for t in generate(proj, profiles, m)]
     served = listed(proj.config, [(d["name"], d, p) for d, p in tools],
                     dedicated_setting(dedicated_tools))
-    visible = sorted((d for d, _ in tools if d["name"] in served
-                      and tool_visible(proj.config, as_user, d["name"])),
+    # as the server offers them: search and the generic listing to whoever may call a listing
+    routed = any(p.kind == "list" and tool_visible(proj.config, as_user, d["name"])
+                 for d, p in tools)
+    visible = sorted((d for d, p in tools if d["name"] in served and (
+                          routed if p.kind in ("search", "rows")
+                          else tool_visible(proj.config, as_user, d["name"]))),
                      key=lambda d: d["name"])
     if x_context:
         visible = [_mirror(d) for d in visible]
