@@ -428,3 +428,15 @@ def test_every_eval_case_finds_its_data_by_its_question(
             if not need & found:
                 missed.append((c["case_id"], [m["name"] for m in matches(r)]))
     assert asked >= 12 and not missed, missed
+
+
+def test_the_discovery_configuration_is_named_in_reports() -> None:
+    from tether.cli.eval import server_name
+
+    assert server_name("stdio:tether serve --project p --mode grounded --dedicated-tools none"
+                       ) == "tether-discovery"
+    assert server_name("stdio:tether serve --project p --dedicated-tools none") == \
+        "tether-discovery"
+    assert server_name("stdio:tether serve --project p --mode bare") == "tether-bare"
+    assert server_name("stdio:tether serve --project p --dedicated-tools all") == \
+        "tether-grounded"

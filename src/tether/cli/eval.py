@@ -50,6 +50,10 @@ def server_name(target: str) -> str:
         prog = Path(argv[0]).name if argv else "stdio"
         if prog == "tether" or (prog.startswith("python") and "tether" in argv):
             mode = argv[argv.index("--mode") + 1] if "--mode" in argv[:-1] else "grounded"
+            dedicated = (argv[argv.index("--dedicated-tools") + 1]
+                         if "--dedicated-tools" in argv[:-1] else None)
+            if mode == "grounded" and dedicated == "none":  # the discovery-only configuration
+                return "tether-discovery"
             return f"tether-{mode}"
         return prog
     return urlparse(target).netloc or target
