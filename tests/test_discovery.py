@@ -440,3 +440,21 @@ def test_the_discovery_configuration_is_named_in_reports() -> None:
     assert server_name("stdio:tether serve --project p --mode bare") == "tether-bare"
     assert server_name("stdio:tether serve --project p --dedicated-tools all") == \
         "tether-grounded"
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_the_best_product_comes_with_its_arguments(which: str,
+                                                   built_both: dict[str, Project]) -> None:
+    """A model that goes straight from the search to the rows (the real one did) finds the
+    best product's own arguments, as the caller's own listing would show them, in the result."""
+    project = built_both[which]
+    user = everyone(project)
+    asked = unique_values(project)
+    _, results = session(project, user, [(SEARCH, {"question": f"which have {value}?"})
+                                         for _, _, value in asked])
+    tools = listings(project)
+    for (product, _, _), r in zip(asked, results, strict=True):
+        best = matches(r)[0]
+        assert best["arguments"] == tools[product].definition["inputSchema"]["properties"]
+        assert "Its rows take the arguments" in r.content[0].text
+        assert all("arguments" not in m for m in matches(r)[1:])

@@ -63,8 +63,12 @@ def _search(result: dict[str, Any]) -> str:
         named.append(f"{m.get('name')} ({m.get('kind')}; call {how})")
     best = matches[0]
     why = "; ".join(best.get("matched") or [])[:300]
+    takes = ""
+    if best.get("arguments") is not None:
+        takes = (f" Its rows take the arguments {', '.join(best['arguments']) or 'none'} "
+                 "(schemas under matches[0].arguments), inside `arguments`.")
     return (f"{len(matches)} match{'es' if len(matches) != 1 else ''}, best first: "
-            f"{'; '.join(named)}. The best matched on {why}.")
+            f"{'; '.join(named)}. The best matched on {why}.{takes}")
 
 
 def _listing(result: dict[str, Any]) -> str:

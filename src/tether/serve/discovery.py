@@ -72,6 +72,7 @@ class Doc:
     with_: dict[str, Any]
     summary: str
     fields: dict[str, list[tuple[float, str]]]
+    arguments: dict[str, Any] | None = None  # a product's: what its rows take, as this caller
 
     def add(self, text: str, kind: str, why: str) -> None:
         weight = WEIGHTS[kind]
@@ -99,7 +100,8 @@ def _doc(v: _Shaped, listed: bool, config: TetherConfig) -> Doc:
     call, with_ = (v.name, {}) if listed else (ROWS, {"product": product})
     description = str(d.get("description", ""))
     doc = Doc(name, "metric" if metric else "product", call, with_,
-              description.split(". ")[0].rstrip(".") + "." if description else "", {})
+              description.split(". ")[0].rstrip(".") + "." if description else "", {},
+              None if metric else (d.get("inputSchema") or {}).get("properties", {}))
     doc.add(name.replace("_", " "), "name", f"name {name}")
     doc.add(v.name.replace("_", " "), "name", f"tool {v.name}")
     doc.add(str(d.get("title") or ""), "text", "title")
@@ -143,9 +145,14 @@ def search(docs: list[Doc], question: str, limit: int = SEARCH_LIMIT) -> list[di
         why = sorted({reason for _, reasons in hits for reason in reasons})
         scored.append((-score, doc.name, doc, why))
     scored.sort(key=lambda t: (t[0], t[1]))
-    return [{"name": doc.name, "kind": doc.kind, "score": -neg, "matched": why,
-             "summary": doc.summary, "call": doc.call, "with": doc.with_}
-            for neg, _, doc, why in scored[:limit]]
+    out = [{"name": doc.name, "kind": doc.kind, "score": -neg, "matched": why,
+            "summary": doc.summary, "call": doc.call, "with": doc.with_}
+           for neg, _, doc, why in scored[:limit]]
+    if scored and scored[0][2].arguments is not None and scored[0][2].call == ROWS:
+        # the best product's arguments come with it: a model that goes straight to the rows
+        # (as the real one did) need not guess them
+        out[0]["arguments"] = scored[0][2].arguments
+    return out
 
 
 def found(v: _Shaped, docs: list[Doc], args: dict[str, Any]) -> Answered:

@@ -68,7 +68,10 @@ def search_tool(has_glossary: bool, meta: Meta) -> GeneratedTool:
         "matched": {"type": "array", "items": {"type": "string"}},
         "summary": {"type": "string"}, "call": {"type": "string"},
         "with": {"type": "object", "additionalProperties": {"type": "string"},
-                 "description": "The arguments to call it with."}}}
+                 "description": "The arguments to call it with."},
+        "arguments": {"type": "object", "additionalProperties": True,
+                      "description": "The best product's own arguments (its JSON Schemas), "
+                      "to pass inside rows_from_data_product's arguments."}}}
     out = {"type": "object", "properties": {
         "question": {"type": "string"},
         "matches": {"type": "array", "items": match},
