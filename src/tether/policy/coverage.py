@@ -1,8 +1,8 @@
 """Policy coverage: a product whose rows belong to a row-filtered product must be filtered too.
 
-A row filter on `orders` keeps a regional manager to their region's orders; if `order_lines`
-holds the order key and has no filter of its own, the same manager reads the lines of every
-other region's orders. A product is the child of another when it holds that product's key:
+A row filter on `shipments` keeps a depot manager to their depot's shipments; if `parcels`
+holds the shipment key and has no filter of its own, the same manager reads the parcels of every
+other depot's shipments. A product is the child of another when it holds that product's key:
 all of its primary-key columns by name, a column of the scheme its one-column key is declared
 in (`identifiers`), or the many side of a declared relationship. Each child that a role can read
 unfiltered while the role filters its parent is a gap.

@@ -283,7 +283,7 @@ class TetherServer:
             if v.plan.kind not in DISCOVERY_KINDS and not all(
                     table_allowed(config, user, p) for p in products if p in config.products):
                 continue
-            if name in self.listed or routed:  # the rest as reached (see shaped())
+            if v.plan.kind in DISCOVERY_KINDS:  # listings and metrics: see _index, shaped()
                 v = self.shaped(user, v)
             out.append(v)
         # search and the generic listing reach exactly the listing tools the caller may call

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from tether.config import TetherConfig
 from tether.errors import ConfigError
-from tether.toolgen.model import GeneratedTool, QueryPlan, Sentence, join_sentences
+from tether.toolgen.model import READ_ONLY, GeneratedTool, QueryPlan, Sentence, join_sentences
 from tether.toolgen.tokens import tool_tokens
 
 SEARCH = "find_data_for_question"
@@ -28,8 +28,6 @@ PRODUCT_ENUM_MAX = 50
 """Up to this many products, the discovery tools list them as an enum; beyond, the name is a
 string the server checks (3,000 names would be a catalog resent on every turn)."""
 SEARCH_LIMIT = 5
-READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
-             "openWorldHint": False}
 
 
 def product_param(products: list[str], what: str) -> dict[str, Any]:

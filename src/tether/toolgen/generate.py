@@ -39,6 +39,7 @@ from tether.toolgen.discovery import PROBE, product_param, rows_tool, search_too
 from tether.toolgen.model import (
     AGGREGATE,
     META_KEY,
+    READ_ONLY,
     Filter,
     GeneratedTool,
     QueryPlan,
@@ -54,8 +55,6 @@ METRIC_MAX_ROWS = 1000
 """A metric cut by a dimension that is not an enum returns at most this many rows."""
 UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 UUID_SHAPE = "^[0-9a-f-]{36}$"
-READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
-             "openWorldHint": False}
 
 
 @dataclass

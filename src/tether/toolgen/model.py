@@ -17,6 +17,9 @@ AGGREGATE = "sum_and_average_of"
 """The listing argument that asks for the total and mean of a numeric column (the plan's
 ``aggregates`` lists the columns it takes)."""
 META_KEY = CONTEXT_KEY  # the provenance key, defined once in tether.context.meta
+READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+             "openWorldHint": False}
+"""The annotations of every generated tool: tether's tools only read."""
 
 
 class _M(BaseModel):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.toolgen.generate import READ_ONLY, size_words
-from tether.toolgen.model import META_KEY, GeneratedTool, Mode, QueryPlan
+from tether.toolgen.generate import size_words
+from tether.toolgen.model import META_KEY, READ_ONLY, GeneratedTool, Mode, QueryPlan
 
 MODES: tuple[Mode, ...] = ("grounded", "bare", "generic")
 
