@@ -19,6 +19,8 @@ from tether.errors import ConfigError
 from tether.policy import tool_visible
 from tether.toolgen import MODES, Mode, generate
 
+TABLE_ROWS = 60
+"""A build of thousands of tools prints this many rows; --json lists them all."""
 ModeOpt = typer.Option("grounded", "--mode", help="grounded | bare | generic.")
 
 
@@ -46,11 +48,18 @@ def build(project: Path = ProjectOpt, mode: str = ModeOpt, as_json: bool = JsonO
         t = Table(show_edge=False, header_style="bold")
         for h in ("tool", "version", "outcome", "change"):
             t.add_column(h)
-        for o in result.outcomes:
+        shown = result.outcomes
+        if len(shown) > TABLE_ROWS:  # what needs a person first, then what changed
+            rank = {"blocked": 0, "pending": 1, "published": 2}
+            shown = sorted(shown, key=lambda o: rank.get(o.outcome, 3))
+        for o in shown[:TABLE_ROWS]:
             t.add_row(o.name, o.version or "", o.outcome + (f" (review {o.review})"
                                                             if o.review else ""),
                       f"{o.change_level or ''} {o.change_kind or ''}".strip())
         out.print(t)
+        if len(result.outcomes) > TABLE_ROWS:
+            out.print(f"... and {len(result.outcomes) - TABLE_ROWS:,} more tools (--json lists "
+                      "every one)")
         counts = {k: sum(o.outcome == k for o in result.outcomes)
                   for k in ("published", "pending", "blocked")}
         out.print(f"{m}: {len(result.outcomes)} tools, {counts['published']} published"

@@ -46,8 +46,9 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
             "restricted": sorted(restricted_columns(c, name, cols)),
         }
     tables = upstream_tables(project)
+    into = _edges_into(project)
     for name in profiles:
-        edges = _upstream(project, name)
+        edges = _upstream(project, name, into)
         nodes = sorted({e[0] for e in edges})
         state[f"lineage:{name}"] = {
             "edges": edges,
@@ -103,18 +104,26 @@ def upstream_tables(project: Project) -> dict[str, str]:
     return found
 
 
-def _upstream(project: Project, product: str) -> list[list[str]]:
+def _edges_into(project: Project) -> dict[str, list[tuple[str, str, str]]]:
+    """{node: the lineage edges into it, as (from, to, via)}: read once, not once a product."""
+    into: dict[str, list[tuple[str, str, str]]] = {}
+    for e in project.config.lineage:
+        into.setdefault(e.to, []).append((e.from_, e.to, e.via or ""))
+    return into
+
+
+def _upstream(project: Project, product: str,
+              into: dict[str, list[tuple[str, str, str]]] | None = None) -> list[list[str]]:
     """Every lineage edge above a product (transitively), as [from, to, via], sorted."""
-    edges = project.config.lineage
+    into = _edges_into(project) if into is None else into
     seen: set[tuple[str, str, str]] = set()
     frontier = [product]
     while frontier:
         node = frontier.pop()
-        for e in edges:
-            key = (e.from_, e.to, e.via or "")
-            if e.to == node and key not in seen:
+        for key in into.get(node, []):
+            if key not in seen:
                 seen.add(key)
-                frontier.append(e.from_)
+                frontier.append(key[0])
     return [list(k) for k in sorted(seen)]
 
 

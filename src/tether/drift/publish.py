@@ -141,7 +141,7 @@ def _publish(project: Project, registry: Registry, tools: list[GeneratedTool]) -
         outcomes.append(Outcome(t.name, version, "published", level, kind))
     rule = "initial" if not current else "build"
     pid = registry.publish(new, rule, now)
-    if pid is not None:
+    if pid is not None and project.config.drift.audit_repo:
         from tether.drift import audit
 
         audit.record(project, [v.definition for v in registry.current().values()],

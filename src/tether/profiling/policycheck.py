@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -24,6 +25,7 @@ from sqlglot import exp
 from tether.config import PII_SELECTOR, USER_TEMPLATE, Project
 from tether.context.profile import ProductProfile
 from tether.errors import ConfigError, TetherError
+from tether.profiling.statements import fill, piece, relation_slot
 from tether.sources import Source, open_product_source
 
 Loc = tuple[str | int, ...]
@@ -85,14 +87,22 @@ def restricted_name_columns(facts: Facts) -> list[Problem]:
 
 
 def row_filters_compile(facts: Facts) -> list[Problem]:
-    """Each row filter, compiled by the product's own engine (values as NULL, no rows read)."""
-    out = []
+    """Each row filter, compiled by the product's own engine (values as NULL, no rows read):
+    all of a source's at once, and one by one only when that fails, to name which."""
     config = facts.project.config
+    filters: dict[str, list[tuple[Loc, str, str]]] = {}
     for rname, role in config.policies.roles.items():
         for product, template in role.row_filters.items():
             if product not in facts.columns:
                 continue
             loc: Loc = ("policies", "roles", rname, "row_filters", product)
+            filters.setdefault(facts.project.source_name(product), []).append(
+                (loc, product, template))
+    out = []
+    for group in filters.values():
+        if _compile_all(facts, [(product, template) for _loc, product, template in group]):
+            continue
+        for loc, product, template in group:
             problem = _compile(facts, product, _row_filter(template))
             if problem:
                 out.append(Problem(loc, f"the row filter on {product} does not compile on its "
@@ -103,8 +113,42 @@ def row_filters_compile(facts: Facts) -> list[Problem]:
 def _row_filter(template: str) -> Callable[[str], exp.Expr]:
     """A row filter as a condition to compile, its user values as NULL."""
     def build(dialect: str) -> exp.Expr:
-        return sqlglot.parse_one(USER_TEMPLATE.sub("NULL", template), read=dialect)
+        return _parsed(USER_TEMPLATE.sub("NULL", template), dialect).copy()
     return build
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(sql: str, dialect: str) -> exp.Expr:
+    """Parsed once per text and dialect (callers copy): a role's filter repeats on many tables."""
+    return sqlglot.parse_one(sql, read=dialect)
+
+
+def _probe(facts: Facts, src: Source, product: str, condition: exp.Expr) -> exp.Select:
+    return exp.select("1").from_(_base(src, facts.project, product)).where(condition).limit(0)
+
+
+def _compile_all(facts: Facts, filters: list[tuple[str, str]]) -> bool:
+    """Whether every (product, row filter) compiles, in one statement for products of one
+    source (each a branch reading no rows)."""
+    if len(filters) < 2:
+        return False  # one: compiled alone, with its reason
+    try:
+        src = facts.source(filters[0][0])
+
+        def branch(product: str, template: str) -> str:
+            # rendered once per condition (a role's filter repeats on many tables), then filled
+            # with each product's relation; joined as text, since a UNION thousands deep is
+            # too deep for the generator
+            cond = _row_filter(template)
+            text = piece(src, ("row filter", template), lambda: exp.select("1").from_(
+                exp.select("1").from_(relation_slot()).where(cond(src.dialect)).limit(0)
+                .subquery("q")))
+            return fill(src, text, {"rel": src.render(_base(src, facts.project, product))})
+
+        src.run(" UNION ALL ".join(branch(product, template) for product, template in filters))
+    except (sqlglot.errors.SqlglotError, TetherError):
+        return False
+    return True
 
 
 def _base(src: Source, project: Project, product: str) -> exp.Expr:
@@ -121,9 +165,7 @@ def _compile(facts: Facts, product: str, condition: Callable[[str], exp.Expr],
     product, on its own engine with no rows read; None when it does."""
     try:
         src = facts.source(product)
-        query = exp.select("1").from_(_base(src, facts.project, product)).where(
-            condition(src.dialect)).limit(0)
-        src.run(src.render(query), params)
+        src.run(src.render(_probe(facts, src, product, condition(src.dialect))), params)
     except sqlglot.errors.SqlglotError as e:
         return f"it does not parse ({str(e).splitlines()[0]})"
     except TetherError as e:

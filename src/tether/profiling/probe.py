@@ -17,7 +17,10 @@ import contextlib
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from sqlglot import exp
@@ -26,6 +29,7 @@ from tether.config import Project
 from tether.context.profile import ProductProfile
 from tether.errors import TetherError
 from tether.profiling.profile import _aliased, _col, _relation, profile_product
+from tether.profiling.statements import fill, piece, relation_slot, slot
 from tether.sources import Source, open_product_source
 
 PROFILE_KEY = "profile:"  # the check state keeps each product's last profile and probe here
@@ -83,7 +87,7 @@ def _tracked(prof: ProductProfile | None) -> list[str]:
 
 
 def probe_source(project: Project, src: Source, names: Sequence[str],
-                 cache: Cache) -> dict[str, dict[str, Any]]:
+                 cache: Cache, profiled: Collection[str] = ()) -> dict[str, dict[str, Any]]:
     """{product: {catalog, rows, newest, checksum}} for products on one source, two queries.
     Each product's branch of the aggregate is rendered once per shape and kept in the cache."""
     relations = {n: _relation(src, project.product(n), n) for n in names}
@@ -96,20 +100,19 @@ def probe_source(project: Project, src: Source, names: Sequence[str],
         # checksum the columns the last profile tracked, unless the schema moved (then the
         # product is profiled again anyway, and those columns may be gone)
         same = sig is not None and sig == (entry.get("probe") or {}).get("catalog")
-        tracked = entry.get("tracked", []) if same else []
+        tracked = entry.get("tracked", []) if same or n in profiled else []
         ts = project.product(n).timestamp_column()
         shape = [rel.sql(dialect=src.dialect), tracked, ts]
         kept = entry.get("probe_sql") or {}
         if kept.get("shape") == shape:
             branches[n] = kept["sql"]
             continue
-        sums = src.checksum([_col(c) for c in tracked]) if tracked else None
-        branches[n] = src.render(exp.select(
-            exp.Literal.string(n).as_("product"),
-            exp.func("COUNT", exp.Star()).as_("n"),
-            exp.cast(exp.func("MAX", _col(ts)) if ts else exp.Null(), _TEXT).as_("newest"),
-            exp.cast(sums if sums is not None else exp.Null(), _TEXT).as_("checksum"),
-            copy=False).from_(_aliased(rel), copy=False))
+        slots = {str(i): src.render(_col(c)) for i, c in enumerate(tracked)}
+        slots.update(rel=src.render(_aliased(rel)), product=src.render(exp.Literal.string(n)))
+        if ts:
+            slots["ts"] = src.render(_col(ts))
+        branches[n] = fill(src, piece(src, ("probe", len(tracked), bool(ts)),
+                                      partial(_probe_branch, src, len(tracked), bool(ts))), slots)
         if n in cache:
             cache[n]["probe_sql"] = {"shape": shape, "sql": branches[n]}
     rows: list[tuple[Any, ...]] = []
@@ -125,6 +128,33 @@ def probe_source(project: Project, src: Source, names: Sequence[str],
         out[product] = {"catalog": signatures.get(rel.name) if isinstance(rel, exp.Table) else None,
                         "rows": int(count), "newest": newest, "checksum": checksum}
     return out
+
+
+WORKERS = max(1, min(4, os.cpu_count() or 1))
+"""Products profiled at once: while one waits on the engine, another's statements are written
+and its results read (the engine runs each statement on its own threads as well)."""
+
+
+def _profiled(project: Project, src: Source, names: list[str], note: Callable[[str], None]
+              ) -> dict[str, ProductProfile]:
+    """Full profiles of ``names`` (in that order), several at once; the first product that
+    fails, in that order, raises as it would alone."""
+    if len(names) < 2 or WORKERS == 1:
+        return {n: profile_product(project, n, source=src, progress=note) for n in names}
+    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="tether-profile") as pool:
+        done = pool.map(lambda n: profile_product(project, n, source=src, progress=note), names)
+        return dict(zip(names, done, strict=True))
+
+
+def _probe_branch(src: Source, tracked: int, ts: bool) -> exp.Expr:
+    """One product's probe (slots: its name, its columns, its time and its relation)."""
+    sums = src.checksum([slot(i) for i in range(tracked)]) if tracked else None
+    return exp.select(
+        slot("product").as_("product"),
+        exp.func("COUNT", exp.Star()).as_("n"),
+        exp.cast(exp.func("MAX", slot("ts")) if ts else exp.Null(), _TEXT).as_("newest"),
+        exp.cast(sums if sums is not None else exp.Null(), _TEXT).as_("checksum"),
+        copy=False).from_(relation_slot(), copy=False)
 
 
 def _reusable(entry: dict[str, Any], probe: dict[str, Any] | None, key: str,
@@ -155,31 +185,51 @@ def profile_changed(
     for _, members in by_source.items():
         src = open_product_source(project, members[0])
         try:
-            note(f"probing {len(members)} products")
-            probes = probe_source(project, src, members, cache)
-            post: list[str] = []
-            for n in members:
-                key, entry = config_key(project, n, shared), cache.get(n)
-                if not full and entry is not None and _reusable(entry, probes.get(n), key, now):
-                    profiles[n] = ProductProfile.model_validate(entry["profile"])
-                    new_cache[n] = entry
-                    continue
-                prof = profile_product(project, n, source=src, progress=note)
-                profiles[n], new_cache[n] = prof, {
-                    "key": key, "recheck_by": recheck_by(project, prof),
-                    "profile": prof.model_dump(mode="json"), "probe": probes.get(n),
-                    "tracked": _tracked(prof)}
-                redone.append(n)
-                if _tracked(prof) != (entry or {}).get("tracked"):
-                    post.append(n)  # the probed checksum covered other columns: probe again
-            if post:
-                after = probe_source(project, src, post, new_cache)
-                for n, p in after.items():
-                    # rows moved between the profile and this probe: keep no probe, so the next
-                    # check profiles again rather than trust a profile of older data
-                    new_cache[n]["probe"] = p if p["rows"] == profiles[n].row_count else None
-                for n in set(post) - set(after):
-                    new_cache[n]["probe"] = None
+            with src.catalog_read():
+                redone += _profile_members(project, src, members, cache, full, shared, now,
+                                           profiles, new_cache, note)
         finally:
             src.close()
     return [profiles[n] for n in names], new_cache, redone
+
+
+def _profile_members(project: Project, src: Source, members: list[str], cache: Cache,
+                     full: bool, shared: str, now: dt.datetime,
+                     profiles: dict[str, ProductProfile], new_cache: Cache,
+                     note: Callable[[str], None]) -> list[str]:
+    """Probe and (where needed) profile the products of one source; the names profiled."""
+    redone: list[str] = []
+    note(f"probing {len(members)} products")
+    # nothing profiled before: every product is profiled, then probed with the columns its
+    # profile tracks (below), so a probe now would be thrown away
+    probes = probe_source(project, src, members, cache) if any(
+        n in cache for n in members) else {}
+    post: list[str] = []
+    keys = {n: config_key(project, n, shared) for n in members}
+    todo = [n for n in members if full or cache.get(n) is None
+            or not _reusable(cache[n], probes.get(n), keys[n], now)]
+    fresh = _profiled(project, src, todo, note)
+    for n in members:
+        key, entry = keys[n], cache.get(n)
+        if n not in fresh:
+            assert entry is not None
+            profiles[n] = ProductProfile.model_validate(entry["profile"])
+            new_cache[n] = entry
+            continue
+        prof = fresh[n]
+        profiles[n], new_cache[n] = prof, {
+            "key": key, "recheck_by": recheck_by(project, prof),
+            "profile": prof.model_dump(mode="json"), "probe": probes.get(n),
+            "tracked": _tracked(prof)}
+        redone.append(n)
+        if _tracked(prof) != (entry or {}).get("tracked"):
+            post.append(n)  # the probed checksum covered other columns: probe again
+    if post:
+        after = probe_source(project, src, post, new_cache, profiled=fresh)
+        for n, p in after.items():
+            # rows moved between the profile and this probe: keep no probe, so the next
+            # check profiles again rather than trust a profile of older data
+            new_cache[n]["probe"] = p if p["rows"] == profiles[n].row_count else None
+        for n in set(post) - set(after):
+            new_cache[n]["probe"] = None
+    return redone

@@ -5,19 +5,24 @@ Two queries per product, whatever its size, and a third only when a format is pl
 2. one scan counting the values that fit each format plausible at both min and max (uuid,
    email, ...); skipped when no format is plausible, as is usual for fact tables;
 3. one scan with GROUPING SETS over the low-cardinality columns (value counts and the newest
-   timestamp per value), ranked in the engine so only the top values come back.
-No rows are pulled into Python: only aggregates.
+   timestamp per value), ranked in the engine so only the top values come back (not ranked
+   when every such column has few values: they all come back anyway). A column too varied to
+   be an enum whose values mostly occur once (a key, an email) gets no value counts.
+No rows are pulled into Python: only aggregates. The statements are assembled from pieces
+rendered once per engine (statements.py): at thousands of tables, building a sqlglot AST per
+statement cost more than running it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import difflib
 import uuid
 import zoneinfo
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Sequence
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import sqlglot
@@ -30,6 +35,7 @@ from tether.errors import ProductError, TetherError
 from tether.profiling.enums import enum_candidates
 from tether.profiling.fingerprint import schema_fingerprint
 from tether.profiling.formats import DEFAULT_FORMATS, FormatCheck, native_formats
+from tether.profiling.statements import fill, piece, relation_slot, slot
 from tether.profiling.units import unit_hints
 from tether.sources import Source, open_product_source
 
@@ -44,15 +50,6 @@ _ORDERED_KINDS: frozenset[TypeKind] = frozenset(
 )
 _NUMERIC_KINDS: frozenset[TypeKind] = frozenset({"integer", "decimal", "float"})
 ALIAS = "p"
-
-
-@dataclass
-class _Stat:
-    """One aggregate of the scalar scan: which column and which statistic it measures."""
-
-    column: int
-    stat: str
-    expr: exp.Expr
 
 
 def profile_product(
@@ -79,17 +76,22 @@ def profile_product(
         _check_declared(project, name, product, columns)
         leaves = [leaf for c in columns for leaf in c.leaves()]
         note(f"{name}: scanning {len(leaves)} columns")
-        row_count, scalar = _scalar_pass(src, relation, leaves)
-        _format_pass(src, relation, leaves, scalar, formats)
+        refs = _refs(src, leaves)
+        row_count, scalar = _scalar_pass(src, relation, leaves, refs)
+        _format_pass(src, relation, leaves, refs, scalar, formats)
         ts = product.timestamp_column()
         cfg = project.config.profiling
         groupable = [
             i for i, c in enumerate(leaves)
             if c.kind in _DISTINCT_KINDS and c.name != ts
             and (scalar[i].get("distinct") or 0) <= cfg.exact_distinct_below
+            and not nearly_unique(c, scalar[i], cfg)
         ]
+        keep = max(cfg.top_values, cfg.enum_max_values + 1)
+        few = all((scalar[i].get("distinct") or 0) <= keep for i in groupable)
         note(f"{name}: counting values of {len(groupable)} low-cardinality columns")
-        groups = _group_pass(src, relation, leaves, groupable, ts, cfg, row_count)
+        ts_ref = src.render(_col(ts)) if ts else None
+        groups = _group_pass(src, relation, refs, groupable, ts_ref, cfg, row_count, few)
         conditional = _conditional_as_of(project, src, relation, name)
     finally:
         if own:
@@ -116,18 +118,17 @@ def profile_project(
 ) -> list[ProductProfile]:
     """Profile the named products (default: all, in tether.yaml order)."""
     names = list(products or project.config.products)
-    sources: dict[str, Source] = {}  # one connection per source, not per product
-    try:
+    sources: dict[str, Source] = {}  # one connection (and catalog read) per source
+    with contextlib.ExitStack() as stack:
         out = []
         for n in names:
             key = project.source_name(n)
             if key not in sources:
                 sources[key] = open_product_source(project, n)
+                stack.callback(sources[key].close)
+                stack.enter_context(sources[key].catalog_read())
             out.append(profile_product(project, n, source=sources[key], progress=progress))
         return out
-    finally:
-        for s in sources.values():
-            s.close()
 
 
 # --- relation and declared columns ---------------------------------------------------------------
@@ -180,47 +181,69 @@ def _col(name: str) -> exp.Expr:
 # --- pass 1: scalar statistics -------------------------------------------------------------------
 
 
-def _scalar_stats(i: int, c: Column, dialect: str) -> list[_Stat]:
-    ref = _col(c.name)
-    stats = [_Stat(i, "non_null", exp.func("COUNT", ref))]
-    if c.kind in _DISTINCT_KINDS:
+def _stat_expr(stat: str, dialect: str) -> exp.Expr:
+    """One statistic of one column (slot 0)."""
+    ref = slot(0)
+    if stat == "distinct":
         if dialect == "duckdb":
-            distinct: exp.Expr = exp.func("APPROX_COUNT_DISTINCT", ref)
-        else:  # core PostgreSQL has no approximate distinct aggregate: exact it is
-            distinct = exp.Count(this=exp.Distinct(expressions=[ref.copy()]))
-        stats.append(_Stat(i, "distinct", distinct))
+            return exp.func("APPROX_COUNT_DISTINCT", ref)
+        return exp.Count(this=exp.Distinct(expressions=[ref]))  # core PostgreSQL: exact
+    return exp.func({"non_null": "COUNT", "min": "MIN", "max": "MAX"}[stat], ref)
+
+
+def _scalar_stats(c: Column) -> list[str]:
+    stats = ["non_null"]
+    if c.kind in _DISTINCT_KINDS:
+        stats.append("distinct")
     if c.kind in _ORDERED_KINDS:
-        stats.append(_Stat(i, "min", exp.func("MIN", ref.copy())))
-        stats.append(_Stat(i, "max", exp.func("MAX", ref.copy())))
+        stats += ["min", "max"]
     return stats
 
 
-def _run_stats(src: Source, relation: exp.Expr, stats: list[_Stat]) -> tuple[Any, ...]:
-    select = exp.select(
-        exp.func("COUNT", exp.Star()).as_("n"),
-        *[s.expr.as_(f"s{k}", copy=False) for k, s in enumerate(stats)],
-        copy=False,
-    ).from_(_aliased(relation), copy=False)
-    return src.query(select)[0]
+def _run_stats(src: Source, relation: exp.Expr, refs: list[str],
+               stats: Sequence[tuple[int, str, Hashable, Callable[[], exp.Expr]]]
+               ) -> tuple[Any, ...]:
+    """``SELECT COUNT(*), <one aggregate per stat>`` over the relation, each aggregate a piece
+    rendered once per engine: (column index, name, piece key, its builder)."""
+    frame = piece(src, "frame", lambda: exp.select(
+        exp.func("COUNT", exp.Star()).as_("n"), slot("items")).from_(relation_slot()))
+    items = ", ".join(
+        fill(src, piece(src, key, build), {"0": refs[i]}) + f" AS s{k}"
+        for k, (i, _stat, key, build) in enumerate(stats))
+    sql = fill(src, frame, {"items": items, "rel": src.render(_aliased(relation))})
+    return src.run(sql)[0]
+
+
+def _refs(src: Source, leaves: list[Column]) -> list[str]:
+    """Each leaf's reference (``p."a"``, ``p."a"."b"``) as the source writes it."""
+    return [src.render(_col(c.name)) for c in leaves]
 
 
 def _scalar_pass(
-    src: Source, relation: exp.Expr, leaves: list[Column]
+    src: Source, relation: exp.Expr, leaves: list[Column], refs: list[str]
 ) -> tuple[int, list[dict[str, Any]]]:
-    stats = [s for i, c in enumerate(leaves) for s in _scalar_stats(i, c, src.dialect)]
-    row = _run_stats(src, relation, stats)
+    d = src.dialect
+    stats = [(i, stat, ("stat", stat), partial(_stat_expr, stat, d))
+             for i, c in enumerate(leaves) for stat in _scalar_stats(c)]
+    row = _run_stats(src, relation, refs, stats)
     out: list[dict[str, Any]] = [{} for _ in leaves]
-    for s, value in zip(stats, row[1:], strict=True):
-        out[s.column][s.stat] = value
-        if s.stat == "distinct":
-            out[s.column]["distinct_exact"] = src.dialect != "duckdb"
+    for (i, stat, _k, _b), value in zip(stats, row[1:], strict=True):
+        out[i][stat] = value
+        if stat == "distinct":
+            out[i]["distinct_exact"] = d != "duckdb"
     return int(row[0]), out
+
+
+def _format_count(f: FormatCheck, dialect: str) -> exp.Expr:
+    return exp.func("SUM", exp.If(this=f.condition(slot(0), dialect), true=exp.Literal.number(1),
+                                  false=exp.Literal.number(0)))
 
 
 def _format_pass(
     src: Source,
     relation: exp.Expr,
     leaves: list[Column],
+    refs: list[str],
     scalar: list[dict[str, Any]],
     formats: Sequence[FormatCheck],
 ) -> None:
@@ -230,35 +253,31 @@ def _format_pass(
         lo, hi = scalar[i].get("min"), scalar[i].get("max")
         for f in formats:
             if c.kind in f.kinds and lo is not None and f.plausible(lo) and f.plausible(hi):
-                cond = f.condition(_col(c.name), src.dialect)
-                count = exp.func("SUM", exp.If(this=cond, true=exp.Literal.number(1),
-                                               false=exp.Literal.number(0)))
-                stats.append(_Stat(i, f"format:{f.name}", count))
+                stats.append((i, f"format:{f.name}", ("format", f.name, f.predicate(src.dialect)),
+                              partial(_format_count, f, src.dialect)))
     if not stats:
         return
-    row = _run_stats(src, relation, stats)
-    for s, value in zip(stats, row[1:], strict=True):
-        scalar[s.column][s.stat] = value
+    row = _run_stats(src, relation, refs, stats)
+    for (i, stat, _k, _b), value in zip(stats, row[1:], strict=True):
+        scalar[i][stat] = value
 
 
 # --- pass 2: value counts of low-cardinality columns ---------------------------------------------
 
 
-def _group_pass(
-    src: Source,
-    relation: exp.Expr,
-    leaves: list[Column],
-    groupable: list[int],
-    ts: str | None,
-    cfg: ProfilingConfig,
-    row_count: int,
-) -> dict[int, tuple[int, list[tuple[str | None, int, Any]]]]:
-    """{column index: (exact distinct count, [(value as text, count, last_seen)])}."""
-    if not groupable or row_count == 0:
-        return {}
-    keep = max(cfg.top_values, cfg.enum_max_values + 1)
-    refs = [_col(leaves[i].name) for i in groupable]
-    last_seen = exp.func("MAX", _col(ts)) if ts else exp.Null()
+def nearly_unique(c: Column, stats: dict[str, Any], cfg: ProfilingConfig) -> bool:
+    """Too many distinct values to be an enum, and on average fewer than two rows each: value
+    counts would say nothing (a key, an email, an amount), so none are taken."""
+    distinct, non_null = int(stats.get("distinct") or 0), int(stats.get("non_null") or 0)
+    return c.kind != "boolean" and distinct > 2 * cfg.enum_max_values and 2 * distinct > non_null
+
+
+def _ranked_statement(n: int, ts: bool, keep: int) -> exp.Expr:
+    """Value counts of slots 0..n-1 (and the newest slot ``ts`` per value) in one GROUPING
+    SETS scan, ranked in the engine: only each column's top ``keep`` values come back, with
+    the number of its values."""
+    refs = [slot(k) for k in range(n)]
+    last_seen = exp.func("MAX", slot("ts")) if ts else exp.Null()
     grouped = (
         exp.select(
             *[r.copy().as_(f"v{k}") for k, r in enumerate(refs)],
@@ -266,7 +285,7 @@ def _group_pass(
             exp.func("COUNT", exp.Star()).as_("n"),
             last_seen.as_("last_seen"),
         )
-        .from_(_aliased(relation), copy=False)
+        .from_(relation_slot(), copy=False)
         .group_by(exp.GroupingSets(expressions=[exp.Paren(this=r.copy()) for r in refs]),
                   copy=False)
     )
@@ -278,39 +297,89 @@ def _group_pass(
             exp.column("n"),
             exp.column("last_seen"),
         ).from_("g", copy=False).where(exp.column(f"g{k}").eq(0), copy=False)
-        for k in range(len(refs))
+        for k in range(n)
     ]
     union: exp.Query = branches[0]
     for b in branches[1:]:
         union = exp.union(union, b, distinct=False, copy=False)
-    ranked = exp.select(
+    order = [exp.Ordered(this=exp.column("value").is_(exp.null())),
+             exp.Ordered(this=exp.column("n"), desc=True), exp.Ordered(this=exp.column("value"))]
+    ranked_rows = exp.select(
         "col", "value", "n", "last_seen",
         exp.Window(this=exp.func("COUNT", exp.column("value")),
                    partition_by=[exp.column("col")]).as_("nd"),
-        exp.Window(
-            this=exp.func("ROW_NUMBER"),
-            partition_by=[exp.column("col")],
-            order=exp.Order(expressions=[
-                exp.Ordered(this=exp.column("value").is_(exp.null())),
-                exp.Ordered(this=exp.column("n"), desc=True),
-                exp.Ordered(this=exp.column("value")),
-            ]),
-        ).as_("rk"),
+        exp.Window(this=exp.func("ROW_NUMBER"), partition_by=[exp.column("col")],
+                   order=exp.Order(expressions=order)).as_("rk"),
     ).from_("u", copy=False)
-    query = (
+    return (
         exp.select("col", "value", "n", "last_seen", "nd")
         .from_("r", copy=False)
         .where(exp.column("rk") <= keep, copy=False)
         .with_("g", as_=grouped, copy=False)
         .with_("u", as_=union, copy=False)
-        .with_("r", as_=ranked, copy=False)
+        .with_("r", as_=ranked_rows, copy=False)
         .order_by("col", "rk", copy=False)
     )
+
+
+def _few_branch(k: int, ts: bool) -> exp.Expr:
+    """The value counts of slot ``k`` alone (one branch of :func:`_few_statement`)."""
+    return exp.select(
+        exp.Literal.number(k).as_("col"),
+        exp.cast(slot(k), exp.DataType.build("TEXT")).as_("value"),
+        exp.func("COUNT", exp.Star()).as_("n"),
+        (exp.func("MAX", slot("ts")) if ts else exp.Null()).as_("last_seen"),
+    ).from_(relation_slot(), copy=False).group_by(slot(k), copy=False)
+
+
+def _few_statement(src: Source, n: int, ts: bool) -> str:
+    """Every value of slots 0..n-1, ranked as :func:`_ranked_statement` ranks them, for
+    columns known to have few values: a GROUP BY each, which on small tables costs a third of
+    the one GROUPING SETS scan. The branches are joined as text (each a piece), so a table of
+    hundreds of such columns is no UNION too deep to render."""
+    frame = piece(src, ("few", "frame"), lambda: exp.select("col", "value", "n", "last_seen")
+                  .from_(relation_slot("union"))
+                  .order_by(exp.column("col"), exp.Ordered(this=exp.column("value").is_(
+                      exp.null())), exp.Ordered(this=exp.column("n"), desc=True),
+                      exp.column("value")))
+    union = " UNION ALL ".join(piece(src, ("few", k, ts), partial(_few_branch, k, ts))
+                               for k in range(n))
+    return fill(src, frame, {"union": f"({union}) AS u"}, keep=True)
+
+
+def _group_pass(
+    src: Source,
+    relation: exp.Expr,
+    refs: list[str],
+    groupable: list[int],
+    ts_ref: str | None,
+    cfg: ProfilingConfig,
+    row_count: int,
+    few: bool,
+) -> dict[int, tuple[int, list[tuple[str | None, int, Any]]]]:
+    """{column index: (exact distinct count, [(value as text, count, last_seen)])}, the
+    values in rank order (not null first, most rows first, then by value), at most ``keep``
+    a column. ``few``: every column is known to have few values, so the engine need not rank
+    them (the same rows come back either way)."""
+    if not groupable or row_count == 0:
+        return {}
+    keep = max(cfg.top_values, cfg.enum_max_values + 1)
+    n, ts = len(groupable), ts_ref is not None
+    text = (_few_statement(src, n, ts) if few else
+            piece(src, ("ranked", n, ts, keep), partial(_ranked_statement, n, ts, keep)))
+    slots = {str(k): refs[i] for k, i in enumerate(groupable)}
+    slots["rel"] = src.render(_aliased(relation))
+    if ts_ref is not None:
+        slots["ts"] = ts_ref
     result: dict[int, tuple[int, list[tuple[str | None, int, Any]]]] = {}
-    for col, value, n, seen, nd in src.query(query):
+    for row in src.run(fill(src, text, slots)):
+        col, value, count, seen = row[:4]
         idx = groupable[int(col)]
-        _, values = result.setdefault(idx, (int(nd), []))
-        values.append((value, int(n), seen))
+        _, values = result.setdefault(idx, (int(row[4]) if len(row) > 4 else 0, []))
+        values.append((value, int(count), seen))
+    if few:  # what the engine would have ranked: the same order, cut at keep
+        result = {i: (sum(v[0] is not None for v in values), values[:keep])
+                  for i, (_, values) in result.items()}
     return result
 
 

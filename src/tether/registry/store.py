@@ -158,13 +158,12 @@ class Registry:
                           "VALUES (:id, :at, :rule, :tools)"),
                   {"id": pid, "at": stamp, "rule": rule,
                    "tools": json.dumps(sorted(v.name for v in versions))})
-        for v in versions:
-            c.execute(sa.text(
-                "INSERT INTO tool_versions (name, version, publication, content_hash, "
-                "definition, plan, published_at) VALUES (:n, :v, :p, :h, :d, :pl, :at)"),
-                {"n": v.name, "v": v.version, "p": pid, "h": content_hash(v.definition),
-                 "d": json.dumps(v.definition, sort_keys=True), "pl": json.dumps(v.plan),
-                 "at": stamp})
+        c.execute(sa.text(  # one statement, many rows: thousands of tools publish at once
+            "INSERT INTO tool_versions (name, version, publication, content_hash, "
+            "definition, plan, published_at) VALUES (:n, :v, :p, :h, :d, :pl, :at)"),
+            [{"n": v.name, "v": v.version, "p": pid, "h": content_hash(v.definition),
+              "d": json.dumps(v.definition, sort_keys=True), "pl": json.dumps(v.plan),
+              "at": stamp} for v in versions])
         return pid
 
     def latest_publication(self) -> int:
@@ -222,15 +221,16 @@ class Registry:
                 c.execute(sa.text("DELETE FROM check_state"))
             for k in set(saved) - set(texts):
                 c.execute(sa.text("DELETE FROM check_state WHERE key = :k"), {"k": k})
-            for k, text in texts.items():
-                if k in saved and saved[k] == text:
-                    continue
-                if k in saved:
-                    c.execute(sa.text("UPDATE check_state SET value = :v, updated_at = :at "
-                                      "WHERE key = :k"), {"k": k, "v": text, "at": stamp})
-                else:
-                    c.execute(sa.text("INSERT INTO check_state (key, value, updated_at) "
-                                      "VALUES (:k, :v, :at)"), {"k": k, "v": text, "at": stamp})
+            changed = [{"k": k, "v": text, "at": stamp} for k, text in texts.items()
+                       if k in saved and saved[k] != text]
+            added = [{"k": k, "v": text, "at": stamp} for k, text in texts.items()
+                     if k not in saved]
+            if changed:
+                c.execute(sa.text("UPDATE check_state SET value = :v, updated_at = :at "
+                                  "WHERE key = :k"), changed)
+            if added:
+                c.execute(sa.text("INSERT INTO check_state (key, value, updated_at) "
+                                  "VALUES (:k, :v, :at)"), added)
         self._saved = texts
 
     def add_events(self, events: list[dict[str, Any]]) -> list[int]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import difflib
 import re
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +109,13 @@ class Source(ABC):
     @abstractmethod
     def describe(self, relation: exp.Expr, label: str) -> list[Column]:
         """Columns of a table (exp.Table) or a query (exp.Subquery)."""
+
+    @contextlib.contextmanager
+    def catalog_read(self) -> Iterator[None]:
+        """Within it, :meth:`describe` of a table may answer from one read of the whole
+        catalog, taken on entry (engines that can: thousands of tables described one by one
+        cost more than profiling them). Outside it, every describe reads the catalog anew."""
+        yield
 
     @abstractmethod
     def primary_key(self, table: str) -> list[str]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import functools
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,7 @@ class DuckDBSource(Source):
             ) from None
         self.schema = schema
         self.path = path
+        self._catalog: dict[tuple[str, str], list[Column]] | None = None
         if schema:
             self.con.execute(f"SET schema = '{schema.replace(chr(39), '')}'")
 
@@ -115,9 +119,43 @@ class DuckDBSource(Source):
         ).fetchall()
         return list(rows[0][0]) if rows else []
 
-    def describe(self, relation: exp.Expr, label: str) -> list[Column]:
+    @contextlib.contextmanager
+    def catalog_read(self) -> Iterator[None]:
+        rows = self.con.execute(
+            "SELECT schema_name, table_name, column_name, data_type, is_nullable "
+            "FROM duckdb_columns() WHERE database_name = current_database() "
+            "ORDER BY schema_name, table_name, column_index").fetchall()
+        catalog: dict[tuple[str, str], list[Column]] = {}
+        for schema, table, column, type_name, nullable in rows:
+            catalog.setdefault((schema, table), []).append(
+                _column(column, self._type(type_name), nullable=bool(nullable)))
+        self._catalog = catalog
         try:
-            rel = self.con.sql(f"SELECT * FROM {relation.sql(dialect='duckdb')} LIMIT 0")
+            yield
+        finally:
+            self._catalog = None
+
+    @functools.lru_cache(maxsize=512)  # noqa: B019 - a few type names, for the source's life
+    def _type(self, name: str) -> Any:
+        return self.con.sqltype(name)
+
+    def describe(self, relation: exp.Expr, label: str) -> list[Column]:
+        if isinstance(relation, exp.Table) and self._catalog is not None:
+            found = self._catalog.get((relation.db or self.schema or "main", relation.name))
+            if found is not None:
+                return list(found)
+        cur = self.con.cursor()  # its own connection: profiles are described from threads
+        try:
+            if self.schema:
+                cur.execute(f"SET schema = '{self.schema.replace(chr(39), '')}'")
+            return self._describe(cur, relation, label)
+        finally:
+            cur.close()
+
+    def _describe(self, cur: Any, relation: exp.Expr, label: str) -> list[Column]:
+        try:
+            rel = cur.sql(f"SELECT * FROM {relation.sql(dialect='duckdb')} LIMIT 0")
+            names, types = rel.columns, rel.types
         except duckdb.CatalogException:
             raise ProductError(
                 f"{label}: table {relation.sql(dialect='duckdb')} does not exist in source "
@@ -128,16 +166,20 @@ class DuckDBSource(Source):
             raise ProductError(f"{label}: the source rejected it: {e}") from None
         not_null: set[str] = set()
         if isinstance(relation, exp.Table):
-            rows = self.con.execute(
-                "SELECT column_name FROM duckdb_columns() WHERE table_name = $t "
-                "AND schema_name = $s AND NOT is_nullable AND database_name = current_database()",
-                {"t": relation.name, "s": relation.db or self.schema or "main"},
-            ).fetchall()
+            # the table's own catalog entry: duckdb_columns() filtered by name reads every
+            # column of every table (4.5 ms a table at 1,000 tables; this is 0.5 ms at any size)
+            bare = relation.copy()
+            bare.set("alias", None)
+            try:
+                rows = cur.execute(
+                    'SELECT name FROM pragma_table_info($t) WHERE "notnull"',
+                    {"t": bare.sql(dialect="duckdb")},
+                ).fetchall()
+            except duckdb.Error as e:
+                raise ProductError(f"{label}: the source rejected it: {e}") from None
             not_null = {r[0] for r in rows}
-        return [
-            _column(n, t, nullable=n not in not_null)
-            for n, t in zip(rel.columns, rel.types, strict=True)
-        ]
+        return [_column(n, t, nullable=n not in not_null)
+                for n, t in zip(names, types, strict=True)]
 
     def catalog_signatures(self, tables: list[exp.Table]) -> dict[str, str]:
         names = {(t.db or self.schema or "main", t.name) for t in tables}

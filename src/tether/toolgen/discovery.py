@@ -149,11 +149,26 @@ def listed(config: TetherConfig, tools: Iterable[tuple[str, dict[str, Any], Quer
     tools = list(tools)
     listings = {p.product: n for n, _d, p in tools if p.kind == "list" and p.product}
     listing_names = {n for n, _d, p in tools if p.kind == "list"}  # a renamed one's too
-    sizes = {n: tool_tokens(d) for n, d, _p in tools}
+    definitions = {n: d for n, d, _p in tools}
+    sizes: dict[str, int] = {}
+
+    def size(name: str) -> int:  # tokenised when needed: a list over budget stops counting
+        if name not in sizes:
+            sizes[name] = tool_tokens(definitions[name])
+        return sizes[name]
+
+    def fits(names: set[str]) -> bool:
+        total = 0
+        for n in sorted(names):
+            total += size(n)
+            if total > budget:
+                return False
+        return True
+
     discovery_only = {n for n, _d, p in tools if p.kind in ("search", "rows")}
-    everything = {n for n in sizes if n not in discovery_only}
+    everything = {n for n in definitions if n not in discovery_only}
     route: Literal["dedicated", "discovery", "mixed"]
-    if chosen == "all" or (chosen is None and sum(sizes[n] for n in everything) <= budget):
+    if chosen == "all" or (chosen is None and fits(everything)):
         names, route = everything, "dedicated"
     else:
         wanted = [] if chosen in (None, "none") else list(chosen)
@@ -167,9 +182,9 @@ def listed(config: TetherConfig, tools: Iterable[tuple[str, dict[str, Any], Quer
                     hint=f"Name products from products: ({', '.join(sorted(listings)[:8])}"
                     f"{', ...' if len(listings) > 8 else ''}).")
             dedicated.add(name)
-        names = {n for n in sizes if n not in listing_names or n in dedicated}
+        names = {n for n in definitions if n not in listing_names or n in dedicated}
         route = "mixed" if dedicated else "discovery"
-    total = sum(sizes[n] for n in names)
+    total = sum(size(n) for n in names)
     if total > budget:
         raise ConfigError(
             f"the tool list would hold {total:,} tokens ({len(names)} tools), over "

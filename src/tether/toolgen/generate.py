@@ -62,6 +62,32 @@ class Ctx:
     project: Project
     profiles: dict[str, ProductProfile]
     tool_names: dict[str, str] = field(default_factory=dict)  # product or metric -> tool name
+    _metric_reads: dict[str, list[str]] | None = None
+    _keyed_by: dict[tuple[str, ...], list[str]] | None = None
+    _prefixes: dict[tuple[str, ...], list[str]] | None = None
+
+    def metric_reads(self) -> dict[str, list[str]]:
+        """{metric: the products it reads}, parsed once (not once per product that asks)."""
+        if self._metric_reads is None:
+            self._metric_reads = {n: _metric_products(m) for n, m in self.config.metrics.items()}
+        return self._metric_reads
+
+    def keyed_by(self, key: tuple[str, ...]) -> list[str]:
+        """Products whose primary key is exactly ``key``, in tether.yaml order."""
+        if self._keyed_by is None:
+            self._keyed_by = {}
+            for n, p in self.config.products.items():
+                self._keyed_by.setdefault(tuple(p.primary_key), []).append(n)
+        return self._keyed_by.get(key, [])
+
+    def extending(self, key: tuple[str, ...]) -> list[str]:
+        """Products whose primary key starts with ``key`` and is longer, in tether.yaml order."""
+        if self._prefixes is None:
+            self._prefixes = {}
+            for n, p in self.config.products.items():
+                for k in range(1, len(p.primary_key)):
+                    self._prefixes.setdefault(tuple(p.primary_key[:k]), []).append(n)
+        return self._prefixes.get(key, [])
 
     @property
     def config(self) -> TetherConfig:
@@ -609,8 +635,9 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
 
 def _metric_siblings(ctx: Ctx, product: str) -> list[str]:
     out = []
+    reads = ctx.metric_reads()
     for mname, m in ctx.config.metrics.items():
-        if product in _metric_products(m):
+        if product in reads[mname]:
             term = m.term or mname.replace("_", " ")
             out.append(f"for {term} use {ctx.tool_names['metric:' + mname]}")
     return out
@@ -618,10 +645,7 @@ def _metric_siblings(ctx: Ctx, product: str) -> list[str]:
 
 def _parent_product(ctx: Ctx, product: str, column: str) -> str | None:
     """The product whose single-column key this column is (legs.shipment_id -> shipments)."""
-    for other, p in ctx.config.products.items():
-        if other != product and p.primary_key == [column]:
-            return other
-    return None
+    return next((other for other in ctx.keyed_by((column,)) if other != product), None)
 
 
 def _child_product(ctx: Ctx, name: str) -> str | None:
@@ -629,10 +653,7 @@ def _child_product(ctx: Ctx, name: str) -> str | None:
     pk = ctx.config.products[name].primary_key
     if not pk:
         return None
-    for other, p in ctx.config.products.items():
-        if other != name and len(p.primary_key) > len(pk) and p.primary_key[: len(pk)] == pk:
-            return other
-    return None
+    return next((other for other in ctx.extending(tuple(pk)) if other != name), None)
 
 
 def _policy_sentence(ctx: Ctx, product: str, with_masks: bool = True) -> Sentence | None:

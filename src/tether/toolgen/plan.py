@@ -69,9 +69,11 @@ def scheme_columns(config: TetherConfig) -> dict[str, dict[str, str]]:
 def join_path(config: TetherConfig, products: list[str]) -> list[tuple[str, exp.Expr | None]]:
     """[(product, ON condition)] joining ``products`` (first is the root) along shared identifier
     schemes, with crosswalk products inserted where no direct scheme is shared. Deterministic."""
-    ids = scheme_columns(config)
-    root, wanted = products[0], set(products[1:])
+    root, wanted = products[0], set(products[1:]) - {products[0]}
     order: list[tuple[str, exp.Expr | None]] = [(root, None)]
+    if not wanted:  # one product: nothing to join (and no need to index every product's ids)
+        return order
+    ids = scheme_columns(config)
     joined = {root}
     for target in sorted(wanted - joined):
         if target in joined:
