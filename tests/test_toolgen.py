@@ -69,6 +69,27 @@ def test_rebuild_with_unchanged_inputs_publishes_nothing(built: Path) -> None:
     assert {f.name: f.read_bytes() for f in (built / "tools").glob("*.json")} == before
 
 
+def test_a_rebuild_rewrites_a_hand_edited_or_missing_export_and_leaves_the_rest(
+        demo_dir: Path, tmp_path: Path) -> None:
+    """tools/ is rewritten where it no longer holds what was published (the export index skips
+    rereading unchanged files, never a file edited since)."""
+    d = copy_project(demo_dir, tmp_path / "export")
+    build(load_project(d))
+    tools = sorted((d / "tools").glob("*.json"))
+    published = {f.name: f.read_bytes() for f in tools}
+    edited, gone, kept = tools[0], tools[1], tools[2]
+    edited.write_text('{"name": "edited by hand"}\n')
+    gone.unlink()
+    kept_stat = kept.stat()
+    assert run_cli("build", "--project", str(d)).returncode == 0
+    assert {f.name: f.read_bytes() for f in (d / "tools").glob("*.json")} == published
+    assert kept.stat().st_mtime_ns == kept_stat.st_mtime_ns  # not rewritten
+    (d / ".tether" / "exported.json").write_text("not json")  # a broken index: compare bytes
+    edited.write_text("{}\n")
+    assert run_cli("build", "--project", str(d)).returncode == 0  # a full pass, as check --full
+    assert edited.read_bytes() == published[edited.name]
+
+
 def test_wire_form_and_provenance(built: Path) -> None:
     d = json.loads((built / "tools" / "deals_by_stage_and_pipeline.json").read_text())
     assert set(d) >= {"name", "description", "inputSchema", "outputSchema", "annotations", "_meta"}

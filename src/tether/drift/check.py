@@ -22,7 +22,7 @@ from tether.config import Project
 from tether.drift import audit, gate
 from tether.drift.detectors import DetectContext, Event, run_detectors, snapshot
 from tether.drift.gate import related
-from tether.drift.publish import TOOLS_DIR, export, open_registry
+from tether.drift.publish import EXPORT_INDEX, TOOLS_DIR, export, open_registry
 from tether.errors import TetherError
 from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
@@ -106,7 +106,7 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
     open_reviews = [r for r in registry.reviews() if r["status"] in ("pending", "blocked")]
     # nothing moved since a check that found every tool current: generation would give the
     # same tools, so skip it (the key holds the config and the day: descriptions name periods)
-    key = _generation_key(project, now)
+    key = generation_key(project, now)
     last = old.get(META_KEY_STATE, {})
     if (not full and not redone and not events and not open_reviews and last.get("clean")
             and last.get("key") == key and last.get("publication") == registry.latest_publication()):
@@ -192,7 +192,8 @@ def dispatch(project: Project, registry: Registry, routes: Routes, result: Check
                 c.outcome.review = rid
             if route == "blocked":
                 gate.page_blocked(project, rid, [c.name for c in routes[route]])
-    export(project.root / TOOLS_DIR, served_definitions(project, registry))
+    export(project.root / TOOLS_DIR, served_definitions(project, registry),
+           project.root / EXPORT_INDEX)
 
 
 def served_definitions(project: Project, registry: Registry) -> list[dict[str, Any]]:
@@ -259,7 +260,8 @@ def sticky_restrictions(new: dict[str, Any], old: dict[str, Any]) -> dict[str, A
     return new
 
 
-def _generation_key(project: Project, now: dt.datetime) -> str:
+def generation_key(project: Project, now: dt.datetime) -> str:
+    """What generation depends on beside the data: the configuration and the day."""
     config = project.config.model_dump(mode="json", exclude={"clock"})
     text = json.dumps([config, now.date().isoformat()], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -429,7 +431,8 @@ def decide(project: Project, review_id: int, approve: bool, by: str) -> int | No
                          audit.message(f"review {review_id} approved by {by}",
                                        {t["name"]: t["change_note"]
                                         for t in review["body"]["tools"]}))
-        export(project.root / TOOLS_DIR, served_definitions(project, registry))
+        export(project.root / TOOLS_DIR, served_definitions(project, registry),
+               project.root / EXPORT_INDEX)
         return pid
     finally:
         registry.close()

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +19,8 @@ from tether.toolgen import GeneratedTool, Mode, generate
 from tether.toolgen.model import META_KEY
 
 TOOLS_DIR = "tools"
+EXPORT_INDEX = ".tether/exported.json"
+"""What the last export of tools/ wrote (see :func:`export`)."""
 
 
 @dataclass
@@ -76,14 +78,23 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
     try:
         result = _publish(project, registry, tools)
         if not registry.state():  # the baseline the first `tether check` compares against
+            from tether.drift.check import META_KEY_STATE, generation_key
             from tether.drift.detectors import snapshot
 
+            # as a check that found every tool current records it: the next check with nothing
+            # moved need not generate again (a first build of thousands of tools then checks in
+            # the time a probe takes)
+            clean = {"key": generation_key(project, project.now()),
+                     "publication": registry.latest_publication(),
+                     "clean": not result.exit_code}
             registry.save_state(snapshot(project, profiles)
-                                | {PROFILE_KEY + n: v for n, v in cache.items()}, project.now())
+                                | {PROFILE_KEY + n: v for n, v in cache.items()}
+                                | {META_KEY_STATE: clean}, project.now())
         note("exporting tools/")
         current = registry.current()
         export(project.root / TOOLS_DIR,
-               [current[t.name].definition for t in tools if t.name in current])
+               [current[t.name].definition for t in tools if t.name in current],
+               project.root / EXPORT_INDEX)
         result.export_dir = project.root / TOOLS_DIR
         return result
     finally:
@@ -159,20 +170,59 @@ def _ordered(ctx: dict[str, Any]) -> dict[str, Any]:
     return head | {k: v for k, v in ctx.items() if k not in head}
 
 
-def export(directory: Path, definitions: list[dict[str, Any]]) -> None:
-    """Write one <name>.json per tool (wire form); remove files of tools no longer there."""
+def export(directory: Path, definitions: list[dict[str, Any]], index: Path | None = None
+           ) -> None:
+    """Write one <name>.json per tool (wire form); remove files of tools no longer there.
+
+    With ``index`` (a file beside the registry), a file whose tool and bytes on disk are as
+    the last export left them is not read again: a check of thousands of unchanged tools
+    otherwise rereads every file. A file edited by hand, or missing, is written anew."""
     directory.mkdir(parents=True, exist_ok=True)
-    keep = set()
+    before = _read_index(index)
+    after: dict[str, list[Any]] = {}
     for d in definitions:
         path = directory / f"{d['name']}.json"
-        keep.add(path.name)
-        text = json.dumps(d, indent=2, ensure_ascii=False) + "\n"
-        if path.exists() and path.read_text(encoding="utf-8") == text:
+        key = hashlib.sha256(json.dumps(d, ensure_ascii=False, sort_keys=True).encode()
+                             ).hexdigest()[:32]
+        stat = _stat(path)
+        if stat is not None and before.get(path.name) == [key, *stat]:
+            after[path.name] = before[path.name]
             continue
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        text = json.dumps(d, indent=2, ensure_ascii=False) + "\n"
+        if stat is None or path.read_text(encoding="utf-8") != text:
+            # written beside it, then renamed over it: a reader never sees half a file (a
+            # named temporary per process: mkstemp's random names cost a third of exporting)
+            tmp = directory / f".tmp-{os.getpid()}-{path.name}"
+            tmp.write_text(text, encoding="utf-8")
+            os.replace(tmp, path)
+            stat = _stat(path)
+        if stat is not None:
+            after[path.name] = [key, *stat]
     for stale in directory.glob("*.json"):
-        if stale.name not in keep:
+        if stale.name not in after and not stale.name.startswith("."):
             stale.unlink()
+    if index is not None and after != before:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        tmp = index.with_name(f".tmp-{os.getpid()}-{index.name}")
+        tmp.write_text(json.dumps(after, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, index)
+
+
+def _stat(path: Path) -> list[int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _read_index(index: Path | None) -> dict[str, list[Any]]:
+    """The last export's {file: [tool key, size, mtime]}; empty when absent or unreadable
+    (then every file is compared by its bytes, as without an index)."""
+    if index is None:
+        return {}
+    try:
+        found = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}

@@ -127,11 +127,22 @@ class Registry:
             yield c
 
     def current(self) -> dict[str, ToolVersion]:
-        """The newest version of every tool, by name."""
-        out: dict[str, ToolVersion] = {}
-        for v in self.versions():
-            out[v.name] = v  # versions() is ordered by publication, so the newest wins
-        return out
+        """The newest version of every tool, by name (in the order tools were first
+        published). Only those rows' definitions are read and parsed, not the history's."""
+        with self._tx() as c:
+            keys = c.execute(sa.text("SELECT name, version, publication FROM tool_versions "
+                                     "ORDER BY publication, name")).fetchall()
+            newest: dict[str, tuple[str, int]] = {}
+            for name, version, publication in keys:
+                newest[name] = (version, publication)  # ordered by publication: newest wins
+            rows = c.execute(sa.text(
+                "SELECT name, version, publication, content_hash, definition, plan, "
+                "published_at FROM tool_versions t WHERE publication = (SELECT MAX(publication) "
+                "FROM tool_versions u WHERE u.name = t.name)")).fetchall()
+        found = {r[0]: r for r in rows}
+        return {name: ToolVersion(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]),
+                                  r[6])
+                for name in newest if (r := found.get(name)) is not None}
 
     def versions(self, name: str | None = None) -> list[ToolVersion]:
         sql = ("SELECT name, version, publication, content_hash, definition, plan, published_at "
