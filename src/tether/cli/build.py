@@ -86,6 +86,7 @@ def tools(
     holds (serve.dedicated_tools) that the user's role may see."""
     from tether.cli.serve import dedicated_setting
     from tether.toolgen.discovery import listed
+    from tether.toolgen.kinds import kind
     from tether.toolgen.model import QueryPlan
 
     proj = load_project(project)
@@ -108,10 +109,10 @@ def tools(
     served = listed(proj.config, [(d["name"], d, p) for d, p in tools],
                     dedicated_setting(dedicated_tools))
     # as the server offers them: search and the generic listing to whoever may call a listing
-    routed = any(p.kind == "list" and tool_visible(proj.config, as_user, d["name"])
+    routed = any(kind(p.kind).listing and tool_visible(proj.config, as_user, d["name"])
                  for d, p in tools)
     visible = sorted((d for d, p in tools if d["name"] in served and (
-                          routed if p.kind in ("search", "rows")
+                          routed if kind(p.kind).routed
                           else tool_visible(proj.config, as_user, d["name"]))),
                      key=lambda d: d["name"])
     if x_context:

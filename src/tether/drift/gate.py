@@ -25,6 +25,7 @@ from tether.drift.detectors import Event
 from tether.policy.model import restricted_columns
 from tether.registry.semver import Level
 from tether.toolgen import GeneratedTool
+from tether.toolgen.kinds import kind
 
 Restricted = Callable[[str, str], bool]
 """(product, column) -> whether no tool may expose it."""
@@ -57,7 +58,7 @@ def exposes(definition: Mapping[str, Any], restricted: Restricted) -> list[str]:
     for ref in (ctx.fields.get("arguments") or {}).values():
         refs.update([ref] if isinstance(ref, str) else [str(r) for r in ref])
     products = ctx.products
-    if ctx.kind == "list" and len(products) == 1:
+    if kind(ctx.kind or "").listing and len(products) == 1:
         rows = (((definition.get("outputSchema") or {}).get("properties") or {}).get("rows")
                 or {}).get("items", {}).get("properties", {})
         refs.update(f"{products[0]}.{c}" for c in rows)

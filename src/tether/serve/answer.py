@@ -21,15 +21,17 @@ SHOWN = 8
 
 
 def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
-    """The answer sentence of ``result`` (a tool's structured result) for a plan's kind."""
-    if plan.kind == "search":
-        return _search(result)
-    if plan.kind == "metric":
-        parts = [_metric(plan, result)]
-    elif plan.kind == "list" and result.get("aggregate"):
-        parts = [_aggregate(result)]
-    elif plan.kind == "list":
-        parts = [_listing(result)]
+    """The answer sentence of ``result`` (a tool's structured result): its kind's opening
+    (serve/kinds.py), then how identifiers were read, the window, the definition applied, why
+    it is empty and as_of."""
+    from tether.serve.kinds import runner
+
+    kind = runner(plan.kind)
+    if kind is not None and kind.whole:
+        assert kind.opening is not None
+        return kind.opening(plan, result)
+    if kind is not None and kind.opening is not None:
+        parts = [kind.opening(plan, result)]
     else:
         n = result.get("row_count")
         parts = [f"{n} row{'' if n == 1 else 's'}" if isinstance(n, int) else "Done"]
@@ -42,89 +44,12 @@ def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
     window = _window(result.get("window"))
     if window:
         parts.append(window)
-    if plan.kind == "metric" and plan.definition:
+    if plan.definition:  # a governed metric's
         parts.append(f"definition applied: {plan.definition}")
     if result.get("empty_reason"):
         parts.append(str(result["empty_reason"]))
     parts.append(f"as of {result['as_of']}" if result.get("as_of") else "as of: not known")
     return _capital("; ".join(p for p in parts if p)) + "."
-
-
-def _search(result: dict[str, Any]) -> str:
-    matches = result.get("matches") or []
-    if not matches:
-        return ("Nothing you may read matches these words; try other words (what a column "
-                "means, a value, a glossary term).")
-    named = []
-    for m in matches:
-        how = m.get("call", "")
-        if m.get("with"):
-            how += " with " + ", ".join(f"{k}={v}" for k, v in m["with"].items())
-        named.append(f"{m.get('name')} ({m.get('kind')}; call {how})")
-    best = matches[0]
-    why = "; ".join(best.get("matched") or [])[:300]
-    takes = ""
-    if best.get("arguments") is not None:
-        takes = (f" Its rows take the arguments {', '.join(best['arguments']) or 'none'} "
-                 "(schemas under matches[0].arguments), inside `arguments`.")
-    return (f"{len(matches)} match{'es' if len(matches) != 1 else ''}, best first: "
-            f"{'; '.join(named)}. The best matched on {why}.{takes}")
-
-
-def _listing(result: dict[str, Any]) -> str:
-    shown, total = result.get("row_count", 0), result.get("total_rows")
-    if not isinstance(total, int):
-        return f"{shown} rows shown"
-    if total == 0:
-        return "0 matching rows"
-    # the total first: a small model answers "how many" with the first number it reads, and a
-    # page's count read as the total was the failure this sentence exists to prevent
-    out = f"{total} matching rows in all; {shown} of {total} shown"
-    if result.get("next_cursor"):
-        out += " (the rest: next_cursor)"
-    return out
-
-
-def _aggregate(result: dict[str, Any]) -> str:
-    agg, rows, units = result["aggregate"], result.get("rows") or [], result.get("units") or {}
-    total = result.get("total_rows", 0)
-    by = agg.get("count_by")
-    measures = [k for k in rows[0] if k.startswith(("sum_", "average_"))] if rows else []
-    if not by:  # one row: the totals over every matching row
-        said = [f"{_measure_words(k)} {_valued(rows[0].get(k), units.get(k), rows[0])}"
-                for k in measures] if rows else []
-        return f"{total} matching rows" + (": " + ", ".join(said) if said else "")
-    named = []
-    for r in rows[:SHOWN]:
-        values = ", ".join(f"{_measure_words(k)} {_valued(r.get(k), units.get(k), r)}"
-                           for k in measures)
-        named.append(f"{r.get(by)} {r.get('rows')}" + (f" ({values})" if values else ""))
-    more = f", and {len(rows) - SHOWN} more values in rows" if len(rows) > SHOWN else ""
-    return (f"{total} matching rows counted by {by}: " + ", ".join(named) + more)
-
-
-def _metric(plan: QueryPlan, result: dict[str, Any]) -> str:
-    rows, units = result.get("rows") or [], result.get("units") or {}
-    measures = [k for k in (rows[0] if rows else {}) if k not in plan.group_by and k != "period"]
-    if not rows:
-        return "No value"
-
-    def values(r: dict[str, Any]) -> str:
-        return ", ".join(f"{k} = {_valued(r.get(k), units.get(k), r)}" for k in measures)
-
-    if not plan.group_by:
-        return values(rows[0])
-    dims = ", ".join(plan.group_by)
-    if len(rows) == 1:  # the values lead: no count of rows is read as the answer
-        r = rows[0]
-        return f"{dims} {', '.join(str(r.get(d)) for d in plan.group_by)}: {values(r)}"
-    named = [f"{', '.join(str(r.get(d)) for d in plan.group_by)}: {values(r)}"
-             for r in rows[:SHOWN]]
-    more = f"; and {len(rows) - SHOWN} more rows" if len(rows) > SHOWN else ""
-    overall = result.get("overall")
-    head = (f"In all ({len(rows)} values of {dims}): {values(overall)}; " if isinstance(
-        overall, dict) else "")
-    return head + f"by {dims}: " + "; ".join(named) + more
 
 
 def _window(window: Any) -> str | None:
@@ -142,7 +67,7 @@ def _window(window: Any) -> str | None:
 _CENTS = re.compile(r"([A-Z]{3})_cents")
 
 
-def _valued(value: Any, unit: str | None, row: dict[str, Any]) -> str:
+def valued(value: Any, unit: str | None, row: dict[str, Any]) -> str:
     """A value with its unit; an amount in cents also in its currency's units (the division a
     question in dollars would otherwise leave to the model)."""
     said = _unit(unit, row)
@@ -153,7 +78,7 @@ def _valued(value: Any, unit: str | None, row: dict[str, Any]) -> str:
     return text
 
 
-def _measure_words(key: str) -> str:
+def measure_words(key: str) -> str:
     how, _, column = key.partition("_")
     return f"{'total' if how == 'sum' else 'average'} {column}"
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.context.meta import Evidence, ToolContext, enum_of
+from tether.serve.kinds import Runner, register
 from tether.toolgen.discovery import PROBE, ROWS, SEARCH_LIMIT
+from tether.toolgen.kinds import kind
 
 if TYPE_CHECKING:
     from tether.config import TetherConfig
@@ -94,7 +96,7 @@ class Doc:
 
 def _doc(v: _Shaped, listed: bool, config: TetherConfig) -> Doc:
     d = v.definition
-    metric = v.plan.kind == "metric"
+    metric = not kind(v.plan.kind).listing  # a metric: found and called by its own name
     product = v.plan.product or v.name
     name = v.name if metric else product
     call, with_ = (v.name, {}) if listed else (ROWS, {"product": product})
@@ -130,7 +132,7 @@ def corpus(reachable: Sequence[_Shaped], listed: set[str] | frozenset[str],
            config: TetherConfig) -> list[Doc]:
     """One document per product (its listing tool) and per metric the caller may reach."""
     return [_doc(v, v.name in listed, config) for v in reachable
-            if v.plan.kind in ("list", "metric")]
+            if kind(v.plan.kind).searchable]
 
 
 def search(docs: list[Doc], question: str, limit: int = SEARCH_LIMIT) -> list[dict[str, Any]]:
@@ -181,3 +183,30 @@ def unknown_product(product: str) -> str:
     return (f"unknown data product {product[:100]!r} (or not one you may read); "
             f"find_data_for_question finds products by a question's words, and {PROBE} "
             "describes one")
+
+
+def search_words(plan: QueryPlan, result: dict[str, Any]) -> str:
+    """The whole answer: the matches, best first, and what the best one takes."""
+    matches = result.get("matches") or []
+    if not matches:
+        return ("Nothing you may read matches these words; try other words (what a column "
+                "means, a value, a glossary term).")
+    named = []
+    for m in matches:
+        how = m.get("call", "")
+        if m.get("with"):
+            how += " with " + ", ".join(f"{k}={v}" for k, v in m["with"].items())
+        named.append(f"{m.get('name')} ({m.get('kind')}; call {how})")
+    best = matches[0]
+    why = "; ".join(best.get("matched") or [])[:300]
+    takes = ""
+    if best.get("arguments") is not None:
+        takes = (f" Its rows take the arguments {', '.join(best['arguments']) or 'none'} "
+                 "(schemas under matches[0].arguments), inside `arguments`.")
+    return (f"{len(matches)} match{'es' if len(matches) != 1 else ''}, best first: "
+            f"{'; '.join(named)}. The best matched on {why}.{takes}")
+
+
+RUNNER = register(Runner("search", None, opening=search_words, whole=True,
+                         answer_here=lambda server, user, entry, args: server.search(
+                             user, entry, args)))

@@ -18,9 +18,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import jsonschema
@@ -50,12 +48,7 @@ from tether.sources import Fetched, Source, open_source
 from tether.toolgen.model import AGGREGATE, QueryPlan
 from tether.toolgen.plan import (
     ArgumentError,
-    call_params,
     chosen_route,
-    compile_plan,
-    qualified,
-    resolve_window,
-    routes_key,
 )
 
 
@@ -96,7 +89,7 @@ class Executor:
     mask_key: MaskKey | None = None
     sources: dict[str, Source] = field(default_factory=dict)
     profiles: dict[str, ProductProfile] = field(default_factory=dict)
-    _sql_text: dict[tuple[Any, ...], tuple[str, str, dict[str, Any]]] = field(
+    sql_texts: dict[tuple[Any, ...], tuple[str, str, dict[str, Any]]] = field(
         default_factory=dict)
     """(text the driver runs, text evidence shows, the policy's bound values) per tool, version,
     user, filters present and the schemes identifiers were read as"""
@@ -248,32 +241,23 @@ class Executor:
         if not tool_visible(config, call.user, call.tool):
             raise ToolError(f"unknown tool {call.tool!r} for this user")
         call = as_declared(without_blanks(call))
-        kind = call.plan.kind
-        from tether.serve import generic, probe
+        from tether.serve.kinds import runner
 
-        handlers: dict[str, Callable[[Call], Answered]] = {
-            "list": self._list, "metric": self._metric,
-            "probe": partial(probe.explain, self), "catalog": partial(generic.catalog, self),
-            "describe": partial(generic.describe, self), "sql": partial(generic.run_sql, self)}
+        kind = runner(call.plan.kind)
         try:
-            if kind not in handlers:
-                raise ToolError(f"tool {call.tool!r} has a plan of unknown kind {kind!r}")
-            if kind == "probe":  # the product it is asked about, whatever the enum says
-                reads = [str(call.args.get("product"))]
-                if reads[0] not in config.products:
-                    from tether.serve.discovery import unknown_product
-
-                    raise ToolError(unknown_product(reads[0]))
-            else:
-                reads = _products(call.definition) or ([call.plan.product]
-                                                       if call.plan.product else [])
+            if kind is None or kind.run is None:
+                raise ToolError(f"tool {call.tool!r} has a plan of kind {call.plan.kind!r}, "
+                                "which this server does not run here")
+            reads = kind.reads(self, call) if kind.reads else (
+                definition_products(call.definition)
+                or ([call.plan.product] if call.plan.product else []))
             for product in reads:
                 if product in config.products and not table_allowed(config, call.user, product):
                     raise Refusal("denied_table", f"your role may not read {product}")
             self._refuse_restricted(call, reads)
             self._refuse_filters(call)  # a value outside the scope: refused, whatever its enum
             validate(with_declared(call.definition, call.plan), call.args)
-            return handlers[kind](call)
+            return kind.run(self, call)
         except Refusal as e:
             raise ToolError(e.paragraph(), refusal=e.meta()) from None
         except (ArgumentError, pagination.CursorError, sqlguard.GuardError) as e:
@@ -312,7 +296,7 @@ class Executor:
                     raise Refusal("restricted", f"{name[:80]} is restricted: not available "
                                   "to anyone through this server")
 
-    def _policy_of(self, user: str, product: str) -> tuple[dict[str, str], dict[str, set[Any]]]:
+    def policy_of(self, user: str, product: str) -> tuple[dict[str, str], dict[str, set[Any]]]:
         """(masks, the values a simple row filter pins) of ``user`` on ``product``, worked out
         once per server."""
         key = ("policy_of", user, product)
@@ -340,12 +324,12 @@ class Executor:
                 table, column = route.via, route.match
                 if table not in config.products:
                     continue
-                masks, _ = self._policy_of(call.user, table)
+                masks, _ = self.policy_of(call.user, table)
                 if column in masks:
                     raise Refusal("masked_predicate", f"{f.param}: {table}.{column} is masked "
                                   "for your role, so it cannot be used as a filter")
                 continue
-            masks, scope = self._policy_of(call.user, table)
+            masks, scope = self.policy_of(call.user, table)
             if column in masks:
                 raise Refusal("masked_predicate", f"{f.param}: {column} is masked for your "
                               "role, so it cannot be used as a filter")
@@ -360,271 +344,9 @@ class Executor:
                               f"({column}: {', '.join(sorted(map(str, allowed)))})",
                               hint=NOT_YOURS)
 
-    # --- listing ---
-
-    def _shape_key(self, call: Call) -> tuple[Any, ...]:
-        """What the SQL text of a call depends on: tool, version, user, filters present."""
-        present = tuple(sorted((k, len(v) if isinstance(v, list) else 0)
-                               for k, v in call.args.items() if v is not None))
-        return (call.tool, call.version, call.user, present, routes_key(call.plan, call.args))
-
-    def _listing_window(self, call: Call) -> dict[str, Any]:
-        """The window a listing used; omitted, no bound, and said so."""
-        plan = call.plan
-        assert plan.window is not None
-        window = resolve_window(plan, call.args, self.project.config, self.project.now())
-        return window.to_json() if window is not None else {
-            "start": None, "end": None, "end_exclusive": True, "calendar": None,
-            "timezone": plan.window.timezone, "resolved_from": "default", "label": "all rows"}
-
-    def _aggregate(self, call: Call) -> Answered:
-        """A listing's matching rows counted (per value of one enum parameter with count_by),
-        and the total and mean of a numeric column (sum_and_average_of), in the engine, over
-        every row the call matches with the caller's policy applied as for the rows. A column
-        whose unit comes from each row's currency is totalled per currency."""
-        config, plan = self.project.config, call.plan
-        product = plan.product or ""
-        if call.args.get("cursor"):
-            raise ArgumentError(f"count_by and {AGGREGATE} answer in one result: they take "
-                                "no cursor")
-        by = call.args.get("count_by")
-        f = next((f for f in plan.filters if f.param == by), None) if by else None
-        # the same set whether the schema lists it (grounded) or not (bare)
-        countable = plan.counts if plan.counts is not None else [
-            x.param for x in plan.filters if not x.routes]
-        if by and (f is None or f.routes or by not in countable):
-            raise ArgumentError(f"count_by: {str(by)[:80]!r} is not one of this tool's "
-                                "parameters to count by; it takes " + (
-                                    ", ".join(countable) or "none"))
-        masks, _ = self._policy_of(call.user, product)
-        measured = call.args.get(AGGREGATE)
-        if measured is not None and measured not in plan.aggregates:
-            raise ArgumentError(f"{AGGREGATE}: {str(measured)[:80]!r} is not one of "
-                                f"{', '.join(plan.aggregates) or 'no column'}")
-        for param, column in [(str(by), f.column.rsplit(".", 1)[-1]) if f else ("", ""),
-                              (AGGREGATE, str(measured or ""))]:
-            if column and column in masks:
-                raise Refusal("masked_predicate", f"{param}: {column} is masked for your role, "
-                              "so it cannot be counted or totalled")
-        src = self.source(plan.source)
-        args = {k: v for k, v in _coerce_times(call.args, call.definition).items()
-                if k not in SHAPING and k not in ("limit", "cursor")}
-        query, params = compile_plan(plan, args, config, self.project.now())
-        assert isinstance(query, exp.Select)
-        query.set("order", None)
-        query.set("limit", None)
-        params.pop("limit", None)
-        def col(path: str) -> exp.Expr:  # a column of the listing's rows, or a STRUCT's field
-            head, *rest = path.split(".")
-            out: exp.Expr = exp.column(head, table="q", quoted=True)
-            for part in rest:
-                out = exp.Dot(this=out, expression=exp.to_identifier(part, quoted=True))
-            return out
-
-        groups: list[tuple[str, str]] = []  # (column path, name in the result)
-        if f is not None:
-            groups.append((f.column.split(".", 1)[1], str(by)))
-        if measured is not None:
-            unit = plan.units.get(measured, "")
-            if "{" in unit:  # amounts in each row's currency are never added across currencies
-                per = unit[unit.index("{") + 1:unit.index("}")]
-                if per not in {g for g, _ in groups}:
-                    groups.append((per, per))
-
-        selects: list[exp.Expr] = [col(c).as_(n) for c, n in groups]
-        selects.append(exp.Count(this=exp.Star()).as_("rows"))
-        units: dict[str, str] = {}
-        for how, fn in (("sum", exp.Sum), ("average", exp.Avg)):
-            if measured is None:
-                break
-            name = f"{how}_{measured}"
-            selects.append(fn(this=col(measured)).as_(name))
-            if plan.units.get(measured):
-                units[name] = plan.units[measured]
-        grouped = exp.select(*selects).from_(query.subquery("q"))
-        if groups:
-            grouped = grouped.group_by(*[col(c) for c, _ in groups]).order_by(
-                *[col(c) for c, _ in groups])
-        secured, policy_params = self.secure(grouped, call.user)
-        params.update(policy_params)
-        got = self.fetch(src, src.render(secured), params, config.serve.max_result_rows,
-                         _known(call))
-        rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
-        if not groups and rows and rows[0]["rows"] == 0:
-            rows = []  # nothing matched: no totals of nothing
-        out = self._result(call, rows, [product], truncated=got.capped is not None,
-                           next_cursor=None, paged=True)
-        out["total_rows"] = sum(int(r["rows"]) for r in rows)
-        out["aggregate"] = {"count_by": by, AGGREGATE: measured}
-        resolved, via = _resolved(call)
-        if resolved:
-            out["identifiers"] = resolved
-        if units:
-            out["units"] = units
-        if plan.window is not None:
-            out["window"] = self._listing_window(call)
-        _why_empty(out, call)
-        self._unknown_entity(out, call)
-        return Answered(out, self.evidence(call, src, src.display(secured), params,
-                                           [product, *via], as_of=[product]))
-
-    def _list(self, call: Call) -> Answered:
-        config, plan = self.project.config, call.plan
-        if any(call.args.get(k) is not None for k in SHAPING):
-            return self._aggregate(call)
-        product = plan.product or ""
-        src = self.source(plan.source)
-        args = _coerce_times(call.args, call.definition)
-        params = call_params(plan, args, config, self.project.now())
-        key = self._shape_key(call)
-        if key not in self._sql_text:
-            query, _ = compile_plan(plan, args, config, self.project.now())
-            assert isinstance(query, exp.Select)
-            if call.args.get("cursor") and plan.paging == "keyset":
-                keys = [qualified(k) for k in plan.order_by]
-                marks = [exp.Placeholder(this=f"k{i}") for i in range(len(keys))]
-                query = query.where(exp.GT(this=exp.Tuple(expressions=keys),
-                                           expression=exp.Tuple(expressions=marks)))
-            elif call.args.get("cursor"):  # no key: the rows before this page are skipped
-                query = query.offset(exp.Placeholder(this="k0"))
-            else:  # the first page also counts every matching row, in the same statement
-                query = query.select(exp.Window(this=exp.Count(this=exp.Star())).as_(TOTAL))
-            secured, policy_params = self.secure(query, call.user)
-            self._sql_text[key] = (src.render(secured), src.display(secured), policy_params)
-        params.update(self._sql_text[key][2])
-        last: list[Any] = []
-        if call.args.get("cursor"):
-            last = pagination.decode(self.cursor_key, str(call.args["cursor"]), call.user,
-                                     call.tool, call.version, call.args)
-            if plan.paging == "offset" and (len(last) != 1 or not isinstance(last[0], int)
-                                            or last[0] < 0):
-                raise pagination.CursorError("this cursor is not one of this tool's: ask for "
-                                             "the first page again")
-            params.update({f"k{i}": v for i, v in enumerate(last)})
-        limit = int(params["limit"]) - 1
-        run_text, shown_text, _ = self._sql_text[key]
-        got = self.fetch(src, run_text, params, limit, _known(call))
-        rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
-        if call.args.get("cursor"):
-            total = pagination.total_of(str(call.args["cursor"]))
-        else:
-            total = int(rows[0][TOTAL]) if rows else 0
-        for r in rows:
-            r.pop(TOTAL, None)
-        truncated = got.capped is not None
-        next_cursor = None
-        if truncated and got.rows:
-            if plan.paging == "offset":
-                mark = [(last[0] if last else 0) + len(got.rows)]
-            else:
-                last_raw = dict(zip(got.names, got.rows[-1], strict=True))
-                mark = [last_raw[k.rsplit(".", 1)[-1]] for k in plan.order_by]
-            next_cursor = pagination.encode(self.cursor_key, call.user, call.tool, call.version,
-                                            call.args, mark, total)
-        out = self._result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
-                           paged=True)
-        out["total_rows"] = total
-        resolved, via = _resolved(call)
-        if resolved:
-            out["identifiers"] = resolved
-        if plan.window is not None:  # omitted on a listing: no bound, and said so
-            out["window"] = self._listing_window(call)
-        if got.capped == "bytes":
-            out["capped"] = (f"stopped at {config.serve.max_result_bytes:,} bytes of values; "
-                             "next_cursor continues")
-        if not call.args.get("cursor"):
-            _why_empty(out, call)
-            self._unknown_entity(out, call)
-        return Answered(out, self.evidence(call, src, shown_text, params, [product, *via],
-                                           as_of=[product]))
-
-    def _unknown_entity(self, out: dict[str, Any], call: Call) -> None:
-        """An empty result for an identifier that names no entity the caller may see says so
-        (one look-up, only for an empty result): the id is wrong, not the count zero. The
-        entity is looked for where its scheme lives: the crosswalk a value was resolved
-        through, else the product keyed by the scheme."""
-        if out.get("rows") or "empty_reason" not in out:
-            return
-        config = self.project.config
-        for f in call.plan.filters:
-            value = call.args.get(f.param)
-            table, _, column = f.column.rpartition(".")
-            scheme = config.products[table].identifiers.get(column) if (
-                table in config.products) else None
-            if value is None or scheme is None:
-                continue
-            route = chosen_route(f, value)
-            home: str | None
-            if route is not None and route.via and route.match:
-                home, key, scheme = route.via, route.match, route.scheme
-            else:
-                home = next((n for n, p in config.products.items()
-                             if len(p.primary_key) == 1
-                             and p.identifiers.get(p.primary_key[0]) == scheme), None)
-                key = config.products[home].primary_key[0] if home else ""
-                crosswalk = next((r for r in f.routes if r.via and r.take), None)
-                if home is None and crosswalk is not None:  # the crosswalk holds every id
-                    home, key = crosswalk.via, str(crosswalk.take)
-            if home is None or not table_allowed(config, call.user, home):
-                continue
-            rel = self.relation(call.user, home)
-            src = self.source(config.products[home].source)
-            q = exp.select(exp.Literal.number(1)).from_(rel.subquery("q")).where(exp.EQ(
-                this=exp.column(key, table="q", quoted=True),
-                expression=exp.Placeholder(this="entity"))).limit(1)
-            if not src.run(src.render(q), {**rel.params, "entity": value}, self.timeout):
-                where = f" (every id: {f.resolver})" if f.resolver else ""
-                out["empty_reason"] = (f"no {scheme} {str(value)[:80]} among the {home} you "
-                                       f"may see: the id matches no entity{where}")
-                return
-
-    # --- metrics ---
-
-    def _metric(self, call: Call) -> Answered:
-        config, plan = self.project.config, call.plan
-        src = self.source(plan.source)
-        now = self.project.now()
-        query, params = compile_plan(plan, call.args, config, now)
-        assert isinstance(query, exp.Select)
-        products = _products(call.definition)
-        read = self.reads(query)
-        secured, policy_params = self.secure(query, call.user)
-        params.update(policy_params)
-        text = src.render(secured)
-        got = self.fetch(src, text, params, plan.max_rows, _known(call))
-        rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
-        window = resolve_window(plan, call.args, config, now)
-        if window is not None:
-            for r in rows:
-                r["period"] = window.label
-        out = self._result(call, rows, products, paged=False)
-        overall_sql = None
-        if plan.group_by and len(rows) > 1:
-            # the metric over every row the cut splits (a ratio or a distinct count is never
-            # added up from its parts): "our win rate" needs no arithmetic by the model
-            # (the secured statement, copied: the policy is already in it, with its params)
-            whole = secured.copy()
-            assert isinstance(whole, exp.Select)
-            whole.set("expressions", [e for e in whole.expressions
-                                      if e.alias_or_name not in plan.group_by])
-            for part in ("group", "order", "limit"):
-                whole.set(part, None)
-            got_whole = self.fetch(src, src.render(whole), params, 1, _known(call))
-            if got_whole.rows:
-                out["overall"] = dict(zip(got_whole.names, map(jsonable, got_whole.rows[0]),
-                                          strict=True))
-                overall_sql = src.display(whole)
-        if window is not None:
-            out["window"] = window.to_json()
-        _why_empty(out, call)
-        evidence = self.evidence(call, src, src.display(secured), params, read, as_of=products)
-        if overall_sql:
-            evidence = evidence.model_copy(update={"overall_sql": overall_sql})
-        return Answered(out, evidence)
-
     # --- shaping ---
 
-    def _result(self, call: Call, rows: list[dict[str, Any]], products: list[str], *,
+    def result(self, call: Call, rows: list[dict[str, Any]], products: list[str], *,
                 paged: bool, truncated: bool = False, next_cursor: str | None = None
                 ) -> dict[str, Any]:
         out: dict[str, Any] = {"rows": rows, "row_count": len(rows)}
@@ -632,7 +354,7 @@ class Executor:
             out["truncated"] = truncated
             out["next_cursor"] = next_cursor
         out["as_of"] = self.as_of(call.user, products)
-        units = call.plan.units or _units(call.definition)  # a plan from before units
+        units = call.plan.units or definition_units(call.definition)  # a plan from before units
         if units:
             out["units"] = units
         return out
@@ -734,7 +456,7 @@ class Executor:
 _VALIDATORS: dict[str, Any] = {}
 
 
-def _known(call: Call) -> tuple[str, ...]:
+def known(call: Call) -> tuple[str, ...]:
     """Texts the caller wrote: what an engine error may quote back to them."""
     return (*(str(v) for v in call.args.values()), call.tool)
 
@@ -843,7 +565,7 @@ def elsewhere(schema: dict[str, Any], param: str, value: Any) -> str:
     return f" ({value!r} is a value of {' and '.join(others)}: call again with {others[0]})"
 
 
-def _coerce_times(args: dict[str, Any], definition: dict[str, Any]) -> dict[str, Any]:
+def coerce_times(args: dict[str, Any], definition: dict[str, Any]) -> dict[str, Any]:
     """ISO date-time strings -> aware datetimes (UTC when no offset); a bad one is a ToolError."""
     props = (definition.get("inputSchema") or {}).get("properties", {})
     out = dict(args)
@@ -858,14 +580,14 @@ def _coerce_times(args: dict[str, Any], definition: dict[str, Any]) -> dict[str,
     return out
 
 
-def _products(definition: dict[str, Any]) -> list[str]:
+def definition_products(definition: dict[str, Any]) -> list[str]:
     return ToolContext.of(definition).products
 
 
 _UNIT = re.compile(r"unit: ([^;.)(]+?)(?: \(|[;.)]|$)", re.I)
 
 
-def _units(definition: dict[str, Any]) -> dict[str, str]:
+def definition_units(definition: dict[str, Any]) -> dict[str, str]:
     out = {}
     rows = (((definition.get("outputSchema") or {}).get("properties") or {}).get("rows") or {})
     for name, schema in ((rows.get("items") or {}).get("properties") or {}).items():
@@ -875,7 +597,7 @@ def _units(definition: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def _resolved(call: Call) -> tuple[dict[str, Any], list[str]]:
+def identifiers_read(call: Call) -> tuple[dict[str, Any], list[str]]:
     """How each identifier argument was read ({param: {given, scheme, resolved_through}}) and
     the crosswalk products the query reads for them."""
     out: dict[str, Any] = {}
@@ -892,7 +614,7 @@ def _resolved(call: Call) -> tuple[dict[str, Any], list[str]]:
     return out, via
 
 
-def _why_empty(out: dict[str, Any], call: Call) -> None:
+def why_empty(out: dict[str, Any], call: Call) -> None:
     """An empty result says why when the server knows: the window starts after the newest data
     (nothing has landed yet), or nothing the caller may see matches the arguments. A refusal
     (another scope) never gets here: it is an error, not an empty result."""

@@ -14,6 +14,7 @@ from tether.context.meta import Evidence
 from tether.policy.entitle import column_masks, equality_scope, table_allowed
 from tether.policy.model import exposable
 from tether.serve import sqlguard
+from tether.serve.kinds import Runner, register
 
 if TYPE_CHECKING:
     from tether.serve.executor import Answered, Call, Executor
@@ -153,3 +154,7 @@ def run_sql(ex: Executor, call: Call) -> Answered:
         out["capped"] = (f"stopped at {ex.project.config.serve.max_result_bytes:,} bytes of "
                          "values")
     return Answered(out, ex.evidence(call, src, shown, params, products, fenced=True))
+
+
+RUNNERS = [register(Runner("catalog", catalog)), register(Runner("describe", describe)),
+           register(Runner("sql", run_sql))]

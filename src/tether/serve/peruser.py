@@ -17,6 +17,7 @@ from sqlglot import exp
 from tether.context.meta import ToolContext, enum_of, with_enum
 from tether.policy.entitle import equality_scope, table_allowed
 from tether.policy.model import role_of
+from tether.toolgen.kinds import kind
 
 if TYPE_CHECKING:
     from tether.serve.executor import Executor
@@ -34,9 +35,10 @@ def shaped(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan,
     hit = cache.get(key)
     if hit is not None and time.monotonic() < hit[0]:
         return hit[1]
-    if plan.kind == "probe":
+    narrowed = kind(plan.kind).narrowed
+    if narrowed == "products":
         out = _probe(ex, user, definition)
-    elif plan.kind in ("list", "metric"):
+    elif narrowed == "values":
         out = _enums(ex, user, definition, plan)
     else:
         out = definition

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from tether.policy.entitle import require_table
+from tether.serve.kinds import Runner, register
 
 if TYPE_CHECKING:
     from tether.serve.executor import Answered, Call, Executor
+    from tether.serve.server import TetherServer
 
 VALUES = 12
 """Most values shown per column."""
@@ -80,3 +82,23 @@ def _values(ex: Executor, src: Any, rel: Any, column: str) -> list[Any]:
                                                       desc=True), col.copy())
          .limit(VALUES))
     return [r[0] for r in src.run(src.render(q), rel.params, ex.timeout)]
+
+
+def reads(ex: Executor, call: Call) -> list[str]:
+    """The product it is asked about, whatever the enum says (an unknown one is an error)."""
+    product = str(call.args.get("product"))
+    if product not in ex.project.config.products:
+        from tether.serve.discovery import unknown_product
+        from tether.serve.executor import ToolError
+
+        raise ToolError(unknown_product(product))
+    return [product]
+
+
+def query_with(server: TetherServer, user: str, args: dict[str, Any], result: dict[str, Any]
+               ) -> dict[str, Any]:
+    """The probe's result with how to read the product's rows, as this caller."""
+    return {**result, "query_with": server.query_with(user, str(args.get("product")))}
+
+
+RUNNER = register(Runner("probe", explain, reads=reads, then=query_with))

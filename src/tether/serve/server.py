@@ -43,9 +43,11 @@ from tether.registry import Registry, ToolVersion
 from tether.serve import answer, discovery, peruser
 from tether.serve.executor import Answered, Call, Executor, ToolError, validate, without_blanks
 from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE
+from tether.serve.kinds import runner
 from tether.serve.pagination import load_key
 from tether.toolgen import Mode, QueryPlan, generate
-from tether.toolgen.discovery import DISCOVERY_KINDS, PROBE, Listed, Setting, listed
+from tether.toolgen.discovery import PROBE, Listed, Setting, listed
+from tether.toolgen.kinds import kind
 
 PIN_KEY = "tether/pin"
 
@@ -239,7 +241,7 @@ class TetherServer:
             listed = [self.shaped(user, v) for v in shown if v.name in self.listed]
             listings: dict[str, Version] = {}
             for v in shown:  # a renamed tool in its retirement window yields to its successor
-                if v.plan.kind == "list" and v.plan.product and (
+                if kind(v.plan.kind).listing and v.plan.product and (
                         v.plan.product not in listings or v.served_until is None):
                     listings[v.plan.product] = v
             hit = self._indexes[user] = _Index(shown, listed, {v.name: v for v in listed},
@@ -274,23 +276,23 @@ class TetherServer:
         out = []
         now = self.clock()
         for name, v in sorted(self.current.items()):
-            routed = v.plan.kind in ("search", "rows")  # a route to the listings, below
+            routed = kind(v.plan.kind).routed  # a route to the listings, below
             if not routed and not tool_visible(config, user, name):
                 continue
             if v.served_until is not None and now > v.served_until:  # retired, window over
                 continue
             products = ToolContext.of(v.definition).products
-            if v.plan.kind not in DISCOVERY_KINDS and not all(
+            if not kind(v.plan.kind).discovery and not all(
                     table_allowed(config, user, p) for p in products if p in config.products):
                 continue
-            if v.plan.kind in DISCOVERY_KINDS:  # listings and metrics: see _index, shaped()
+            if kind(v.plan.kind).discovery:  # listings and metrics: see _index, shaped()
                 v = self.shaped(user, v)
             out.append(v)
         # search and the generic listing reach exactly the listing tools the caller may call
         # (their role's globs and tables): offered when there is one, over those products
-        readable = [v.plan.product for v in out if v.plan.kind == "list" and v.plan.product]
-        return [_over(v, readable) if v.plan.kind == "rows" else v for v in out
-                if readable or v.plan.kind not in ("search", "rows")]
+        readable = [v.plan.product for v in out if kind(v.plan.kind).listing and v.plan.product]
+        return [_over(v, readable) if kind(v.plan.kind).over_listings else v for v in out
+                if readable or not kind(v.plan.kind).routed]
 
     # --- identity ---
 
@@ -339,21 +341,19 @@ class TetherServer:
             entry = self._version_for(user, params.name, (ctx.meta or {}).get(PIN_KEY))
             version = entry.version
             deprecated = int(entry.successor is not None)
-            if entry.plan.kind == "search":
-                answered = await anyio.to_thread.run_sync(self._search, user, entry, args)
+            here = runner(entry.plan.kind)
+            if here is not None and here.answer_here is not None:
+                answered = await anyio.to_thread.run_sync(here.answer_here, self, user, entry,
+                                                          args)
                 plan, drift = entry.plan, None
             else:
                 call = self._call(user, entry, args)
                 plan = call.plan
                 drift, answered = await anyio.to_thread.run_sync(self._run, call)
             result = answered.result
-            if plan.kind == "probe":  # and how to read its rows, as this caller
-                try:
-                    listing = self._listing_for(user, str(args.get("product")))
-                except ToolError:
-                    listing = None  # its values could not be read: no arguments to offer
-                result = {**result, "query_with": discovery.query_with(
-                    listing, listing is not None and listing.name in self.listed)}
+            after = runner(plan.kind)
+            if after is not None and after.then is not None:
+                result = after.then(self, user, args, result)
             if drift:
                 result["schema_drift"] = drift
             if entry.successor is not None:
@@ -402,7 +402,7 @@ class TetherServer:
         """The call to execute: the tool's own, or for the generic listing, the named product's
         listing tool as this caller reaches it, with the arguments given for it (validated,
         refused and answered exactly as that tool's would be)."""
-        if entry.plan.kind != "rows":
+        if not kind(entry.plan.kind).over_listings:
             return Call(user, entry.name, entry.version, entry.definition, entry.plan, args)
         validate(entry.definition, without_blanks(
             Call(user, entry.name, entry.version, entry.definition, entry.plan, args)).args)
@@ -444,7 +444,15 @@ class TetherServer:
         except ToolError:
             return None
 
-    def _search(self, user: str, entry: Version, args: dict[str, Any]) -> Answered:
+    def query_with(self, user: str, product: str) -> dict[str, Any] | None:
+        """The tool and arguments that read ``product``'s rows, as ``user`` reaches them."""
+        try:
+            listing = self._listing_for(user, product)
+        except ToolError:
+            listing = None  # its values could not be read: no arguments to offer
+        return discovery.query_with(listing, listing is not None and listing.name in self.listed)
+
+    def search(self, user: str, entry: Version, args: dict[str, Any]) -> Answered:
         validate(entry.definition, args)
         key = (self.publication, user, *self.executor.scope_key(user))
         hit = self._docs.get(key)
@@ -474,7 +482,7 @@ class TetherServer:
         if entry.served_until is not None and self.clock() > entry.served_until:
             raise ToolError(f"{name}@{pin} was retired on {entry.served_until:%Y-%m-%d}; "
                             f"use {name}@{entry.successor} (current: {current})")
-        if entry.plan.kind == "rows":  # over the caller's products, as the current one
+        if kind(entry.plan.kind).over_listings:  # over the caller's products, as the current
             return _over(entry, list(self._index(user).listings))
         return self.shaped(user, entry)
 

@@ -17,13 +17,14 @@ from typing import Any, Literal
 
 from tether.config import TetherConfig
 from tether.errors import ConfigError
+from tether.toolgen.kinds import Kind, kind, register
 from tether.toolgen.model import READ_ONLY, GeneratedTool, QueryPlan, Sentence, join_sentences
+from tether.toolgen.shared import Ctx, tool_meta
 from tether.toolgen.tokens import tool_tokens
 
 SEARCH = "find_data_for_question"
 PROBE = "explain_data_product"
 ROWS = "rows_from_data_product"
-DISCOVERY_KINDS = ("probe", "search", "rows")
 PRODUCT_ENUM_MAX = 50
 """Up to this many products, the discovery tools list them as an enum; beyond, the name is a
 string the server checks (3,000 names would be a catalog resent on every turn)."""
@@ -119,6 +120,31 @@ def rows_tool(products: list[str], meta: Meta) -> GeneratedTool:
         plan=QueryPlan(kind="rows"))
 
 
+def _meta_over_every_product(ctx: Ctx) -> Meta:
+    products = sorted(ctx.profiles)
+
+    def meta(kind: str, sentences: list[Sentence], sources: dict[str, str],
+             limits: dict[str, Any]) -> dict[str, Any]:  # as the probe's: over every product
+        return tool_meta(ctx, kind, sentences, sources, products, canonical_ids={},
+                         deprecated={}, source_of_truth={}, limits=limits, definitions=[])
+    return meta
+
+
+def _search(ctx: Ctx, before: list[GeneratedTool]) -> list[GeneratedTool]:
+    return [search_tool(bool(ctx.config.glossary), _meta_over_every_product(ctx))]
+
+
+def _rows(ctx: Ctx, before: list[GeneratedTool]) -> list[GeneratedTool]:
+    products = sorted(t.plan.product for t in before
+                      if kind(t.plan.kind).listing and t.plan.product)
+    return [rows_tool(products, _meta_over_every_product(ctx))]
+
+
+SEARCH_KIND = register(Kind("search", generate=_search, routed=True, discovery=True))
+ROWS_KIND = register(Kind("rows", generate=_rows, routed=True, discovery=True,
+                         over_listings=True))
+
+
 # --- which tools a tools/list holds --------------------------------------------------------------
 
 Setting = Literal["all", "none"] | list[str] | None
@@ -147,8 +173,8 @@ def listed(config: TetherConfig, tools: Iterable[tuple[str, dict[str, Any], Quer
     budget = config.serve.tool_list_token_budget
     chosen = config.serve.dedicated_tools if setting is None else setting
     tools = list(tools)
-    listings = {p.product: n for n, _d, p in tools if p.kind == "list" and p.product}
-    listing_names = {n for n, _d, p in tools if p.kind == "list"}  # a renamed one's too
+    listings = {p.product: n for n, _d, p in tools if kind(p.kind).listing and p.product}
+    listing_names = {n for n, _d, p in tools if kind(p.kind).listing}  # a renamed one's too
     definitions = {n: d for n, d, _p in tools}
     sizes: dict[str, int] = {}
 
@@ -165,7 +191,7 @@ def listed(config: TetherConfig, tools: Iterable[tuple[str, dict[str, Any], Quer
                 return False
         return True
 
-    discovery_only = {n for n, _d, p in tools if p.kind in ("search", "rows")}
+    discovery_only = {n for n, _d, p in tools if kind(p.kind).routed}
     everything = {n for n in definitions if n not in discovery_only}
     route: Literal["dedicated", "discovery", "mixed"]
     if chosen == "all" or (chosen is None and fits(everything)):

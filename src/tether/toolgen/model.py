@@ -77,7 +77,8 @@ class QueryPlan(_M):
     """How the server executes a tool. SQL is held as text of a sqlglot AST with placeholders
     (``:name``) and compiled per engine; argument values only ever travel as bound parameters."""
 
-    kind: Literal["list", "metric", "probe", "search", "rows", "catalog", "describe", "sql"]
+    kind: str = Field(description="A registered tool kind (toolgen/kinds.py): list, metric, "
+                      "probe, search, rows, catalog, describe, sql, or one a plugin adds.")
     product: str | None = None
     source: str | None = None
     dialect: str = Field(default="duckdb", description="sqlglot dialect of the source.")

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.toolgen.generate import size_words
+from tether.toolgen.kinds import Kind, kind, register
 from tether.toolgen.model import META_KEY, READ_ONLY, GeneratedTool, Mode, QueryPlan
+from tether.toolgen.shared import size_words
 
 MODES: tuple[Mode, ...] = ("grounded", "bare", "generic")
+GENERIC_KINDS = tuple(register(Kind(name)) for name in ("describe", "catalog", "sql"))
+"""The generic mode's kinds: made here, never by a grounded build (serve/generic.py runs them)."""
 
 
 def strip_grounding(tool: GeneratedTool) -> GeneratedTool:
@@ -23,7 +26,8 @@ def strip_grounding(tool: GeneratedTool) -> GeneratedTool:
     subject = tool.plan.product or tool.name
     return GeneratedTool(
         name=tool.name,
-        description=f"Query {subject}." if tool.plan.kind == "list" else f"Get {tool.name}.",
+        description=(f"Query {subject}." if kind(tool.plan.kind).bare == "query"
+                     else f"Get {tool.name}."),
         input_schema={"type": "object", "properties": props,
                       # which arguments exist is the server's behaviour, not grounding
                       **({"additionalProperties": False}

@@ -20,6 +20,7 @@ from tether.config import TetherConfig
 from tether.context.periods import FORMS_SENTENCE, FiscalCalendar, PeriodError, Window, resolve
 from tether.errors import ProductError
 from tether.sources.base import table_ref
+from tether.toolgen.kinds import kind
 from tether.toolgen.model import Filter, QueryPlan, Route
 
 
@@ -154,7 +155,7 @@ def call_params(
     bounds = window_bounds(plan, args, config, now)
     if bounds is not None:
         params["window_start"], params["window_end"] = bounds
-    if plan.kind == "list":
+    if kind(plan.kind).listing:
         given = args.get("limit")
         limit = plan.default_rows if given is None else int(given)  # 0 is asked, not omitted
         if not 1 <= limit <= plan.max_rows:
@@ -195,7 +196,7 @@ def compile_plan(
         query = query.where(cond)
     if "window_start" in params:
         query = query.where(_window_condition(plan))
-    if plan.kind == "list":
+    if kind(plan.kind).listing:
         query = query.order_by(*[qualified(c) for c in plan.order_by]).limit(placeholder("limit"))
     elif plan.group_by:
         query = query.order_by(*[exp.column(c, quoted=True) for c in plan.group_by])

@@ -1,0 +1,298 @@
+"""Running a listing: one product's rows under the caller's policy, a page at a time (keyset or
+offset cursors), with the total of matching rows in the same statement; or, with count_by or
+sum_and_average_of, their counts, totals and means in the engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from tether.policy.entitle import Refusal, table_allowed
+from tether.serve import pagination
+from tether.serve.answer import SHOWN, measure_words, valued
+from tether.serve.executor import (
+    SHAPING,
+    TOTAL,
+    Answered,
+    Call,
+    Executor,
+    coerce_times,
+    identifiers_read,
+    jsonable,
+    known,
+    why_empty,
+)
+from tether.serve.kinds import Runner, register
+from tether.toolgen.model import AGGREGATE
+from tether.toolgen.plan import (
+    ArgumentError,
+    call_params,
+    chosen_route,
+    compile_plan,
+    qualified,
+    resolve_window,
+    routes_key,
+)
+
+
+def shape_key(ex: Executor, call: Call) -> tuple[Any, ...]:
+    """What the SQL text of a call depends on: tool, version, user, filters present."""
+    present = tuple(sorted((k, len(v) if isinstance(v, list) else 0)
+                           for k, v in call.args.items() if v is not None))
+    return (call.tool, call.version, call.user, present, routes_key(call.plan, call.args))
+
+
+def listing_window(ex: Executor, call: Call) -> dict[str, Any]:
+    """The window a listing used; omitted, no bound, and said so."""
+    plan = call.plan
+    assert plan.window is not None
+    window = resolve_window(plan, call.args, ex.project.config, ex.project.now())
+    return window.to_json() if window is not None else {
+        "start": None, "end": None, "end_exclusive": True, "calendar": None,
+        "timezone": plan.window.timezone, "resolved_from": "default", "label": "all rows"}
+
+
+def aggregate(ex: Executor, call: Call) -> Answered:
+    """A listing's matching rows counted (per value of one enum parameter with count_by),
+    and the total and mean of a numeric column (sum_and_average_of), in the engine, over
+    every row the call matches with the caller's policy applied as for the rows. A column
+    whose unit comes from each row's currency is totalled per currency."""
+    config, plan = ex.project.config, call.plan
+    product = plan.product or ""
+    if call.args.get("cursor"):
+        raise ArgumentError(f"count_by and {AGGREGATE} answer in one result: they take "
+                            "no cursor")
+    by = call.args.get("count_by")
+    f = next((f for f in plan.filters if f.param == by), None) if by else None
+    # the same set whether the schema lists it (grounded) or not (bare)
+    countable = plan.counts if plan.counts is not None else [
+        x.param for x in plan.filters if not x.routes]
+    if by and (f is None or f.routes or by not in countable):
+        raise ArgumentError(f"count_by: {str(by)[:80]!r} is not one of this tool's "
+                            "parameters to count by; it takes " + (
+                                ", ".join(countable) or "none"))
+    masks, _ = ex.policy_of(call.user, product)
+    measured = call.args.get(AGGREGATE)
+    if measured is not None and measured not in plan.aggregates:
+        raise ArgumentError(f"{AGGREGATE}: {str(measured)[:80]!r} is not one of "
+                            f"{', '.join(plan.aggregates) or 'no column'}")
+    for param, column in [(str(by), f.column.rsplit(".", 1)[-1]) if f else ("", ""),
+                          (AGGREGATE, str(measured or ""))]:
+        if column and column in masks:
+            raise Refusal("masked_predicate", f"{param}: {column} is masked for your role, "
+                          "so it cannot be counted or totalled")
+    src = ex.source(plan.source)
+    args = {k: v for k, v in coerce_times(call.args, call.definition).items()
+            if k not in SHAPING and k not in ("limit", "cursor")}
+    query, params = compile_plan(plan, args, config, ex.project.now())
+    assert isinstance(query, exp.Select)
+    query.set("order", None)
+    query.set("limit", None)
+    params.pop("limit", None)
+    def col(path: str) -> exp.Expr:  # a column of the listing's rows, or a STRUCT's field
+        head, *rest = path.split(".")
+        out: exp.Expr = exp.column(head, table="q", quoted=True)
+        for part in rest:
+            out = exp.Dot(this=out, expression=exp.to_identifier(part, quoted=True))
+        return out
+
+    groups: list[tuple[str, str]] = []  # (column path, name in the result)
+    if f is not None:
+        groups.append((f.column.split(".", 1)[1], str(by)))
+    if measured is not None:
+        unit = plan.units.get(measured, "")
+        if "{" in unit:  # amounts in each row's currency are never added across currencies
+            per = unit[unit.index("{") + 1:unit.index("}")]
+            if per not in {g for g, _ in groups}:
+                groups.append((per, per))
+
+    selects: list[exp.Expr] = [col(c).as_(n) for c, n in groups]
+    selects.append(exp.Count(this=exp.Star()).as_("rows"))
+    units: dict[str, str] = {}
+    for how, fn in (("sum", exp.Sum), ("average", exp.Avg)):
+        if measured is None:
+            break
+        name = f"{how}_{measured}"
+        selects.append(fn(this=col(measured)).as_(name))
+        if plan.units.get(measured):
+            units[name] = plan.units[measured]
+    grouped = exp.select(*selects).from_(query.subquery("q"))
+    if groups:
+        grouped = grouped.group_by(*[col(c) for c, _ in groups]).order_by(
+            *[col(c) for c, _ in groups])
+    secured, policy_params = ex.secure(grouped, call.user)
+    params.update(policy_params)
+    got = ex.fetch(src, src.render(secured), params, config.serve.max_result_rows,
+                     known(call))
+    rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
+    if not groups and rows and rows[0]["rows"] == 0:
+        rows = []  # nothing matched: no totals of nothing
+    out = ex.result(call, rows, [product], truncated=got.capped is not None,
+                       next_cursor=None, paged=True)
+    out["total_rows"] = sum(int(r["rows"]) for r in rows)
+    out["aggregate"] = {"count_by": by, AGGREGATE: measured}
+    resolved, via = identifiers_read(call)
+    if resolved:
+        out["identifiers"] = resolved
+    if units:
+        out["units"] = units
+    if plan.window is not None:
+        out["window"] = listing_window(ex, call)
+    why_empty(out, call)
+    unknown_entity(ex, out, call)
+    return Answered(out, ex.evidence(call, src, src.display(secured), params,
+                                       [product, *via], as_of=[product]))
+
+
+def run(ex: Executor, call: Call) -> Answered:
+    config, plan = ex.project.config, call.plan
+    if any(call.args.get(k) is not None for k in SHAPING):
+        return aggregate(ex, call)
+    product = plan.product or ""
+    src = ex.source(plan.source)
+    args = coerce_times(call.args, call.definition)
+    params = call_params(plan, args, config, ex.project.now())
+    key = shape_key(ex, call)
+    if key not in ex.sql_texts:
+        query, _ = compile_plan(plan, args, config, ex.project.now())
+        assert isinstance(query, exp.Select)
+        if call.args.get("cursor") and plan.paging == "keyset":
+            keys = [qualified(k) for k in plan.order_by]
+            marks = [exp.Placeholder(this=f"k{i}") for i in range(len(keys))]
+            query = query.where(exp.GT(this=exp.Tuple(expressions=keys),
+                                       expression=exp.Tuple(expressions=marks)))
+        elif call.args.get("cursor"):  # no key: the rows before this page are skipped
+            query = query.offset(exp.Placeholder(this="k0"))
+        else:  # the first page also counts every matching row, in the same statement
+            query = query.select(exp.Window(this=exp.Count(this=exp.Star())).as_(TOTAL))
+        secured, policy_params = ex.secure(query, call.user)
+        ex.sql_texts[key] = (src.render(secured), src.display(secured), policy_params)
+    params.update(ex.sql_texts[key][2])
+    last: list[Any] = []
+    if call.args.get("cursor"):
+        last = pagination.decode(ex.cursor_key, str(call.args["cursor"]), call.user,
+                                 call.tool, call.version, call.args)
+        if plan.paging == "offset" and (len(last) != 1 or not isinstance(last[0], int)
+                                        or last[0] < 0):
+            raise pagination.CursorError("this cursor is not one of this tool's: ask for "
+                                         "the first page again")
+        params.update({f"k{i}": v for i, v in enumerate(last)})
+    limit = int(params["limit"]) - 1
+    run_text, shown_text, _ = ex.sql_texts[key]
+    got = ex.fetch(src, run_text, params, limit, known(call))
+    rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
+    if call.args.get("cursor"):
+        total = pagination.total_of(str(call.args["cursor"]))
+    else:
+        total = int(rows[0][TOTAL]) if rows else 0
+    for r in rows:
+        r.pop(TOTAL, None)
+    truncated = got.capped is not None
+    next_cursor = None
+    if truncated and got.rows:
+        if plan.paging == "offset":
+            mark = [(last[0] if last else 0) + len(got.rows)]
+        else:
+            last_raw = dict(zip(got.names, got.rows[-1], strict=True))
+            mark = [last_raw[k.rsplit(".", 1)[-1]] for k in plan.order_by]
+        next_cursor = pagination.encode(ex.cursor_key, call.user, call.tool, call.version,
+                                        call.args, mark, total)
+    out = ex.result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
+                       paged=True)
+    out["total_rows"] = total
+    resolved, via = identifiers_read(call)
+    if resolved:
+        out["identifiers"] = resolved
+    if plan.window is not None:  # omitted on a listing: no bound, and said so
+        out["window"] = listing_window(ex, call)
+    if got.capped == "bytes":
+        out["capped"] = (f"stopped at {config.serve.max_result_bytes:,} bytes of values; "
+                         "next_cursor continues")
+    if not call.args.get("cursor"):
+        why_empty(out, call)
+        unknown_entity(ex, out, call)
+    return Answered(out, ex.evidence(call, src, shown_text, params, [product, *via],
+                                       as_of=[product]))
+
+
+def unknown_entity(ex: Executor, out: dict[str, Any], call: Call) -> None:
+    """An empty result for an identifier that names no entity the caller may see says so
+    (one look-up, only for an empty result): the id is wrong, not the count zero. The
+    entity is looked for where its scheme lives: the crosswalk a value was resolved
+    through, else the product keyed by the scheme."""
+    if out.get("rows") or "empty_reason" not in out:
+        return
+    config = ex.project.config
+    for f in call.plan.filters:
+        value = call.args.get(f.param)
+        table, _, column = f.column.rpartition(".")
+        scheme = config.products[table].identifiers.get(column) if (
+            table in config.products) else None
+        if value is None or scheme is None:
+            continue
+        route = chosen_route(f, value)
+        home: str | None
+        if route is not None and route.via and route.match:
+            home, key, scheme = route.via, route.match, route.scheme
+        else:
+            home = next((n for n, p in config.products.items()
+                         if len(p.primary_key) == 1
+                         and p.identifiers.get(p.primary_key[0]) == scheme), None)
+            key = config.products[home].primary_key[0] if home else ""
+            crosswalk = next((r for r in f.routes if r.via and r.take), None)
+            if home is None and crosswalk is not None:  # the crosswalk holds every id
+                home, key = crosswalk.via, str(crosswalk.take)
+        if home is None or not table_allowed(config, call.user, home):
+            continue
+        rel = ex.relation(call.user, home)
+        src = ex.source(config.products[home].source)
+        q = exp.select(exp.Literal.number(1)).from_(rel.subquery("q")).where(exp.EQ(
+            this=exp.column(key, table="q", quoted=True),
+            expression=exp.Placeholder(this="entity"))).limit(1)
+        if not src.run(src.render(q), {**rel.params, "entity": value}, ex.timeout):
+            where = f" (every id: {f.resolver})" if f.resolver else ""
+            out["empty_reason"] = (f"no {scheme} {str(value)[:80]} among the {home} you "
+                                   f"may see: the id matches no entity{where}")
+            return
+
+
+def listing_words(result: dict[str, Any]) -> str:
+    shown, total = result.get("row_count", 0), result.get("total_rows")
+    if not isinstance(total, int):
+        return f"{shown} rows shown"
+    if total == 0:
+        return "0 matching rows"
+    # the total first: a small model answers "how many" with the first number it reads, and a
+    # page's count read as the total was the failure this sentence exists to prevent
+    out = f"{total} matching rows in all; {shown} of {total} shown"
+    if result.get("next_cursor"):
+        out += " (the rest: next_cursor)"
+    return out
+
+
+def aggregate_words(result: dict[str, Any]) -> str:
+    agg, rows, units = result["aggregate"], result.get("rows") or [], result.get("units") or {}
+    total = result.get("total_rows", 0)
+    by = agg.get("count_by")
+    measures = [k for k in rows[0] if k.startswith(("sum_", "average_"))] if rows else []
+    if not by:  # one row: the totals over every matching row
+        said = [f"{measure_words(k)} {valued(rows[0].get(k), units.get(k), rows[0])}"
+                for k in measures] if rows else []
+        return f"{total} matching rows" + (": " + ", ".join(said) if said else "")
+    named = []
+    for r in rows[:SHOWN]:
+        values = ", ".join(f"{measure_words(k)} {valued(r.get(k), units.get(k), r)}"
+                           for k in measures)
+        named.append(f"{r.get(by)} {r.get('rows')}" + (f" ({values})" if values else ""))
+    more = f", and {len(rows) - SHOWN} more values in rows" if len(rows) > SHOWN else ""
+    return (f"{total} matching rows counted by {by}: " + ", ".join(named) + more)
+
+
+def opening(plan: Any, result: dict[str, Any]) -> str:
+    """How many rows of how many matching (never a page read as the count), or the counts and
+    totals asked for."""
+    return aggregate_words(result) if result.get("aggregate") else listing_words(result)
+
+
+RUNNER = register(Runner("list", run, opening=opening))

@@ -1,0 +1,239 @@
+"""The listing kind: one tool per data product, returning its rows under the caller's policy,
+with its filters, period, counts, totals and cursor paging."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlglot import exp
+
+from tether.config import ProductConfig
+from tether.context.meta import enum_of
+from tether.context.profile import ColumnProfile
+from tether.profiling.formats import is_money
+from tether.toolgen.describe import (
+    grain_noun,
+    join_words,
+    plural,
+    sentence,
+    singular,
+    split_sentences,
+)
+from tether.toolgen.kinds import Kind, register
+from tether.toolgen.model import (
+    AGGREGATE,
+    READ_ONLY,
+    Filter,
+    GeneratedTool,
+    QueryPlan,
+    Sentence,
+    Window,
+    join_sentences,
+)
+from tether.toolgen.plan import from_clause
+from tether.toolgen.shared import (
+    Ctx,
+    child_product,
+    closed,
+    crosswalk_tool,
+    envelope,
+    filter_columns,
+    id_routes,
+    output_rows,
+    param_name,
+    param_schema,
+    parent_product,
+    period_param,
+    policy_sentence,
+    size_words,
+    tool_meta,
+    visible_columns,
+)
+
+
+def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
+    p: ProductConfig = ctx.config.products[name]
+    cols = visible_columns(ctx, name)
+    serve = ctx.config.serve
+    max_rows = min(p.tool.max_rows if p.tool else 200, serve.max_result_rows)
+    props: dict[str, Any] = {}
+    filters: list[Filter] = []
+    countable: list[str] = []
+    for c in filter_columns(p, cols):
+        pname = param_name(p, c.column.name)
+        routes = id_routes(ctx, name, c.column.name) if c.column.name in p.identifiers else []
+        props[pname] = param_schema(ctx, name, c, routes)
+        resolver = next((ctx.tool_names.get(r.via) for r in routes if r.via), None)
+        filters.append(Filter(param=pname, column=f"{name}.{c.column.name}", op="eq",
+                              routes=routes if len(routes) > 1 else [], resolver=resolver,
+                              several=enum_of(props[pname]) is not None))
+        if c.enum is not None and c.column.name not in p.identifiers and c.column.name not in (
+                p.primary_key or []):
+            countable.append(pname)
+    t = p.metric_time
+    window = None
+    if t:
+        tz = p.time_columns[t]
+        props["period"] = period_param(ctx, None, None, tz)
+        window = Window(kind="listing", column=f"{name}.{t}", timezone=tz)
+    summable = _summable(ctx, name, p, cols)
+    # their names say what they do (and the result's first line says what was counted)
+    if countable:
+        props["count_by"] = {"type": "string", "enum": countable}
+    if summable:
+        props[AGGREGATE] = {"type": "string", "enum": summable}
+    props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows,
+                      "default": min(50, max_rows)}
+    props["cursor"] = {"type": "string", "description": "From next_cursor."}
+    fresh = p.freshness.column if p.freshness and p.freshness.column else None
+    out = envelope(output_rows(ctx, name, cols),
+                    f"Newest {fresh}." if fresh else "Load time.", paged=True)
+    sentences = _listing_sentences(ctx, name, p, cols, max_rows)
+    description, sources = join_sentences(sentences)
+    select = exp.select(*[exp.column(c.column.name.split(".")[0], table=name, quoted=True)
+                          for c in _top_level(cols)]).from_(_alias_table(ctx, name))
+    dialect = ctx.dialect(name)
+    plan = QueryPlan(kind="list", product=name, source=ctx.project.source_name(name),
+                     dialect=dialect, select=select.sql(dialect=dialect), filters=filters,
+                     order_by=[f"{name}.{k}" for k in (p.primary_key or _sortable(cols))],
+                     paging="keyset" if p.primary_key else "offset",
+                     max_rows=max_rows, default_rows=min(50, max_rows),
+                     masks_apply_to=name, window=window, units=_column_units(p, cols),
+                     aggregates=summable, counts=countable)
+    meta = tool_meta(ctx, "list", sentences, sources, [name],
+                 source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
+                 canonical_ids={param_name(p, c): s for c, s in p.identifiers.items()
+                                if c in {x.column.name for x in cols}},
+                 deprecated={param_name(p, c.column.name): [str(e.value) for e in c.enum or []
+                                                               if e.deprecated]
+                             for c in cols if any(e.deprecated for e in c.enum or [])},
+                 limits={"max_rows": max_rows, "max_bytes": serve.max_result_bytes,
+                         "pagination": "cursor"},
+                 fields={"arguments": {f.param: f.column for f in filters}
+                         | ({"period": window.column} if window and window.column else {}),
+                         "governed": []})
+    return GeneratedTool(
+        name=ctx.tool_names[name], title=(p.tool.question if p.tool else None),
+        description=description, input_schema=closed(props),
+        output_schema=out, annotations=dict(READ_ONLY), meta=meta, plan=plan,
+    )
+
+
+_NUMERIC = ("integer", "decimal", "float")
+
+
+def _column_units(p: ProductConfig, cols: list[ColumnProfile]) -> dict[str, str]:
+    """The unit of each top-level numeric field, as results state it (keys have none, and
+    neither has a value declared dimensionless or a column no evidence gives a unit)."""
+    return {c.column.name: c.unit_hint for c in cols
+            if "." not in c.column.name and c.column.kind in _NUMERIC and c.unit_hint
+            and c.unit_hint != "none" and c.column.name not in p.primary_key
+            and c.column.name not in p.identifiers}
+
+
+def _summable(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile]) -> list[str]:
+    """Numeric columns whose total and mean mean something (sum_and_average_of): not a key,
+    an identifier or another product's key (a reference is a number, not a quantity)."""
+    return [c.column.name for c in cols
+            if "." not in c.column.name and c.column.kind in _NUMERIC
+            and c.column.name not in p.primary_key and c.column.name not in p.identifiers
+            and parent_product(ctx, name, c.column.name) is None]
+
+
+def _sortable(cols: list[ColumnProfile]) -> list[str]:
+    """Without a primary key, pages are keyed on every plain top-level column."""
+    return [c.column.name for c in cols if "." not in c.column.name
+            and c.column.kind not in ("struct", "list", "map", "json", "binary")]
+
+
+def _top_level(cols: list[ColumnProfile]) -> list[ColumnProfile]:
+    seen: set[str] = set()
+    out = []
+    for c in cols:
+        head = c.column.name.split(".")[0]
+        if head not in seen:
+            seen.add(head)
+            out.append(c)
+    return out
+
+
+def _alias_table(ctx: Ctx, product: str) -> exp.Expr:
+    table: exp.Expr = from_clause(ctx.config, [product], ctx.dialect(product)).args["from_"].this
+    return table
+
+
+def _units_phrase(cols: list[ColumnProfile], p: ProductConfig) -> str:
+    money = sorted({c.unit_hint for c in cols if c.unit_hint and is_money(c.unit_hint)})
+    per_row = sorted({c.unit_hint for c in cols if c.unit_hint and "{" in c.unit_hint})
+    parts = [f"amounts are in {join_words(money + per_row)}" if money or per_row
+             else "no amounts"]
+    if p.time_columns:
+        parts.append(f"times are {join_words(sorted(set(p.time_columns.values())))}")
+    return ", ".join(parts)
+
+
+def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile],
+                       max_rows: int) -> list[Sentence]:
+    noun = grain_noun(p.grain, name)
+    words = name.replace("_", " ")
+    if p.grain:
+        question, each = f"Which {plural(noun)} match", f"one row per {noun}"
+    elif words.endswith("s") and not words.endswith("ss"):  # a plural table name: a noun
+        question, each = f"Which {words} match", f"one row per {singular(words)}"
+    else:  # a mass noun ("weather", "inventory"): no plural is made up
+        question, each = f"Which rows of {words} match", "one row each"
+    if p.tool and p.tool.question:
+        question = p.tool.question
+    narrowed = bool(p.metric_time) or bool(filter_columns(p, cols))
+    # a filter the question does not name is left out: the text makes that the obvious default
+    s1 = f"{question.rstrip('?')}: {each}" + (
+        ", narrowed by any parameter (omit one for all)" if narrowed else "")
+    siblings = _metric_siblings(ctx, name)
+    if siblings:
+        s1 += "; " + "; ".join(siblings)
+    # written by a person (a grain or question in tether.yaml), else made from the table's name
+    said = "glossary" if p.grain or (p.tool and p.tool.question) else "schema"
+    out = [Sentence(text=sentence(s1), source=said)]
+    out.append(Sentence(text=sentence(
+        f"{_units_phrase(cols, p)}; read-only, at most {max_rows} rows or "
+        f"{size_words(ctx.config.serve.max_result_bytes)} a page, cursor paging"),
+        source="schema"))
+    if p.description:
+        out += [Sentence(text=sentence(x), source="glossary")
+                for x in split_sentences(p.description)]
+    child = child_product(ctx, name)
+    if child:
+        out.append(Sentence(text=sentence(
+            f"Line-level detail is in {ctx.tool_names[child]}; joining it repeats each {noun} "
+            "once per line, so never sum this product's amounts after that join"), source="schema"))
+    for column, scheme in p.identifiers.items():
+        cross = crosswalk_tool(ctx, scheme)
+        if len(id_routes(ctx, name, column)) > 1 and column in {
+                f.column.name for f in filter_columns(p, cols)}:
+            continue  # its parameter takes every scheme: nothing to map by hand
+        if cross and cross != ctx.tool_names[name]:
+            held = "" if column == scheme else f"{column} holds {scheme} values; "
+            out.append(Sentence(text=sentence(f"{held}map it to the other id schemes with {cross}"),
+                                source="lineage"))
+    policy = policy_sentence(ctx, name)
+    if policy:
+        out.append(policy)
+    return out
+
+
+def _metric_siblings(ctx: Ctx, product: str) -> list[str]:
+    out = []
+    reads = ctx.metric_reads()
+    for mname, m in ctx.config.metrics.items():
+        if product in reads[mname]:
+            term = m.term or mname.replace("_", " ")
+            out.append(f"for {term} use {ctx.tool_names['metric:' + mname]}")
+    return out
+
+
+def _generate(ctx: Ctx, before: list[GeneratedTool]) -> list[GeneratedTool]:
+    return [listing_tool(ctx, n) for n in ctx.config.products if n in ctx.profiles]
+
+
+LISTING_KIND = register(Kind("list", generate=_generate, listing=True, narrowed="values",
+                             searchable=True, bare="query"))

@@ -1,0 +1,477 @@
+"""What every kind of generated tool shares: the generation context, parameter and field
+schemas, units, periods, policy sentences and provenance (``tool_meta``).
+
+A kind's own module (listing.py, metric.py, probe.py, discovery.py) builds its tools from these;
+none of them knows another kind.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from tether.config import MetricConfig, ProductConfig, Project, TetherConfig
+from tether.context.periods import resolve
+from tether.context.profile import ColumnProfile, ProductProfile
+from tether.errors import ConfigError
+from tether.policy import restricted_columns
+from tether.sources import dialect_of
+from tether.toolgen.describe import (
+    enum_note,
+    grain_noun,
+    humanize,
+    join_words,
+    json_type,
+    plural,
+    sentence,
+)
+from tether.toolgen.model import (
+    META_KEY,
+    Route,
+    Sentence,
+    Source,
+)
+from tether.toolgen.plan import fiscal_calendar, parse
+
+UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+UUID_SHAPE = "^[0-9a-f-]{36}$"
+
+
+@dataclass
+class Ctx:
+    project: Project
+    profiles: dict[str, ProductProfile]
+    tool_names: dict[str, str] = field(default_factory=dict)  # product or metric -> tool name
+    _metric_reads: dict[str, list[str]] | None = None
+    _keyed_by: dict[tuple[str, ...], list[str]] | None = None
+    _prefixes: dict[tuple[str, ...], list[str]] | None = None
+
+    def metric_reads(self) -> dict[str, list[str]]:
+        """{metric: the products it reads}, parsed once (not once per product that asks)."""
+        if self._metric_reads is None:
+            self._metric_reads = {n: metric_products(m) for n, m in self.config.metrics.items()}
+        return self._metric_reads
+
+    def keyed_by(self, key: tuple[str, ...]) -> list[str]:
+        """Products whose primary key is exactly ``key``, in tether.yaml order."""
+        if self._keyed_by is None:
+            self._keyed_by = {}
+            for n, p in self.config.products.items():
+                self._keyed_by.setdefault(tuple(p.primary_key), []).append(n)
+        return self._keyed_by.get(key, [])
+
+    def extending(self, key: tuple[str, ...]) -> list[str]:
+        """Products whose primary key starts with ``key`` and is longer, in tether.yaml order."""
+        if self._prefixes is None:
+            self._prefixes = {}
+            for n, p in self.config.products.items():
+                for k in range(1, len(p.primary_key)):
+                    self._prefixes.setdefault(tuple(p.primary_key[:k]), []).append(n)
+        return self._prefixes.get(key, [])
+
+    @property
+    def config(self) -> TetherConfig:
+        return self.project.config
+
+    def dialect(self, product: str) -> str:
+        """The sqlglot dialect of the product's source, from its URL (no connection)."""
+        url = self.config.sources[self.project.source_name(product)].url
+        return dialect_of(url)
+
+
+
+
+def visible_columns(ctx: Ctx, name: str) -> list[ColumnProfile]:
+    """Columns a tool returns: not restricted, and not the load-time column (as_of reports it)."""
+    prof = ctx.profiles[name]
+    leaves = [c.column.name for c in prof.columns]
+    hidden = restricted_columns(ctx.config, name, leaves)
+    # a STRUCT with a restricted field is withheld whole: its parent is selected as one value
+    hidden_heads = {h.split(".")[0] for h in hidden}
+    fresh = ctx.config.products[name].freshness
+    if fresh and fresh.column:
+        hidden_heads.add(fresh.column)
+    return [c for c in prof.columns if c.column.name.split(".")[0] not in hidden_heads]
+
+
+def field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
+    """A field's schema; a description only where it says more than the name (meaning, the
+    identifier scheme, the unit), to keep the definition small."""
+    p: ProductConfig = ctx.config.products[product]
+    leaf = c.column.name
+    schema = json_type(c.column.kind)
+    facts = p.columns.get(leaf)
+    notes = [facts.description.rstrip(".")] if facts and facts.description else []
+    scheme = p.identifiers.get(leaf)
+    if scheme and scheme != leaf:
+        notes.append(f"{scheme} identifier")
+    if c.column.kind in ("integer", "decimal", "float"):
+        notes.append(unit_note(c.unit_hint, keyish=leaf in p.primary_key
+                               or leaf in p.identifiers))
+    if notes:
+        schema["description"] = sentence("; ".join(notes))
+    kinds = mask_kinds(ctx, product, leaf)
+    types = schema.get("type", "string")
+    types = list(types) if isinstance(types, list) else [types]
+    if c.column.nullable or "null" in kinds:  # the schema's promise, not this week's data
+        types.append("null")
+    if kinds - {"null"} and "string" not in types:  # a redacted or hashed value is text
+        types.append("string")
+        schema.pop("format", None)
+    if len(types) > 1:
+        schema["type"] = list(dict.fromkeys(types))
+    return schema
+
+
+def mask_kinds(ctx: Ctx, product: str, column: str) -> set[str]:
+    """The masks any role puts on ``product.column`` (the pii selector included): a masked
+    value is text or NULL, whatever the column's type, and the output schema says so."""
+    facts = ctx.config.products[product].columns.get(column)
+    out: set[str] = set()
+    for role in ctx.config.policies.roles.values():
+        mask = role.masks.get(f"{product}.{column}")
+        if mask is None and facts is not None and facts.classification == "pii":
+            mask = role.masks.get("pii")
+        if mask is not None:
+            out.add(mask)
+    return out
+
+
+def size_words(n: int) -> str:
+    """1048576 -> '1 MiB' (the result cap as a person reads it)."""
+    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} bytes"
+
+
+NO_UNIT = "no known unit"
+
+
+def unit_note(unit: str | None, *, keyish: bool = False) -> str:
+    """What a numeric field's description says of its unit: the unit, ``unit: none`` for a
+    declared dimensionless value, "key, no unit", or, without evidence, that no unit is known
+    (lint item 6 counts that as a lost point; nothing is invented)."""
+    if unit == "none":
+        return "dimensionless (unit: none)"
+    if unit and "{" in unit:
+        column = unit[unit.index("{") + 1:unit.index("}")]
+        return f"unit: {unit} (from each row's {column})"
+    if unit:
+        return f"unit: {unit}"
+    return "key, no unit" if keyish else NO_UNIT
+
+
+def output_rows(ctx: Ctx, product: str, cols: list[ColumnProfile]) -> dict[str, Any]:
+    """Row properties; a STRUCT's visible leaves nest under their parent."""
+    props: dict[str, Any] = {}
+    for c in cols:
+        head, _, rest = c.column.name.partition(".")
+        if rest:
+            parent = props.setdefault(head, {"type": "object", "properties": {}})
+            parent["properties"][rest] = field_schema(ctx, product, c)
+        else:
+            props[head] = field_schema(ctx, product, c)
+    return props
+
+
+def closed(props: dict[str, Any]) -> dict[str, Any]:
+    """A tool's input schema: its parameters and no others (the server refuses any other, and
+    says so here, where a client or a grammar that honours the schema never sends one)."""
+    return {"type": "object", "properties": props, "additionalProperties": False}
+
+
+def envelope(rows: dict[str, Any], as_of_desc: str, paged: bool) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "rows": {"type": "array", "items": {"type": "object", "properties": rows}},
+        "row_count": {"type": "integer", "description": "Unit: rows."},
+    }
+    if paged:
+        props["truncated"] = {"type": "boolean"}
+        props["next_cursor"] = {"type": ["string", "null"]}
+        props["total_rows"] = {"type": "integer", "description": "All matching rows, not only "
+                               "this page; unit: rows."}
+    props["as_of"] = {"type": ["string", "null"], "format": "date-time", "description": as_of_desc}
+    # a windowed result also carries `window` {start, end (exclusive), end_exclusive, calendar,
+    # timezone, resolved_from, label}: stated in every result (docs/serve.md), not declared
+    # here, where it would cost every tool about 50 tokens of every prompt
+    return {"type": "object", "properties": props}
+
+
+PERIOD_PARAM_PATTERN = r"^(today|yesterday|(this|last)_[a-z]+|last_\d+_days|[\dFYQ.-]{4,22})$"
+"""The shape of every form context/periods.py accepts (the server checks the form itself and,
+for one it does not know, lists them: the full grammar here cost every windowed tool 50 more
+tokens of every prompt)."""
+
+
+def period_param(ctx: Ctx, calendar_name: str | None, default: str | None,
+                 timezone: str = "UTC") -> dict[str, Any]:
+    """The one `period` argument of a time-windowed tool: the forms in one sentence, the
+    calendar its quarters and years follow, and what omitting it means."""
+    fiscal = fiscal_calendar(ctx.config, calendar_name)  # as the server will resolve it
+    if fiscal is not None:
+        example = resolve("this_quarter", ctx.project.now().date(), fiscal)
+        assert example is not None
+        years = (f"quarters and years fiscal (from 1 {calendar.month_name[fiscal.start_month]}, "
+                 f"named by the year they {fiscal.year_named_by} in: {example.label} = "
+                 f"{example.start}..{example.end - dt.timedelta(days=1)})")
+    else:
+        years = "calendar quarters and years"
+    omitted = f"default {default}" if default else "omit for all rows"
+    return {"type": "string", "pattern": PERIOD_PARAM_PATTERN, "description": sentence(
+        "today, yesterday, this_|last_ week|month|quarter|year, last_N_days, FYyyyy[-Qn], "
+        f"yyyy[-Qn], yyyy-mm[-dd], START..END (END included); {years}; {timezone}; {omitted}")}
+
+
+MAX_FILTER_ENUM = 12
+"""Enums offered as filters by default have 2 to this many values (tool.filters overrides)."""
+
+
+def filter_columns(p: ProductConfig, cols: list[ColumnProfile]) -> list[ColumnProfile]:
+    by_name = {c.column.name: c for c in cols}
+    if p.tool and p.tool.filters is not None:
+        unknown = [n for n in p.tool.filters if n not in by_name]
+        if unknown:
+            raise ConfigError(f"tool.filters names {', '.join(unknown)}, which the product does "
+                              "not expose (unknown, restricted or the load-time column).",
+                              hint="Filters: " + ", ".join(sorted(by_name)) + ".")
+        return [by_name[n] for n in p.tool.filters]
+    key = p.primary_key[0] if len(p.primary_key) == 1 else None
+    return [c for c in cols if c.column.name in p.identifiers
+            or (c.column.name == key and c.column.kind in LOOKUP_KINDS)
+            or (c.enum is not None and len(c.enum) >= 2)]
+
+
+LOOKUP_KINDS = ("string", "integer", "uuid", "decimal", "date")
+"""Kinds of a single-column key offered as a lookup parameter (one row by its key)."""
+EXAMPLES = 5
+"""Values shown for an enum above MAX_FILTER_ENUM (the parameter then has a pattern, not a list)."""
+
+
+def value_pattern(values: list[str]) -> str | None:
+    """A pattern every value fits, by character class and length (``^[A-Z0-9]{2}$`` for
+    two-character carrier codes), or None when the values are too long or too varied to say."""
+    if not values or max(map(len, values)) > 40:
+        return None
+    classes: list[str] = []
+    for test, cls in ((str.isupper, "A-Z"), (str.islower, "a-z"), (str.isdigit, "0-9")):
+        if any(test(ch) for v in values for ch in v):
+            classes.append(cls)
+    other = sorted({ch for v in values for ch in v if not (ch.isascii() and ch.isalnum())})
+    if any(not ch.isascii() for ch in other) or len(other) > 6:
+        return None
+    body = "".join(classes) + "".join(re.escape(ch) if ch != " " else " " for ch in other)
+    lo, hi = min(map(len, values)), max(map(len, values))
+    size = f"{{{lo}}}" if lo == hi else f"{{{lo},{hi}}}"
+    return f"^[{body}]{size}$"
+
+
+def param_name(p: ProductConfig, column: str) -> str:
+    return p.identifiers.get(column) or column.replace(".", "_")
+
+
+def id_routes(ctx: Ctx, product: str, column: str) -> list[Route]:
+    """Every scheme an identifier parameter accepts: the column's own, then each other scheme a
+    declared crosswalk product holds beside it (a value of it is resolved through the crosswalk,
+    in the same query). A restricted crosswalk column is never a route."""
+    config = ctx.config
+    own = config.products[product].identifiers[column]
+    routes = [Route(scheme=own, pattern=config.identifier_schemes[own].pattern)]
+    crosswalks = sorted({s.crosswalk.split(".")[0] for s in config.identifier_schemes.values()
+                         if s.crosswalk})
+    for via in crosswalks:
+        x = config.products.get(via)
+        if x is None or via == product:
+            continue
+        take = next((c for c, sch in x.identifiers.items() if sch == own), None)
+        if take is None:
+            continue
+        hidden = set(restricted_columns(config, via, list(x.identifiers)))
+        for match, scheme in x.identifiers.items():
+            pattern = config.identifier_schemes[scheme].pattern
+            if (scheme != own and pattern and match not in hidden
+                    and scheme not in {r.scheme for r in routes}):
+                routes.append(Route(scheme=scheme, pattern=pattern, via=via, match=match,
+                                    take=take))
+    return routes
+
+
+def any_pattern(routes: list[Route]) -> str | None:
+    """One pattern a value of any of the routes' schemes fits (None if one has none)."""
+    if any(not r.pattern for r in routes):
+        return None
+    if len(routes) == 1:
+        return routes[0].pattern
+    # the UUID's full pattern costs 30 more tokens than its shape; the server recognises each
+    # scheme by its own pattern
+    return "|".join(f"({UUID_SHAPE if r.pattern == UUID_PATTERN else r.pattern})"
+                    for r in routes)
+
+
+def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
+                  routes: list[Route] | None = None) -> dict[str, Any]:
+    p: ProductConfig = ctx.config.products[product]
+    leaf = c.column.name
+    facts = p.columns.get(leaf)
+    scheme_name = p.identifiers.get(leaf)
+    if scheme_name:
+        scheme = ctx.config.identifier_schemes[scheme_name]
+        schema: dict[str, Any] = {"type": "string"}
+        others = [r for r in routes or [] if r.via]
+        if others:
+            pattern = any_pattern(routes or [])
+            if pattern:
+                schema["pattern"] = pattern
+        elif scheme.pattern == UUID_PATTERN:
+            schema["format"] = "uuid"
+        elif scheme.pattern:
+            schema["pattern"] = scheme.pattern
+        text = (scheme.description or humanize(scheme_name)).rstrip(".")
+        if others:
+            text += f"; or its {join_words([r.scheme for r in others], 'or')} (resolved for you)"
+        else:
+            text += "; only this id"
+        if isinstance(c.min, str) and "format" not in schema and not scoped(ctx, product, leaf):
+            text += f", like {c.min}"  # a real value: only where every caller may see it
+        schema["description"] = sentence(text)
+        return schema
+    schema = json_type(c.column.kind)
+    notes = [facts.description.rstrip(".")] if facts and facts.description else []
+    parent = parent_product(ctx, product, leaf)
+    if parent:
+        notes.append(f"the {leaf} of {ctx.tool_names.get(parent, parent)} ({parent}.{leaf})")
+    key = p.primary_key[0] if len(p.primary_key) == 1 else None
+    if leaf == key:
+        notes.append(f"the key of {plural(grain_noun(p.grain, product))}: at most one row")
+    chosen = bool(p.tool and p.tool.filters and leaf in p.tool.filters)  # named in tether.yaml
+    if c.enum is not None and c.column.kind != "boolean" and (
+            chosen or len(c.enum) <= MAX_FILTER_ENUM):
+        # one value or several at once (a single value is read as a list of one)
+        # (the listed values say their type: none is repeated inside the items)
+        schema = {"type": "array", "items": {"enum": [e.value for e in c.enum]}}
+        note = enum_note(c)
+        if note:
+            notes.append(note.rstrip("."))
+    elif c.enum is not None and c.column.kind != "boolean":  # too many to list in the tool
+        values = [str(e.value) for e in c.enum]
+        pattern = value_pattern(values) if c.column.kind == "string" else None
+        if pattern:
+            schema["pattern"] = pattern
+        text = f"one of {len(values)} values in the data"
+        if not scoped(ctx, product, leaf):  # a value every caller may see
+            top = sorted(c.enum, key=lambda e: (-(e.count or 0), str(e.value)))[:EXAMPLES]
+            schema["examples"] = [e.value for e in top]
+            text += ", e.g. " + ", ".join(str(e.value) for e in top)
+        notes.append(text)
+        note = enum_note(c)
+        if note:
+            notes.append(note.rstrip("."))
+    if c.unit_hint:
+        notes.append(f"unit: {c.unit_hint}")
+    if notes:
+        schema["description"] = sentence("; ".join(notes))
+    return schema
+
+
+def scoped(ctx: Ctx, product: str, column: str) -> bool:
+    """Whether some role sees only part of ``product``'s rows or a mask of ``column``: then a
+    value observed over every row is not one every caller may see."""
+    pii = ctx.config.products[product].columns.get(column)
+    for role in ctx.config.policies.roles.values():
+        if product in role.row_filters or f"{product}.{column}" in role.masks:
+            return True
+        if "pii" in role.masks and pii is not None and pii.classification == "pii":
+            return True
+    return False
+
+
+def crosswalk_tool(ctx: Ctx, scheme: str) -> str | None:
+    """The tool of the product that maps ``scheme`` to the canonical id, if one is declared."""
+    crosswalk = ctx.config.identifier_schemes[scheme].crosswalk
+    if not crosswalk:
+        return None
+    product = crosswalk.split(".")[0]
+    return ctx.tool_names.get(product)
+
+
+def parent_product(ctx: Ctx, product: str, column: str) -> str | None:
+    """The product whose single-column key this column is (legs.shipment_id -> shipments)."""
+    return next((other for other in ctx.keyed_by((column,)) if other != product), None)
+
+
+def child_product(ctx: Ctx, name: str) -> str | None:
+    """A product whose primary key extends this one's: a one-to-many child (fan-out risk)."""
+    pk = ctx.config.products[name].primary_key
+    if not pk:
+        return None
+    return next((other for other in ctx.extending(tuple(pk)) if other != name), None)
+
+
+def policy_sentence(ctx: Ctx, product: str, with_masks: bool = True) -> Sentence | None:
+    roles = ctx.config.policies.roles
+    filtered = sorted(r for r, role in roles.items() if product in role.row_filters)
+    masked = sorted({m.split(".", 1)[1] for role in roles.values() for m in role.masks
+                     if m.split(".", 1)[0] == product}) if with_masks else []
+    parts = []
+    if filtered:
+        parts.append("rows are filtered to your entitlement")
+    if masked:
+        parts.append(f"{join_words(masked)} may be masked")
+    if not parts:
+        return None
+    return Sentence(text=sentence("; ".join(parts)), source="policy")
+
+
+def metric_products(m: MetricConfig, dialect: str = "duckdb") -> list[str]:
+    """Products a metric reads, in order of first mention: table qualifiers of the columns in
+    its SQL (parsed, so string literals do not count) and its product.column references."""
+    seen: list[str] = []
+    for sql in [m.measure, m.predicate or "", *[o.sql for o in m.outputs.values()]]:
+        if not sql:
+            continue
+        for col in parse(sql, dialect).find_all(exp.Column):
+            if col.table and col.table not in seen:
+                seen.append(col.table)
+    for ref in [m.time or "", m.time_end or "", *m.dimensions]:
+        table = ref.partition(".")[0]
+        if table and table not in seen:
+            seen.append(table)
+    return seen
+
+
+
+
+def tool_meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str, str],
+          products: list[str], *, source_of_truth: dict[str, str], canonical_ids: dict[str, str],
+          deprecated: dict[str, list[str]], limits: dict[str, Any],
+          definitions: list[str] | None = None,
+          fields: dict[str, Any] | None = None) -> dict[str, Any]:
+    used: set[Source] = {s.source for s in sentences}
+    used.add("schema")
+    if any(ctx.profiles[p].columns for p in products if p in ctx.profiles):
+        used.add("samples")
+    fingerprints = sorted({ctx.profiles[p].fingerprint for p in products if p in ctx.profiles})
+    terms = definitions if definitions is not None else sorted(
+        t for t, g in ctx.config.glossary.items()
+        if any(f.split(".")[0] in products for f in g.fields))
+    context: dict[str, Any] = {
+        "kind": kind,
+        "products": products,
+        "schema_fingerprint": fingerprints[0] if len(fingerprints) == 1 else fingerprints,
+        "generated_from": sorted(used),
+        "source_of_truth": source_of_truth,
+        "canonical_ids": canonical_ids,
+        "definitions": terms,
+        "fields": fields or {"arguments": {}, "governed": []},
+        "limits": limits,
+        "sources": sources,
+    }
+    if deprecated:
+        context["deprecated_values"] = deprecated
+    return {META_KEY: context}
