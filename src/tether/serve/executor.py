@@ -184,9 +184,13 @@ class Executor:
 
     def scope_key(self, user: str) -> tuple[str, str]:
         """Users whose role and attributes are equal read the same relations."""
-        role, _ = role_of(self.project.config, user)
-        attrs = self.project.config.policies.users[user].attributes()
-        return role, json.dumps(attrs, sort_keys=True, default=str)
+        key = ("scope", user)
+        if key not in self.memo:  # asked on every call: worked out once per user
+            role, _ = role_of(self.project.config, user)
+            attrs = self.project.config.policies.users[user].attributes()
+            self.memo[key] = (role, json.dumps(attrs, sort_keys=True, default=str))
+        found: tuple[str, str] = self.memo[key]
+        return found
 
     def fetch(self, src: Source, sql: str, params: dict[str, Any], max_rows: int,
               known: tuple[str, ...] = ()) -> Fetched:
@@ -454,6 +458,24 @@ class Executor:
 
 
 _VALIDATORS: dict[str, Any] = {}
+_BY_OBJECT: dict[int, tuple[dict[str, Any], Any]] = {}
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    """The schema's validator, built once per schema text; found by the schema object first (a
+    definition's schema is the same object call after call, and writing its text to look it
+    up cost more than checking the arguments)."""
+    hit = _BY_OBJECT.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    key = json.dumps(schema, sort_keys=True)
+    if key not in _VALIDATORS:
+        _VALIDATORS[key] = jsonschema.Draft202012Validator(
+            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    if len(_BY_OBJECT) > 4096:  # definitions come and go with publications
+        _BY_OBJECT.clear()
+    _BY_OBJECT[id(schema)] = (schema, _VALIDATORS[key])
+    return _VALIDATORS[key]
 
 
 def known(call: Call) -> tuple[str, ...]:
@@ -516,11 +538,7 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
         raise ToolError(f"unknown argument(s) {', '.join(unknown)[:200]}; allowed: "
                         f"{', '.join(sorted(allowed)) or 'none'} (call again without the "
                         "others)")
-    key = json.dumps(schema, sort_keys=True)
-    if key not in _VALIDATORS:
-        _VALIDATORS[key] = jsonschema.Draft202012Validator(
-            schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
-    errors = sorted(_VALIDATORS[key].iter_errors(args), key=lambda e: list(e.path))
+    errors = sorted(_validator(schema).iter_errors(args), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
         where = str(e.path[0]) if e.path else "arguments"  # a list's item: its parameter
