@@ -58,8 +58,21 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
     # what a definition governs, not its wording: an edited description or synonym is a
     # wording change of the tools, a changed predicate or measure is semantic
     for term, g in c.glossary.items():
-        state[f"term:{term}"] = {"hash": _hash(g.model_dump(include=TERM_GOVERNS)),
-                                 "definition": g.definition}
+        governs = g.model_dump(include=TERM_GOVERNS)
+        state[f"term:{term}"] = {"hash": _hash(governs), "definition": g.definition,
+                                 "keys": {k: _hash(v) for k, v in sorted(governs.items())}}
+        where = _imported_places(project, ("glossary", term), sorted(governs))
+        if where:  # an imported term: the file and line (or node) each key came from
+            state[f"term:{term}"]["where"] = where
+    for name, p in c.products.items():
+        described = {"description": p.description,
+                     "columns": {k: f.description for k, f in sorted(p.columns.items())
+                                 if f.description}}
+        state[f"described:{name}"] = {"hash": _hash(described),
+                                      "description": p.description}
+        origin = project.origin("products", name, "description")
+        if origin is not None and origin.kind is not None:
+            state[f"described:{name}"]["where"] = str(origin)
     for metric, m in c.metrics.items():
         governs = m.model_dump(include=METRIC_GOVERNS)
         governs["outputs"] = {k: o["sql"] for k, o in governs.get("outputs", {}).items()}
@@ -78,6 +91,17 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
                        if f.classification == "restricted"]),
             }
     return state
+
+
+def _imported_places(project: Project, base: tuple[str, ...], keys: list[str]
+                     ) -> dict[str, str]:
+    """key -> where an import layer read it (file and line, a node), for imported keys."""
+    out = {}
+    for k in keys:
+        origin = project.origin(*base, k)
+        if origin is not None and origin.kind is not None:
+            out[k] = origin.where or str(origin)
+    return out
 
 
 def upstream_tables(project: Project) -> dict[str, str]:
@@ -106,12 +130,14 @@ def upstream_tables(project: Project) -> dict[str, str]:
 def _upstream(project: Project, product: str) -> list[list[str]]:
     """Every lineage edge above a product (transitively), as [from, to, via], sorted."""
     edges = project.config.lineage
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, ...]] = set()
     frontier = [product]
     while frontier:
         node = frontier.pop()
         for e in edges:
-            key = (e.from_, e.to, e.via or "")
+            # a versioned transform (a dbt model's checksum) is part of its edge; an edge
+            # without one keeps the three parts it always had
+            key = (e.from_, e.to, e.via or "", *([e.version] if e.version else []))
             if e.to == node and key not in seen:
                 seen.add(key)
                 frontier.append(e.from_)
@@ -188,6 +214,11 @@ def detect_meaning(old: State, new: State, ctx: DetectContext) -> list[Event]:
         if old[key]["hash"] != cur["hash"]:
             kind, subject = key.split(":", 1)
             details = {"before": old[key].get("definition"), "after": cur.get("definition")}
+            before_keys = old[key].get("keys") or {}
+            changed = [k for k, h in (cur.get("keys") or {}).items() if before_keys.get(k) != h]
+            where = [cur["where"][k] for k in changed if k in cur.get("where", {})]
+            if where:
+                details["where"] = where[0]
             out.append({"kind": "definition_changed", "subject": f"{kind}:{subject}",
                         "details": details, "first_observed_at": None, "detected_at": ctx.now})
     return out
@@ -223,8 +254,22 @@ def detect_lineage(old: State, new: State, ctx: DetectContext) -> list[Event]:
     return out
 
 
+def detect_descriptions(old: State, new: State, ctx: DetectContext) -> list[Event]:
+    """A product's or a column's description changed (typed, or in an imported dbt model): a
+    wording change of the tools over it."""
+    out = []
+    for key, cur in new.items():
+        if key.startswith("described:") and key in old and old[key]["hash"] != cur["hash"]:
+            details = {"before": old[key].get("description"), "after": cur.get("description")}
+            if cur.get("where"):
+                details["where"] = cur["where"]
+            out.append({"kind": "description_changed", "subject": key.split(":", 1)[1],
+                        "details": details, "first_observed_at": None, "detected_at": ctx.now})
+    return out
+
+
 DEFAULT_DETECTORS: tuple[Detector, ...] = (detect_schema, detect_enums, detect_meaning,
-                                           detect_policy, detect_lineage)
+                                           detect_policy, detect_lineage, detect_descriptions)
 
 
 def run_detectors(old: State, new: State, ctx: DetectContext,

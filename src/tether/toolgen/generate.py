@@ -48,8 +48,10 @@ from tether.toolgen.model import (
     Source,
     Window,
     join_sentences,
+    sentence_origins,
 )
 from tether.toolgen.plan import fiscal_calendar, from_clause, parse, qualified
+from tether.toolgen.provenance import declared_unseen, field_origins, said, upstream_versions
 
 METRIC_MAX_ROWS = 1000
 """A metric cut by a dimension that is not an enum returns at most this many rows."""
@@ -66,6 +68,9 @@ class Ctx:
     @property
     def config(self) -> TetherConfig:
         return self.project.config
+
+    def said(self, default: Source, *path: str | int) -> tuple[Source, str | None]:
+        return said(self.project, default, *path)
 
     def dialect(self, product: str) -> str:
         """The sqlglot dialect of the product's source, from its URL (no connection)."""
@@ -395,6 +400,9 @@ def _param_schema(ctx: Ctx, product: str, c: ColumnProfile,
         note = enum_note(c)
         if note:
             notes.append(note.rstrip("."))
+        unseen = declared_unseen(ctx.config, product, c)
+        if unseen:  # the enum stays what the data holds; these match no row, and say so
+            notes.append(f"also declared, never seen in the data: {', '.join(unseen)}")
     elif c.enum is not None and c.column.kind != "boolean":  # too many to list in the tool
         values = [str(e.value) for e in c.enum]
         pattern = value_pattern(values) if c.column.kind == "string" else None
@@ -450,9 +458,11 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         routes = id_routes(ctx, name, c.column.name) if c.column.name in p.identifiers else []
         props[pname] = _param_schema(ctx, name, c, routes)
         resolver = next((ctx.tool_names.get(r.via) for r in routes if r.via), None)
+        several = enum_of(props[pname]) is not None
         filters.append(Filter(param=pname, column=f"{name}.{c.column.name}", op="eq",
                               routes=routes if len(routes) > 1 else [], resolver=resolver,
-                              several=enum_of(props[pname]) is not None))
+                              several=several,
+                              declared=declared_unseen(ctx.config, name, c) if several else []))
         if c.enum is not None and c.column.name not in p.identifiers and c.column.name not in (
                 p.primary_key or []):
             countable.append(pname)
@@ -497,7 +507,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                          "pagination": "cursor"},
                  fields={"arguments": {f.param: f.column for f in filters}
                          | ({"period": window.column} if window and window.column else {}),
-                         "governed": []})
+                         "governed": []},
+                 fields_from=field_origins(ctx.project, name, cols))
     return GeneratedTool(
         name=ctx.tool_names[name], title=(p.tool.question if p.tool else None),
         description=description, input_schema=closed(props),
@@ -585,7 +596,8 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
         f"{size_words(ctx.config.serve.max_result_bytes)} a page, cursor paging"),
         source="schema"))
     if p.description:
-        out += [Sentence(text=sentence(x), source="glossary")
+        source, origin = ctx.said("glossary", "products", name, "description")
+        out += [Sentence(text=sentence(x), source=source, origin=origin)
                 for x in split_sentences(p.description)]
     child = _child_product(ctx, name)
     if child:
@@ -741,6 +753,9 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         for f in filters:
             seen = {str(v) for v in enum_of(props[f.param]) or []}
             f.declared = sorted(v for v in named.get(f.column, set()) if v not in seen)
+    for f, prof, (table, _) in zip(filters, dim_profiles, dims, strict=True):
+        if f.several:
+            f.declared = sorted(set(f.declared) | set(declared_unseen(ctx.config, table, prof)))
     if dims:
         select = select.group_by(*[qualified(f"{t}.{c}") for t, c in dims])
     plan = QueryPlan(kind="metric", product=products[0], source=ctx.project.source_name(products[0]),
@@ -828,7 +843,8 @@ def _metric_sentences(ctx: Ctx, name: str, m: MetricConfig, kind: str,
     lookalikes = _lookalike_columns(ctx, m)
     if lookalikes:
         s1 += f"; use it, not {join_words(lookalikes)}, for any {m.term} question"
-    out = [Sentence(text=sentence(s1), source="glossary")]
+    source, origin = ctx.said("glossary", "metrics", name, "description")
+    out = [Sentence(text=sentence(s1), source=source, origin=origin)]
     when = {"period": "over a period (default: this quarter)",
             "trailing": f"over a period (default: the last {Window(kind='trailing').default_days} "
                         "days)",
@@ -838,12 +854,14 @@ def _metric_sentences(ctx: Ctx, name: str, m: MetricConfig, kind: str,
         f"{max_rows} rows (one per {join_words([c for _, c in dims]) or 'call'}), no pagination"),
         source="schema"))
     if term:
+        source, origin = ctx.said("glossary", "glossary", m.term or "", "definition")
         out.append(Sentence(text=sentence(f"Governed definition of {m.term}: {term.definition}"),
-                            source="glossary"))
+                            source=source, origin=origin))
     if m.time:
+        source, origin = ctx.said("glossary", "metrics", name, "time")
         out.append(Sentence(text=sentence(
             f"Time is {m.time}" + (f" to {m.time_end} (a row counts if it overlaps)"
-                                   if m.time_end else "")), source="glossary"))
+                                   if m.time_end else "")), source=source, origin=origin))
     for table in sorted({t for t, _ in dims}):
         policy = _policy_sentence(ctx, table, with_masks=False)  # aggregates show no masked value
         if policy:
@@ -955,7 +973,8 @@ def _meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str, str
           products: list[str], *, source_of_truth: dict[str, str], canonical_ids: dict[str, str],
           deprecated: dict[str, list[str]], limits: dict[str, Any],
           definitions: list[str] | None = None,
-          fields: dict[str, Any] | None = None) -> dict[str, Any]:
+          fields: dict[str, Any] | None = None,
+          fields_from: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
     used: set[Source] = {s.source for s in sentences}
     used.add("schema")
     if any(ctx.profiles[p].columns for p in products if p in ctx.profiles):
@@ -978,4 +997,13 @@ def _meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str, str
     }
     if deprecated:
         context["deprecated_values"] = deprecated
+    origins = sentence_origins(sentences)
+    if origins:  # only where an import layer said something: other tools are unchanged
+        context["origins"] = origins
+    if fields_from:
+        context["field_origins"] = fields_from
+    upstream = upstream_versions(ctx.config, products) if kind in ("list", "metric") else {}
+    if upstream:
+        context["upstream"] = upstream
     return {META_KEY: context}
+
