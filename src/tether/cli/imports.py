@@ -46,6 +46,48 @@ def import_dbt(
     _dbt_summary(proj, report, layer.inputs[0].path if layer.inputs else str(path))
 
 
+@import_app.command("openlineage")
+def import_openlineage(
+    source: str = typer.Argument(..., help="A file of OpenLineage run events (JSON lines), or "
+                                 "- for stdin."),
+    project: Path = ProjectOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Fold OpenLineage run events into .tether/imports/openlineage.json: job inputs and
+    outputs become lineage edges, schema facets are fingerprinted by tether check. Exit 2 on
+    an invalid event (nothing is imported; the previous layer is kept)."""
+    import sys
+
+    from tether.imports.openlineage import KIND, read_file
+    from tether.profiling.layers import write_import
+    from tether.textfiles import read_text
+
+    proj = load_project(project)
+    if source == "-":
+        text, shown = sys.stdin.read(), "-"
+    else:
+        path = Path(source).resolve()
+        text = read_text(path, "the OpenLineage events", name=source)
+        try:
+            shown = str(path.relative_to(proj.root))
+        except ValueError:
+            shown = str(path)
+    previous = next((la for la in proj.layers if la.kind == KIND), None)
+    layer = read_file(proj, previous, shown, text)
+    write_import(proj, layer)
+    summary = {"layer": str(layer_path(proj.root, KIND).relative_to(proj.root)),
+               "jobs": len(layer.jobs), "datasets": sorted(layer.datasets),
+               "edges": layer.config.get("lineage", [])}
+    if as_json:
+        print_json(summary)
+        return
+    out.print(f"folded OpenLineage events from {escape(shown)} into {summary['layer']}: "
+              f"{summary['jobs']} jobs, {len(summary['edges'])} lineage edges, "
+              f"{len(summary['datasets'])} dataset schemas")
+    for e in summary["edges"]:
+        out.print(f"  {escape(e['from'])} -> {escape(e['to'])} ({escape(e['via'])})")
+
+
 def _dbt_summary(proj: Project, report: dict[str, Any], source: str) -> None:
     out.print(f"imported {report['models']} dbt models from {escape(source)} into "
               f"{layer_path(proj.root, 'dbt').relative_to(proj.root)}: products "

@@ -16,6 +16,7 @@ from typing import Any
 from tether.config import Project
 from tether.context.profile import ProductProfile
 from tether.errors import TetherError
+from tether.imports.openlineage import dataset_columns
 from tether.policy.model import restricted_columns
 from tether.sources import open_source
 
@@ -46,15 +47,24 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
             "restricted": sorted(restricted_columns(c, name, cols)),
         }
     tables = upstream_tables(project)
+    observed = dataset_columns(project)  # OpenLineage schema facets of upstream datasets
     for name in profiles:
         edges = _upstream(project, name)
         nodes = sorted({e[0] for e in edges})
-        state[f"lineage:{name}"] = {
+        lineage: dict[str, Any] = {
             "edges": edges,
             "upstream_fingerprints": {n: state[f"product:{n}"]["fingerprint"]
                                       if f"product:{n}" in state else tables[n]
                                       for n in nodes if f"product:{n}" in state or n in tables},
         }
+        seen = {n: observed[n] for n in nodes if n in observed
+                and f"product:{n}" not in state and n not in tables}
+        if seen:  # only where a dataset was observed: other states keep their shape
+            lineage["upstream_fingerprints"] |= {n: _hash(c) for n, c in seen.items()}
+            lineage["upstream_columns"] = seen
+        state[f"lineage:{name}"] = lineage
+    for n, columns in observed.items():
+        state[f"dataset:{n}"] = {"columns": columns}
     # what a definition governs, not its wording: an edited description or synonym is a
     # wording change of the tools, a changed predicate or measure is semantic
     for term, g in c.glossary.items():
@@ -246,11 +256,29 @@ def detect_lineage(old: State, new: State, ctx: DetectContext) -> list[Event]:
                              | set(after["upstream_fingerprints"])
                              if before["upstream_fingerprints"].get(n)
                              != after["upstream_fingerprints"].get(n))
-            details = {"edges_added": [e for e in after["edges"] if e not in before["edges"]],
-                       "edges_removed": [e for e in before["edges"] if e not in after["edges"]],
-                       "upstream_changed": changed}
+            details: dict[str, Any] = {
+                "edges_added": [e for e in after["edges"] if e not in before["edges"]],
+                "edges_removed": [e for e in before["edges"] if e not in after["edges"]],
+                "upstream_changed": changed}
+            was, now = before.get("upstream_columns") or {}, after.get("upstream_columns") or {}
+            lost = {n: sorted(set(was[n]) - set(now.get(n, {}))) for n in changed if n in was}
+            if any(lost.values()):
+                details["columns_lost"] = {n: c for n, c in lost.items() if c}
             out.append({"kind": "lineage_changed", "subject": key.split(":", 1)[1],
                         "details": details, "first_observed_at": None, "detected_at": ctx.now})
+    return out
+
+
+def detect_datasets(old: State, new: State, ctx: DetectContext) -> list[Event]:
+    """An upstream dataset's observed schema (an OpenLineage schema facet) changed."""
+    out = []
+    for key, cur in new.items():
+        if key.startswith("dataset:") and key in old and old[key] != cur:
+            a, b = old[key]["columns"], cur["columns"]
+            details = {"added": sorted(set(b) - set(a)), "removed": sorted(set(a) - set(b)),
+                       "retyped": sorted(c for c in set(a) & set(b) if a[c] != b[c])}
+            out.append({"kind": "schema", "subject": key, "details": details,
+                        "first_observed_at": None, "detected_at": ctx.now})
     return out
 
 
@@ -269,7 +297,8 @@ def detect_descriptions(old: State, new: State, ctx: DetectContext) -> list[Even
 
 
 DEFAULT_DETECTORS: tuple[Detector, ...] = (detect_schema, detect_enums, detect_meaning,
-                                           detect_policy, detect_lineage, detect_descriptions)
+                                           detect_policy, detect_lineage, detect_descriptions,
+                                           detect_datasets)
 
 
 def run_detectors(old: State, new: State, ctx: DetectContext,

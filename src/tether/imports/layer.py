@@ -62,7 +62,9 @@ class ImportLayer(_M):
         default_factory=list, description="(key path, where it came from): a dbt node id, a "
         "file and line, a job; the deepest path that prefixes a key names its origin.")
     datasets: dict[str, Any] = Field(default_factory=dict, description="Observations that are "
-                                     "not configuration (an OpenLineage dataset's schema).")
+                                     "not configuration: an OpenLineage dataset's newest schema.")
+    jobs: dict[str, Any] = Field(default_factory=dict, description="An OpenLineage job's newest "
+                                 "inputs and outputs.")
     report: dict[str, Any] = Field(default_factory=dict, description="What the import noticed.")
 
     def origin(self, path: Path_) -> str | None:

@@ -35,6 +35,8 @@ def moved(project: Project, layer: ImportLayer) -> list[str]:
     """Inputs of ``layer`` whose file changed (or is gone) since it was read."""
     out = []
     for i in layer.inputs:
+        if i.path in ("-", "http"):  # stdin and POSTed events: nothing to read again
+            continue
         path = Path(i.path) if Path(i.path).is_absolute() else project.root / i.path
         if not path.is_file() or sha256_file(path) != i.sha256:
             out.append(i.path)
@@ -69,13 +71,53 @@ def _reread_dbt(project: Project, layer: ImportLayer) -> ImportLayer:
     return read_dbt(project, _path(project, str(layer.options.get("path", "."))))
 
 
-READERS: dict[str, Reader] = {"dbt": _reread_dbt}
+def _reread_openlineage(project: Project, layer: ImportLayer) -> ImportLayer:
+    """Fold the event files whose hash moved again (stdin and HTTP events stay as folded)."""
+    from tether.imports.openlineage import read_file
+    from tether.textfiles import read_text
+
+    new = layer
+    for i in moved(project, layer):
+        if i in ("-", "http"):
+            continue
+        path = _path(project, i)
+        new = read_file(project, new, i, read_text(path, "the OpenLineage events", name=i))
+    return new
+
+
+READERS: dict[str, Reader] = {"dbt": _reread_dbt, "openlineage": _reread_openlineage}
 """How each kind of layer is read again from its recorded input."""
 
 
 def refresh_all(project: Project) -> tuple[Project, list[str]]:
     """:func:`refresh` with every kind's reader."""
     return refresh(project, READERS)
+
+
+def post_openlineage(root: Path, text: str, where: str = "POST /api/v1/lineage") -> int:
+    """Fold POSTed OpenLineage events into the project's layer, one writer at a time (a file
+    lock: two emitters posting at once must not lose one's events); the number of events."""
+    import fcntl
+
+    from tether.imports.openlineage import KIND, fold, parse_events
+
+    events = parse_events(text, where)
+    lock_path = layer_path(root, KIND).with_name(".openlineage.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        project = load_project(root)  # the layer as the last writer left it
+        previous = next((la for la in project.layers if la.kind == KIND), None)
+        layer = fold(project, previous, events)
+        import hashlib
+
+        from tether.imports.layer import InputFile
+
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        layer.inputs = [i for i in layer.inputs if i.path != "http"] + [
+            InputFile(path="http", sha256=digest)]
+        write_import(project, layer)
+    return len(events)
 
 
 def _path(project: Project, text: str) -> Path:
