@@ -194,8 +194,8 @@ def primary_key(dbt: DbtProject, node: DbtNode) -> list[str]:
             return [str(x) for x in c["columns"]]
     unique: set[str] = set()
     not_null: set[str] = set()
-    for t in dbt.tests():
-        if t.attached_node == node.unique_id and t.column_name and t.test_metadata:
+    for t in dbt.tests_of(node.unique_id):
+        if t.column_name and t.test_metadata:
             if t.test_metadata.name == "unique":
                 unique.add(t.column_name)
             elif t.test_metadata.name == "not_null":
@@ -229,10 +229,10 @@ def column_facts(dbt: DbtProject, node: DbtNode) -> dict[str, Any]:
             facts["classification"] = cls.lower()
         if facts:
             out[cname] = facts
-    for t in dbt.tests():
+    for t in dbt.tests_of(node.unique_id):
         test = t.test_metadata
-        if (test and test.name == "accepted_values" and t.attached_node == node.unique_id
-                and t.column_name and isinstance(test.args.get("values"), list)):
+        if (test and test.name == "accepted_values" and t.column_name
+                and isinstance(test.args.get("values"), list)):
             if real_lower is not None and t.column_name.lower() not in real_lower:
                 continue
             cname = real_lower[t.column_name.lower()] if real_lower is not None else t.column_name

@@ -213,3 +213,14 @@ class DbtProject(_Dbt):
     def tests(self) -> list[DbtNode]:
         return [n for _, n in sorted(self.nodes.items())
                 if n.resource_type == "test" and n.test_metadata is not None]
+
+    def tests_of(self, unique_id: str) -> list[DbtNode]:
+        """The data tests attached to one node (indexed once: a manifest has thousands)."""
+        index = self.__dict__.get("_tests_by_node")
+        if index is None:
+            index = {}
+            for t in self.tests():
+                index.setdefault(t.attached_node or "", []).append(t)
+            object.__setattr__(self, "_tests_by_node", index)
+        found: list[DbtNode] = index.get(unique_id, [])
+        return found

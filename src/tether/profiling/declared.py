@@ -14,7 +14,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from tether.config import Project
+from tether.config import ProductConfig, Project
 from tether.errors import TetherError
 from tether.imports.layer import ImportLayer
 from tether.sources import Source, open_source
@@ -84,31 +84,41 @@ def declared_values(project: Project) -> list[dict[str, Any]]:
     seen but never declared (over every row; None when the column holds more values than an
     enum may have)."""
     out: list[dict[str, Any]] = []
-    cap = project.config.profiling.enum_max_values
+    by_source: dict[str, list[tuple[str, ProductConfig]]] = {}
     for name, p in sorted(project.config.products.items()):
-        wanted = {c: f.accepted_values for c, f in p.columns.items()
-                  if f.accepted_values is not None}
-        if not wanted or not p.table:
-            continue
-        source = project.source_name(name)
+        if p.table and any(f.accepted_values is not None for f in p.columns.values()):
+            by_source.setdefault(project.source_name(name), []).append((name, p))
+    for source, products in by_source.items():  # one connection per source
         with open_source(source, project.config.sources[source], project.root) as src:
-            for column, declared in sorted(wanted.items()):
-                q = (exp.select(exp.column(column, quoted=True)).distinct()
-                     .from_(src.table_expr(p.table)).where(
-                         exp.column(column, quoted=True).is_(exp.null()).not_())
-                     .limit(cap + 1))
-                try:
-                    seen = sorted({str(r[0]) for r in src.query(q)})
-                except TetherError as e:
-                    out.append({"product": name, "column": column, "error": e.message,
-                                "declared": declared})
-                    continue
-                enum = len(seen) <= cap
-                out.append({"product": name, "column": column, "declared": declared,
-                            "observed": seen if enum else None,
-                            "declared_not_seen": sorted(set(declared) - set(seen)),
-                            "seen_not_declared": sorted(set(seen) - set(declared)) if enum
-                            else None,
-                            "origin": str(project.origin("products", name, "columns", column,
-                                                         "accepted_values"))})
+            for name, p in products:
+                out += _compare(project, src, name, p)
+    return out
+
+
+def _compare(project: Project, src: Source, name: str, p: ProductConfig
+             ) -> list[dict[str, Any]]:
+    """Declared against observed values for each column of one product."""
+    out: list[dict[str, Any]] = []
+    cap = project.config.profiling.enum_max_values
+    assert p.table is not None
+    for column, facts in sorted(p.columns.items()):
+        declared = facts.accepted_values
+        if declared is None:
+            continue
+        col = exp.column(column, quoted=True)
+        q = (exp.select(col).distinct().from_(src.table_expr(p.table))
+             .where(col.is_(exp.null()).not_()).limit(cap + 1))
+        try:
+            seen = sorted({str(r[0]) for r in src.query(q)})
+        except TetherError as e:
+            out.append({"product": name, "column": column, "error": e.message,
+                        "declared": declared})
+            continue
+        enum = len(seen) <= cap  # beyond the cap the column is no enum: nothing to list
+        out.append({"product": name, "column": column, "declared": declared,
+                    "observed": seen if enum else None,
+                    "declared_not_seen": sorted(set(declared) - set(seen)) if enum else None,
+                    "seen_not_declared": sorted(set(seen) - set(declared)) if enum else None,
+                    "origin": str(project.origin("products", name, "columns", column,
+                                                 "accepted_values"))})
     return out
