@@ -244,3 +244,30 @@ def test_bad_manifests_exit_2_and_keep_the_previous_layer(site: Path, damage: st
     res = run_cli("check", "--project", str(project))
     assert res.returncode == 2 and "Traceback" not in res.stderr and "manifest.json" in res.stderr
     assert layer.read_bytes() == before
+
+
+def test_the_demo_stage_imports_its_dbt_project(demo_dir: Path, tmp_path: Path) -> None:
+    """make demo's stage 9, on a copy of the demo: the warehouse is left as it was, the report
+    names both values, and the metric a manager calls applies the dbt filter in their region."""
+    import hashlib
+    import subprocess
+    import sys
+
+    from conftest import copy_project
+
+    d = copy_project(demo_dir, tmp_path / "demo")
+    shutil.copy(demo_dir / "warehouse.duckdb", d / "warehouse.duckdb")
+    (d / "tether.yaml").write_text((demo_dir / "tether.yaml").read_text())
+    assert run_cli("build", "--project", str(d)).returncode == 0
+    before = hashlib.sha256((d / "warehouse.duckdb").read_bytes()).hexdigest()
+    res = subprocess.run([sys.executable, "-m", "tether.demo.dbt_tour", str(d)],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "CRITICAL" in res.stdout and "URGENT" in res.stdout
+    assert "whose source is dbt" in res.stdout and "metric.helpdesk.open_urgent_tickets" in res.stdout
+    assert hashlib.sha256((d / "warehouse.duckdb").read_bytes()).hexdigest() == before
+    result = call(d, "mgr.emea", "open_urgent_tickets", {"period": "last_365_days"})
+    assert not result.is_error, result.content
+    sql = result.meta[EVIDENCE_KEY]["sql"]
+    assert "'URGENT'" in sql and "'SOLVED'" in sql
+    assert {r["sales_region"] for r in result.structured_content["rows"]} == {"EMEA"}

@@ -75,14 +75,15 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
         if where:  # an imported term: the file and line (or node) each key came from
             state[f"term:{term}"]["where"] = where
     for name, p in c.products.items():
-        described = {"description": p.description,
-                     "columns": {k: f.description for k, f in sorted(p.columns.items())
-                                 if f.description}}
-        state[f"described:{name}"] = {"hash": _hash(described),
-                                      "description": p.description}
-        origin = project.origin("products", name, "description")
-        if origin is not None and origin.kind is not None:
-            state[f"described:{name}"]["where"] = str(origin)
+        columns = {k: f.description for k, f in sorted(p.columns.items()) if f.description}
+        described = {"hash": _hash([p.description, columns]), "description": p.description,
+                     "columns": {k: _hash(v) for k, v in columns.items()}}
+        places = {k: str(o) for k, path in [("description", ("description",)), *[
+            (col, ("columns", col, "description")) for col in columns]]
+            if (o := project.origin("products", name, *path)) is not None and o.kind}
+        if places:  # imported descriptions: the node (or file) each came from
+            described["where"] = places
+        state[f"described:{name}"] = described
     for metric, m in c.metrics.items():
         governs = m.model_dump(include=METRIC_GOVERNS)
         governs["outputs"] = {k: o["sql"] for k, o in governs.get("outputs", {}).items()}
@@ -288,9 +289,19 @@ def detect_descriptions(old: State, new: State, ctx: DetectContext) -> list[Even
     out = []
     for key, cur in new.items():
         if key.startswith("described:") and key in old and old[key]["hash"] != cur["hash"]:
-            details = {"before": old[key].get("description"), "after": cur.get("description")}
-            if cur.get("where"):
-                details["where"] = cur["where"]
+            details: dict[str, Any] = {}
+            if old[key].get("description") != cur.get("description"):
+                details = {"before": old[key].get("description"),
+                           "after": cur.get("description")}
+            a, b = old[key].get("columns") or {}, cur.get("columns") or {}
+            columns = sorted(c for c in set(a) | set(b) if a.get(c) != b.get(c))
+            if columns:
+                details["columns"] = columns
+            places = cur.get("where") or {}
+            found = [places[k] for k in (["description"] if "after" in details else [])
+                     + columns if k in places]
+            if found:
+                details["where"] = found[0]
             out.append({"kind": "description_changed", "subject": key.split(":", 1)[1],
                         "details": details, "first_observed_at": None, "detected_at": ctx.now})
     return out
