@@ -157,3 +157,22 @@ def test_explain_names_tether_yaml_and_its_line(second: Path) -> None:
     assert row["layer"] == "tether.yaml" and row["from"] == f"tether.yaml:{line}"
     res = run_cli("explain", "products.no_such_thing", "--project", str(second))
     assert res.returncode == 2 and "no value" in res.stderr
+
+
+def test_the_importers_sit_at_layer_zero() -> None:
+    """tether.imports reads files into layers: it imports only layer 0 (config, context,
+    errors, text files) and itself, so config loading may use it and nothing it imports can
+    reach a source, the registry or a server."""
+    import ast
+
+    allowed = ("tether.config", "tether.context", "tether.errors", "tether.textfiles",
+               "tether.imports")
+    root = Path(__file__).resolve().parents[1] / "src" / "tether" / "imports"
+    found = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [(path.name, n) for n in names
+                      if n.startswith("tether") and not n.startswith(allowed)]
+    assert not found, found

@@ -316,10 +316,11 @@ def _note(project: Project, t: GeneratedTool, events: list[Event], kind: str,
                          f"{where}: now {after}")
         elif e["kind"] == "description_changed":
             where = f" ({d['where']})" if d.get("where") else ""
-            what = ([f"the description of {e['subject']}"] if "after" in d else []) + [
-                f"the description of {e['subject']}.{c}" for c in d.get("columns", [])]
-            parts.append(f"{' and '.join(what[:3]) or 'a description'}"
-                         f"{' and more' if len(what) > 3 else ''} changed{where}")
+            cols = d.get("columns", [])
+            what = ([f"the description of {e['subject']}"] if "after" in d else []) + (
+                [f"the descriptions of its columns {', '.join(cols[:5])}"
+                 + (f" and {len(cols) - 5} more" if len(cols) > 5 else "")] if cols else [])
+            parts.append(f"{' and '.join(what) or 'a description'} changed{where}")
         elif e["kind"] == "policy_changed":
             parts.append(f"policy for {e['subject'].replace(':', ' on ')} changed")
         elif e["kind"] == "lineage_changed":
