@@ -50,17 +50,8 @@ from tether.context.config_model import (
 from tether.context.references import did_you_mean as _did_you_mean
 from tether.context.references import problems as _reference_problems
 from tether.errors import ConfigError
-from tether.imports.glossary_docs import read_glossary_dir
-from tether.imports.layer import (
-    KINDS,
-    UNION_LISTS,
-    ImportLayer,
-    layer_path,
-    merged,
-    present,
-    read_layers,
-    value_at,
-)
+from tether.imports.layer import UNION_LISTS, ImportLayer, merged, present, value_at
+from tether.imports.loading import Origin, layer_origin, precedence, project_layers
 from tether.textfiles import check_yaml_aliases, read_text
 
 __all__ = [
@@ -78,23 +69,6 @@ Loc = tuple[str | int, ...]
 
 
 # --- the loaded project --------------------------------------------------------------------------
-
-
-class Origin:
-    """Where a value of the loaded configuration came from: tether.yaml (``kind`` None), or an
-    import layer, with the node, file and line or job it was read from."""
-
-    def __init__(self, kind: str | None, file: str, where: str | None = None):
-        self.kind = kind
-        self.file = file
-        self.where = where
-
-    def __str__(self) -> str:
-        if self.kind is None:
-            return self.file
-        if self.kind == "glossary_dir":
-            return f"glossary_dir: {self.where or self.file}"
-        return f"{self.kind} import ({self.file}" + (f", {self.where})" if self.where else ")")
 
 
 class Project:
@@ -134,7 +108,7 @@ class Project:
         for layer in self.layers:
             mine = value_at(layer.config, path)
             if present(mine) and (mine == value or isinstance(mine, dict)):
-                return _layer_origin(self.root, layer, path)
+                return layer_origin(self.root, layer, path)
         return None
 
     def _item_origin(self, path: tuple[str | int, ...], value: Any) -> Origin | None:
@@ -147,7 +121,7 @@ class Project:
         for layer in self.layers:
             for i, mine in enumerate(layer.config.get(str(path[0])) or []):
                 if mine == item:
-                    return _layer_origin(self.root, layer, (path[0], i, *path[2:]))
+                    return layer_origin(self.root, layer, (path[0], i, *path[2:]))
         return None
 
     def now(self) -> datetime:
@@ -204,10 +178,11 @@ def parse_project(text: str, path: Path, with_layer: ImportLayer | None = None) 
             hint="See docs/config.md for the skeleton.",
         )
     data = _interpolate(data, (), lines, path)
-    layers = _layers(path.parent, data, lines, path)
+    layers = project_layers(path.parent, data.get("glossary_dir"),
+                            lambda: f"{path.name}:{_line_for(lines, ('glossary_dir',))}")
     if with_layer is not None:
         layers = [la for la in layers if la.kind != with_layer.kind] + [with_layer]
-        layers.sort(key=_precedence)
+        layers.sort(key=precedence)
     full = merged(data, [(layer.kind, layer.config) for layer in layers])
     project = Project(path.parent, TetherConfig.model_construct(sources={}), lines, path, typed=data,
                       layers=layers, data=full)
@@ -217,34 +192,6 @@ def parse_project(text: str, path: Path, with_layer: ImportLayer | None = None) 
         raise _explain(e, lines, path, project) from None
     _cross_check(project)
     return project
-
-
-def _layers(root: Path, data: dict[str, Any], lines: dict[Loc, int],
-            path: Path) -> list[ImportLayer]:
-    """The layers under tether.yaml, highest first: the glossary documents glossary_dir names
-    (read now), then what `tether import` wrote."""
-    out = []
-    folder = data.get("glossary_dir")
-    if isinstance(folder, str) and folder:
-        try:
-            out.append(read_glossary_dir(root, folder))
-        except ConfigError as e:
-            if e.where and e.where.startswith("/"):  # the folder itself: the key's line
-                e.where = f"{path.name}:{_line_for(lines, ('glossary_dir',))}"
-            raise
-    return out + read_layers(root)
-
-
-def _precedence(layer: ImportLayer) -> int:
-    order = ("glossary_dir", *KINDS)
-    return order.index(layer.kind) if layer.kind in order else len(order)
-
-
-def _layer_origin(root: Path, layer: ImportLayer, path: tuple[str | int, ...]) -> Origin:
-    where = layer.origin(path)
-    if layer.kind == "glossary_dir":
-        return Origin(layer.kind, (where or "").rsplit(":", 1)[0], where)
-    return Origin(layer.kind, str(layer_path(root, layer.kind).relative_to(root)), where)
 
 
 # --- YAML with line numbers ----------------------------------------------------------------------

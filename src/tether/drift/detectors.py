@@ -74,16 +74,8 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
         where = _imported_places(project, ("glossary", term), sorted(governs))
         if where:  # an imported term: the file and line (or node) each key came from
             state[f"term:{term}"]["where"] = where
-    for name, p in c.products.items():
-        columns = {k: f.description for k, f in sorted(p.columns.items()) if f.description}
-        described = {"hash": _hash([p.description, columns]), "description": p.description,
-                     "columns": {k: _hash(v) for k, v in columns.items()}}
-        places = {k: str(o) for k, path in [("description", ("description",)), *[
-            (col, ("columns", col, "description")) for col in columns]]
-            if (o := project.origin("products", name, *path)) is not None and o.kind}
-        if places:  # imported descriptions: the node (or file) each came from
-            described["where"] = places
-        state[f"described:{name}"] = described
+    for name in c.products:
+        state[f"described:{name}"] = _described(project, name)
     for metric, m in c.metrics.items():
         governs = m.model_dump(include=METRIC_GOVERNS)
         governs["outputs"] = {k: o["sql"] for k, o in governs.get("outputs", {}).items()}
@@ -102,6 +94,21 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
                        if f.classification == "restricted"]),
             }
     return state
+
+
+def _described(project: Project, name: str) -> dict[str, Any]:
+    """What a product's descriptions say (hashed), and the import each imported one came from."""
+    p = project.config.products[name]
+    columns = {k: f.description for k, f in sorted(p.columns.items()) if f.description}
+    described: dict[str, Any] = {"hash": _hash([p.description, columns]),
+                                 "description": p.description,
+                                 "columns": {k: _hash(v) for k, v in columns.items()}}
+    places = {k: str(o) for k, path in [("description", ("description",)), *[
+        (col, ("columns", col, "description")) for col in columns]]
+        if (o := project.origin("products", name, *path)) is not None and o.kind}
+    if places:  # imported descriptions: the node (or file) each came from
+        described["where"] = places
+    return described
 
 
 def _imported_places(project: Project, base: tuple[str, ...], keys: list[str]
