@@ -48,6 +48,8 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	  $(BIN)/tether eval label $(DEMO)/eval/motherduck --project $(DEMO) --json > /dev/null
 	$(BIN)/tether eval report $(DEMO)/eval/generic $(DEMO)/eval/bare $(DEMO)/eval/grounded $(DEMO)/eval/motherduck --out $(DEMO)/eval
 	@echo "   open $(DEMO)/eval/report.html: metrics side by side, failures by class, every trace linked"
+	@echo "== 9. where meaning already lives: the support team's dbt project, built by dbt-duckdb in its own cached venv, imported under tether.yaml (tether import dbt, tether check, tether explain)"
+	$(BIN)/python -m tether.demo.dbt_tour $(DEMO)
 
 test: $(STAMP) ## the whole test suite (PostgreSQL tests run when TETHER_TEST_PG_URL is set)
 	$(BIN)/python -m pytest -q

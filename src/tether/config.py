@@ -50,6 +50,8 @@ from tether.context.config_model import (
 from tether.context.references import did_you_mean as _did_you_mean
 from tether.context.references import problems as _reference_problems
 from tether.errors import ConfigError
+from tether.imports.layer import UNION_LISTS, ImportLayer, merged, present, value_at
+from tether.imports.loading import Origin, layer_origin, precedence, project_layers
 from tether.textfiles import check_yaml_aliases, read_text
 
 __all__ = [
@@ -70,17 +72,57 @@ Loc = tuple[str | int, ...]
 
 
 class Project:
-    """A loaded tether.yaml with its directory and the line of every key, for error messages."""
+    """A loaded tether.yaml with its directory and the line of every key, for error messages;
+    ``config`` is tether.yaml merged over the import layers (``layers``, highest first)."""
 
-    def __init__(self, root: Path, config: TetherConfig, lines: dict[Loc, int], path: Path):
+    def __init__(self, root: Path, config: TetherConfig, lines: dict[Loc, int], path: Path,
+                 typed: dict[str, Any] | None = None, layers: list[ImportLayer] | None = None,
+                 data: dict[str, Any] | None = None):
         self.root = root
         self.config = config
         self.path = path
         self._lines = lines
+        self.typed: dict[str, Any] = typed if typed is not None else {}
+        self.layers: list[ImportLayer] = layers or []
+        self.data: dict[str, Any] = data if data is not None else self.typed
 
     def where(self, *loc: str | int) -> str:
-        """``tether.yaml:LINE`` for the deepest known prefix of ``loc``."""
+        """``tether.yaml:LINE`` for the deepest known prefix of ``loc``; for a key an import
+        layer supplied, that layer (and the node, or file and line, it was read from)."""
+        origin = self.origin(*loc)
+        if origin is not None and origin.kind is not None:
+            return str(origin)
         return f"{self.path.name}:{_line_for(self._lines, loc)}"
+
+    def origin(self, *path: str | int) -> Origin | None:
+        """Which layer the value at ``path`` came from: tether.yaml (with its line), an import
+        layer, or None when no layer holds it (a default)."""
+        value = value_at(self.data, path)
+        if not present(value):
+            return None
+        if path and path[0] in UNION_LISTS and len(path) >= 2:
+            return self._item_origin(path, value)
+        typed = value_at(self.typed, path)
+        if present(typed) and (typed == value or isinstance(typed, dict)):
+            return Origin(None, f"{self.path.name}:{_line_for(self._lines, path)}")
+        for layer in self.layers:
+            mine = value_at(layer.config, path)
+            if present(mine) and (mine == value or isinstance(mine, dict)):
+                return layer_origin(self.root, layer, path)
+        return None
+
+    def _item_origin(self, path: tuple[str | int, ...], value: Any) -> Origin | None:
+        """A list item of lineage or relationships: the layer whose list holds the item."""
+        item = value_at(self.data, path[:2])
+        for typed_index, mine in enumerate(self.typed.get(str(path[0])) or []):
+            if mine == item:
+                return Origin(None, f"{self.path.name}:"
+                              f"{_line_for(self._lines, (path[0], typed_index))}")
+        for layer in self.layers:
+            for i, mine in enumerate(layer.config.get(str(path[0])) or []):
+                if mine == item:
+                    return layer_origin(self.root, layer, (path[0], i, *path[2:]))
+        return None
 
     def now(self) -> datetime:
         """The clock if fixed in tether.yaml, else the wall clock (UTC)."""
@@ -102,8 +144,10 @@ class Project:
         return p.source or next(iter(self.config.sources))
 
 
-def load_project(project_dir: str | Path = ".") -> Project:
-    """Read and validate ``tether.yaml`` in ``project_dir``; every error names file and line."""
+def load_project(project_dir: str | Path = ".", with_layer: ImportLayer | None = None) -> Project:
+    """Read and validate ``tether.yaml`` in ``project_dir``; every error names file and line.
+    ``with_layer`` stands in for the written layer of its kind (an import tried before it is
+    written, so a layer that would not load is never written)."""
     root = Path(project_dir).resolve()
     path = root / PROJECT_FILE
     if not path.exists() and not path.is_symlink():
@@ -119,10 +163,10 @@ def load_project(project_dir: str | Path = ".") -> Project:
     # unreadable, binary or non-UTF-8: one paragraph naming the file (and the line, the byte)
     text = read_text(path, f"the project file {PROJECT_FILE}",
                      hint=f"{PROJECT_FILE} must be a UTF-8 YAML file (docs/config.md).")
-    return parse_project(text, path)
+    return parse_project(text, path, with_layer)
 
 
-def parse_project(text: str, path: Path) -> Project:
+def parse_project(text: str, path: Path, with_layer: ImportLayer | None = None) -> Project:
     """Validate the text of a project file that lives at ``path``."""
     data, lines = _read_yaml(text, path)
     if data is None:
@@ -134,11 +178,18 @@ def parse_project(text: str, path: Path) -> Project:
             hint="See docs/config.md for the skeleton.",
         )
     data = _interpolate(data, (), lines, path)
+    layers = project_layers(path.parent, data.get("glossary_dir"),
+                            lambda: f"{path.name}:{_line_for(lines, ('glossary_dir',))}")
+    if with_layer is not None:
+        layers = [la for la in layers if la.kind != with_layer.kind] + [with_layer]
+        layers.sort(key=precedence)
+    full = merged(data, [(layer.kind, layer.config) for layer in layers])
+    project = Project(path.parent, TetherConfig.model_construct(sources={}), lines, path, typed=data,
+                      layers=layers, data=full)
     try:
-        config = TetherConfig.model_validate(data)
+        project.config = TetherConfig.model_validate(full)
     except ValidationError as e:
-        raise _explain(e, lines, path) from None
-    project = Project(path.parent, config, lines, path)
+        raise _explain(e, lines, path, project) from None
     _cross_check(project)
     return project
 
@@ -318,10 +369,14 @@ def _keys_of(model: type[BaseModel]) -> list[str]:
 
 
 
-def _explain(err: ValidationError, lines: dict[Loc, int], path: Path) -> ConfigError:
+def _explain(err: ValidationError, lines: dict[Loc, int], path: Path,
+             project: Project | None = None) -> ConfigError:
     parts: list[str] = []
     first_line: int | None = None
     errors = list(_dedupe(err.errors()))[:5]
+    imported = _imported_error(errors, project)
+    if imported is not None:
+        return imported
     for e in errors:
         loc = tuple(e["loc"])
         line = _line_for(lines, loc)
@@ -352,6 +407,24 @@ def _explain(err: ValidationError, lines: dict[Loc, int], path: Path) -> ConfigE
     )
 
 
+def _imported_error(errors: list[Any], project: Project | None) -> ConfigError | None:
+    """A value an import layer supplied that does not validate (merged with tether.yaml): the
+    error names the layer and the key, and how to fix it."""
+    if project is None or not errors:
+        return None
+    loc = tuple(errors[0]["loc"])
+    origin = next((o for n in range(len(loc), 0, -1)
+                   if (o := project.origin(*loc[:n])) is not None), None)
+    if origin is None or origin.kind is None:
+        return None
+    e = errors[0]
+    what = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
+    return ConfigError(
+        f"{_dotted(loc)}: {what} (a value from {origin}, merged under tether.yaml).",
+        where=origin.where if origin.kind == "glossary_dir" else origin.file,
+        hint="Fix it at its source and import again, or override the key in tether.yaml.")
+
+
 def _dedupe(errors: list[Any]) -> Iterator[Any]:
     """Union members repeat one mistake several times; keep the first per location."""
     seen: set[Loc] = set()
@@ -372,9 +445,14 @@ def _cross_check(project: Project) -> None:
     problems = _reference_problems(project.config)
     if problems:
         loc, first = problems[0]
-        rest = [f"line {_line_for(project._lines, lo)}: {msg.strip()}." for lo, msg in problems[1:5]]
+        rest = [f"{_place(project, lo)}: {msg.strip()}." for lo, msg in problems[1:5]]
         raise ConfigError(
             " ".join([first.strip().rstrip(".") + ".", *rest]),
-            where=f"{project.path.name}:{_line_for(project._lines, loc)}",
+            where=project.where(*loc),
             hint="Fix the reference so it names something declared in tether.yaml.",
         )
+
+
+def _place(project: Project, loc: Loc) -> str:
+    where = project.where(*loc)
+    return f"line {where.rsplit(':', 1)[1]}" if where.startswith(f"{project.path.name}:") else where

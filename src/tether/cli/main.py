@@ -12,6 +12,7 @@ from tether.cli import demo as demo_cmd
 from tether.cli import doctor as doctor_cmd
 from tether.cli import drift as drift_cmd
 from tether.cli import eval as eval_cmd
+from tether.cli import imports as imports_cmd
 from tether.cli import init as init_cmd
 from tether.cli import lint as lint_cmd
 from tether.cli import profile as profile_cmd
@@ -44,6 +45,8 @@ app.command("watch")(drift_cmd.watch)
 app.command("diff")(drift_cmd.diff)
 app.command("ci")(drift_cmd.ci)
 app.add_typer(eval_cmd.eval_app, name="eval")
+app.add_typer(imports_cmd.import_app, name="import")
+app.command("explain")(imports_cmd.explain)
 app.add_typer(demo_cmd.app, name="demo")
 
 

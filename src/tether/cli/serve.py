@@ -93,13 +93,19 @@ def token_add(
     user: str = typer.Argument(..., help="A user from policies.users."),
     runner: bool = typer.Option(False, "--runner", help="May act as any user via "
                                 "X-Tether-As-User (for the evaluation harness)."),
+    admin: bool = typer.Option(False, "--admin", help="May post OpenLineage events to "
+                               "POST /api/v1/lineage (a lineage emitter: USER need not be a "
+                               "user of policies.users, and reads no data unless it is one)."),
     project: Path = ProjectOpt,
 ) -> None:
     """Create a token for USER and print it once (it is stored hashed)."""
     proj, store = _store(project)
-    role_of(proj.config, user)
-    token = store.add(user, runner=runner)
-    err.print(f"token for {user}{' (runner)' if runner else ''}; shown once, store it now:")
+    if not admin or runner:
+        role_of(proj.config, user)
+    token = store.add(user, runner=runner, admin=admin)
+    kinds = [k for k, on in (("runner", runner), ("admin", admin)) if on]
+    err.print(f"token for {user}{' (' + ', '.join(kinds) + ')' if kinds else ''}; shown once, "
+              "store it now:")
     print(token)
 
 
@@ -112,10 +118,11 @@ def token_list(project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
         print_json(rows)
         return
     t = Table(show_edge=False, header_style="bold")
-    for h in ("user", "runner", "created"):
+    for h in ("user", "runner", "admin", "created"):
         t.add_column(h)
     for r in rows:
-        t.add_row(r["user"], "yes" if r["runner"] else "", r["created"] or "")
+        t.add_row(r["user"], "yes" if r["runner"] else "", "yes" if r["admin"] else "",
+                  r["created"] or "")
     out.print(t)
 
 

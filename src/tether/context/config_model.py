@@ -91,6 +91,17 @@ class ColumnFacts(Model):
     classification: Literal["public", "internal", "pii", "restricted"] | None = Field(
         default=None, description="`restricted` columns are never exposed by any tool."
     )
+    accepted_values: list[str] | None = Field(
+        default=None, description="Values the column is declared to take (a dbt "
+        "accepted_values test, or typed here). The tool's enum stays the values the data "
+        "holds; a declared value never seen is named in the parameter's description and "
+        "accepted (it matches no row).")
+
+    @field_validator("accepted_values", mode="before")
+    @classmethod
+    def _text(cls, v: Any) -> Any:
+        # dbt's accepted_values may be unquoted numbers or booleans: compared as text
+        return [str(x) for x in v] if isinstance(v, list) else v
 
     @model_validator(mode="after")
     def _unit_source(self) -> ColumnFacts:
@@ -289,6 +300,9 @@ class LineageEdge(Model):
     from_: str = Field(alias="from", description="Upstream node (source table, transform, product).")
     to: str = Field(description="Downstream node.")
     via: str | None = Field(default=None, description="Transform the edge goes through.")
+    version: str | None = Field(
+        default=None, description="A fingerprint of the transform (a dbt model's SQL "
+        "checksum): when it moves, the transform changed, and the tools below it go to review.")
 
 
 # --- operations ----------------------------------------------------------------------------------
@@ -377,6 +391,10 @@ class TetherConfig(Model):
         default_factory=dict, description="Identifier schemes by name."
     )
     glossary: dict[str, GlossaryTerm] = Field(default_factory=dict, description="Business terms.")
+    glossary_dir: str | None = Field(
+        default=None, description="A folder of Markdown glossary documents, one term per file "
+        "(front matter: predicate or measure, fields, synonyms, owner; the body is the "
+        "definition), relative to the project; tether.yaml's glossary overrides them key by key.")
     metrics: dict[str, MetricConfig] = Field(default_factory=dict, description="Governed metrics.")
     calendars: dict[str, CalendarConfig] = Field(default_factory=dict, description="Calendars.")
     policies: PoliciesConfig = Field(default_factory=PoliciesConfig, description="Access policy.")

@@ -98,6 +98,15 @@ class ToolContext(BaseModel):
         default_factory=dict, description="Description sentence -> the source it came from.")
     deprecated_values: dict[str, list[str]] = Field(
         default_factory=dict, description="Argument -> values not seen for a long time.")
+    origins: dict[str, str] = Field(
+        default_factory=dict, description="Sentence -> where an import layer read it "
+        "(dbt:model.fleet.trips, glossary_dir:glossary/churn.md:4); only imported sentences.")
+    field_origins: dict[str, dict[str, str]] = Field(
+        default_factory=dict, description="Field -> {fact (description, unit, classification, "
+        "accepted_values): where an import layer read it}.")
+    upstream: dict[str, str] = Field(
+        default_factory=dict, description="Versioned transforms above the tool's products "
+        "(a dbt model) -> their fingerprint (the model's SQL checksum).")
 
     @classmethod
     def of(cls, definition: Any) -> ToolContext:

@@ -24,6 +24,7 @@ from tether.drift.detectors import DetectContext, Event, run_detectors, snapshot
 from tether.drift.gate import related
 from tether.drift.publish import EXPORT_INDEX, TOOLS_DIR, export, open_registry
 from tether.errors import TetherError
+from tether.profiling.layers import refresh_all
 from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
 from tether.registry import FIRST, NewVersion, Registry, bump, content_hash
@@ -80,6 +81,9 @@ def check(project: Project, progress: Callable[[str], None] | None = None,
     """One pass. Products whose probe moved nothing keep their last profile (probe.py);
     ``full`` profiles every product."""
     note = progress or (lambda _m: None)
+    project, again = refresh_all(project)  # an import whose input moved is read again first
+    if again:
+        note(f"re-read the {', '.join(again)} import")
     registry = open_registry(project)
     try:
         return run_pass(project, registry, note, full)
@@ -309,13 +313,24 @@ def _note(project: Project, t: GeneratedTool, events: list[Event], kind: str,
             parts.append(f"{e['subject']} schema changed: {'; '.join(bits)}")
         elif e["kind"] == "definition_changed":
             after = str(d.get("after") or "edited").rstrip(".")
-            parts.append(f"the governed definition of {e['subject'].split(':', 1)[1]} changed: "
-                         f"now {after}")
+            where = f" ({d['where']})" if d.get("where") else ""
+            parts.append(f"the governed definition of {e['subject'].split(':', 1)[1]} changed"
+                         f"{where}: now {after}")
+        elif e["kind"] == "description_changed":
+            where = f" ({d['where']})" if d.get("where") else ""
+            cols = d.get("columns", [])
+            what = ([f"the description of {e['subject']}"] if "after" in d else []) + (
+                [f"the descriptions of its columns {', '.join(cols[:5])}"
+                 + (f" and {len(cols) - 5} more" if len(cols) > 5 else "")] if cols else [])
+            parts.append(f"{' and '.join(what) or 'a description'} changed{where}")
         elif e["kind"] == "policy_changed":
             parts.append(f"policy for {e['subject'].replace(':', ' on ')} changed")
         elif e["kind"] == "lineage_changed":
             what = d["upstream_changed"] or [x[2] or x[0] for x in d["edges_added"]]
-            parts.append(f"upstream of {e['subject']} changed: {', '.join(what) or 'lineage'}")
+            lost = [f"{n} lost {', '.join(cols)}" for n, cols in sorted(
+                (d.get("columns_lost") or {}).items())]
+            parts.append(f"upstream of {e['subject']} changed: "
+                         f"{', '.join(lost or what) or 'lineage'}")
     return ("; ".join(parts) or f"{kind} change").rstrip(".") + "."
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from tether.config import Project
 from tether.context.profile import ProductProfile
 from tether.errors import TetherError
+from tether.imports.openlineage import dataset_columns
 from tether.policy.model import restricted_columns
 from tether.sources import open_source
 
@@ -47,20 +48,35 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
         }
     tables = upstream_tables(project)
     into = _edges_into(project)
+    observed = dataset_columns(project)  # OpenLineage schema facets of upstream datasets
     for name in profiles:
         edges = _upstream(project, name, into)
         nodes = sorted({e[0] for e in edges})
-        state[f"lineage:{name}"] = {
+        lineage: dict[str, Any] = {
             "edges": edges,
             "upstream_fingerprints": {n: state[f"product:{n}"]["fingerprint"]
                                       if f"product:{n}" in state else tables[n]
                                       for n in nodes if f"product:{n}" in state or n in tables},
         }
+        seen = {n: observed[n] for n in nodes if n in observed
+                and f"product:{n}" not in state and n not in tables}
+        if seen:  # only where a dataset was observed: other states keep their shape
+            lineage["upstream_fingerprints"] |= {n: _hash(c) for n, c in seen.items()}
+            lineage["upstream_columns"] = seen
+        state[f"lineage:{name}"] = lineage
+    for n, columns in observed.items():
+        state[f"dataset:{n}"] = {"columns": columns}
     # what a definition governs, not its wording: an edited description or synonym is a
     # wording change of the tools, a changed predicate or measure is semantic
     for term, g in c.glossary.items():
-        state[f"term:{term}"] = {"hash": _hash(g.model_dump(include=TERM_GOVERNS)),
-                                 "definition": g.definition}
+        governs = g.model_dump(include=TERM_GOVERNS)
+        state[f"term:{term}"] = {"hash": _hash(governs), "definition": g.definition,
+                                 "keys": {k: _hash(v) for k, v in sorted(governs.items())}}
+        where = _imported_places(project, ("glossary", term), sorted(governs))
+        if where:  # an imported term: the file and line (or node) each key came from
+            state[f"term:{term}"]["where"] = where
+    for name in c.products:
+        state[f"described:{name}"] = _described(project, name)
     for metric, m in c.metrics.items():
         governs = m.model_dump(include=METRIC_GOVERNS)
         governs["outputs"] = {k: o["sql"] for k, o in governs.get("outputs", {}).items()}
@@ -79,6 +95,32 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
                        if f.classification == "restricted"]),
             }
     return state
+
+
+def _described(project: Project, name: str) -> dict[str, Any]:
+    """What a product's descriptions say (hashed), and the import each imported one came from."""
+    p = project.config.products[name]
+    columns = {k: f.description for k, f in sorted(p.columns.items()) if f.description}
+    described: dict[str, Any] = {"hash": _hash([p.description, columns]),
+                                 "description": p.description,
+                                 "columns": {k: _hash(v) for k, v in columns.items()}}
+    places = {k: str(o) for k, path in [("description", ("description",)), *[
+        (col, ("columns", col, "description")) for col in columns]]
+        if (o := project.origin("products", name, *path)) is not None and o.kind}
+    if places:  # imported descriptions: the node (or file) each came from
+        described["where"] = places
+    return described
+
+
+def _imported_places(project: Project, base: tuple[str, ...], keys: list[str]
+                     ) -> dict[str, str]:
+    """key -> where an import layer read it (file and line, a node), for imported keys."""
+    out = {}
+    for k in keys:
+        origin = project.origin(*base, k)
+        if origin is not None and origin.kind is not None:
+            out[k] = origin.where or str(origin)
+    return out
 
 
 def upstream_tables(project: Project) -> dict[str, str]:
@@ -104,19 +146,22 @@ def upstream_tables(project: Project) -> dict[str, str]:
     return found
 
 
-def _edges_into(project: Project) -> dict[str, list[tuple[str, str, str]]]:
-    """{node: the lineage edges into it, as (from, to, via)}: read once, not once a product."""
-    into: dict[str, list[tuple[str, str, str]]] = {}
+def _edges_into(project: Project) -> dict[str, list[tuple[str, ...]]]:
+    """{node: the lineage edges into it, as (from, to, via[, version])}: read once, not once a
+    product. A versioned transform (a dbt model's checksum) is part of its edge; an edge
+    without one keeps the three parts it always had."""
+    into: dict[str, list[tuple[str, ...]]] = {}
     for e in project.config.lineage:
-        into.setdefault(e.to, []).append((e.from_, e.to, e.via or ""))
+        into.setdefault(e.to, []).append(
+            (e.from_, e.to, e.via or "", *([e.version] if e.version else [])))
     return into
 
 
 def _upstream(project: Project, product: str,
-              into: dict[str, list[tuple[str, str, str]]] | None = None) -> list[list[str]]:
+              into: dict[str, list[tuple[str, ...]]] | None = None) -> list[list[str]]:
     """Every lineage edge above a product (transitively), as [from, to, via], sorted."""
     into = _edges_into(project) if into is None else into
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[tuple[str, ...]] = set()
     frontier = [product]
     while frontier:
         node = frontier.pop()
@@ -197,6 +242,11 @@ def detect_meaning(old: State, new: State, ctx: DetectContext) -> list[Event]:
         if old[key]["hash"] != cur["hash"]:
             kind, subject = key.split(":", 1)
             details = {"before": old[key].get("definition"), "after": cur.get("definition")}
+            before_keys = old[key].get("keys") or {}
+            changed = [k for k, h in (cur.get("keys") or {}).items() if before_keys.get(k) != h]
+            where = [cur["where"][k] for k in changed if k in cur.get("where", {})]
+            if where:
+                details["where"] = where[0]
             out.append({"kind": "definition_changed", "subject": f"{kind}:{subject}",
                         "details": details, "first_observed_at": None, "detected_at": ctx.now})
     return out
@@ -224,16 +274,59 @@ def detect_lineage(old: State, new: State, ctx: DetectContext) -> list[Event]:
                              | set(after["upstream_fingerprints"])
                              if before["upstream_fingerprints"].get(n)
                              != after["upstream_fingerprints"].get(n))
-            details = {"edges_added": [e for e in after["edges"] if e not in before["edges"]],
-                       "edges_removed": [e for e in before["edges"] if e not in after["edges"]],
-                       "upstream_changed": changed}
+            details: dict[str, Any] = {
+                "edges_added": [e for e in after["edges"] if e not in before["edges"]],
+                "edges_removed": [e for e in before["edges"] if e not in after["edges"]],
+                "upstream_changed": changed}
+            was, now = before.get("upstream_columns") or {}, after.get("upstream_columns") or {}
+            lost = {n: sorted(set(was[n]) - set(now.get(n, {}))) for n in changed if n in was}
+            if any(lost.values()):
+                details["columns_lost"] = {n: c for n, c in lost.items() if c}
             out.append({"kind": "lineage_changed", "subject": key.split(":", 1)[1],
                         "details": details, "first_observed_at": None, "detected_at": ctx.now})
     return out
 
 
+def detect_datasets(old: State, new: State, ctx: DetectContext) -> list[Event]:
+    """An upstream dataset's observed schema (an OpenLineage schema facet) changed."""
+    out = []
+    for key, cur in new.items():
+        if key.startswith("dataset:") and key in old and old[key] != cur:
+            a, b = old[key]["columns"], cur["columns"]
+            details = {"added": sorted(set(b) - set(a)), "removed": sorted(set(a) - set(b)),
+                       "retyped": sorted(c for c in set(a) & set(b) if a[c] != b[c])}
+            out.append({"kind": "schema", "subject": key, "details": details,
+                        "first_observed_at": None, "detected_at": ctx.now})
+    return out
+
+
+def detect_descriptions(old: State, new: State, ctx: DetectContext) -> list[Event]:
+    """A product's or a column's description changed (typed, or in an imported dbt model): a
+    wording change of the tools over it."""
+    out = []
+    for key, cur in new.items():
+        if key.startswith("described:") and key in old and old[key]["hash"] != cur["hash"]:
+            details: dict[str, Any] = {}
+            if old[key].get("description") != cur.get("description"):
+                details = {"before": old[key].get("description"),
+                           "after": cur.get("description")}
+            a, b = old[key].get("columns") or {}, cur.get("columns") or {}
+            columns = sorted(c for c in set(a) | set(b) if a.get(c) != b.get(c))
+            if columns:
+                details["columns"] = columns
+            places = cur.get("where") or {}
+            found = [places[k] for k in (["description"] if "after" in details else [])
+                     + columns if k in places]
+            if found:
+                details["where"] = found[0]
+            out.append({"kind": "description_changed", "subject": key.split(":", 1)[1],
+                        "details": details, "first_observed_at": None, "detected_at": ctx.now})
+    return out
+
+
 DEFAULT_DETECTORS: tuple[Detector, ...] = (detect_schema, detect_enums, detect_meaning,
-                                           detect_policy, detect_lineage)
+                                           detect_policy, detect_lineage, detect_descriptions,
+                                           detect_datasets)
 
 
 def run_detectors(old: State, new: State, ctx: DetectContext,

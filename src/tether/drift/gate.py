@@ -102,7 +102,7 @@ def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
     level: Level
     level, kind = ("minor", "additive") if prev is None else classify(prev, wire)
     near = related(t, events)
-    if any(e["kind"] == "definition_changed" for e in near):
+    if any(e["kind"] == "definition_changed" for e in near) or transform_changed(prev, wire):
         level, kind = "major", "semantic"
     elif any(e["kind"] == "policy_changed" for e in near):
         level, kind = ("major" if level == "major" else "minor"), "policy"
@@ -113,6 +113,15 @@ def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
     if kind in ("breaking", "semantic", "policy"):
         return "human", level, kind
     return "auto", level, kind
+
+
+def transform_changed(prev: dict[str, Any] | None, wire: dict[str, Any]) -> list[str]:
+    """Transforms above the tool whose fingerprint moved (a dbt model's SQL changed): what the
+    rows mean may have changed with it, so a person decides, as for a governed definition."""
+    if prev is None:
+        return []
+    old, new = ToolContext.of(prev).upstream, ToolContext.of(wire).upstream
+    return sorted(k for k, v in new.items() if k in old and old[k] != v)
 
 
 def page_blocked(project: Project, review: int | None, tools: list[str],

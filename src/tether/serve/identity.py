@@ -16,7 +16,10 @@ from typing import Any
 from tether.errors import ConfigError
 
 RUNNER_SCOPE = "tether:runner"
+ADMIN_SCOPE = "tether:admin"
+"""An admin token may post OpenLineage events (POST /api/v1/lineage); it acts as no user."""
 AS_USER_HEADER = "x-tether-as-user"
+Scopes = list[str]  # named here: inside TokenStore, `list` is its method
 
 
 def _hash(token: str, salt: str) -> str:
@@ -46,13 +49,15 @@ class TokenStore:
             json.dump(data, f, indent=2, sort_keys=True)
         os.replace(tmp, self.path)
 
-    def add(self, user: str, runner: bool = False) -> str:
+    def add(self, user: str, runner: bool = False, admin: bool = False) -> str:
         """A new token for ``user`` (returned once, stored hashed); replaces the user's old one."""
         token = "tt_" + secrets.token_urlsafe(32)
         salt = secrets.token_hex(8)
         data = self._load()
         data[user] = {"salt": salt, "hash": _hash(token, salt), "runner": runner,
                       "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
+        if admin:
+            data[user]["admin"] = True
         self._save(data)
         return token
 
@@ -65,14 +70,21 @@ class TokenStore:
         return True
 
     def list(self) -> list[dict[str, Any]]:
-        return [{"user": u, "runner": bool(v.get("runner")), "created": v.get("created")}
-                for u, v in sorted(self._load().items())]
+        return [{"user": u, "runner": bool(v.get("runner")), "admin": bool(v.get("admin")),
+                 "created": v.get("created")} for u, v in sorted(self._load().items())]
 
     def lookup(self, token: str) -> tuple[str, bool] | None:
         """(user, is_runner) for a valid token; constant-time comparison."""
+        found = self.scopes_of(token)
+        return (found[0], RUNNER_SCOPE in found[1]) if found else None
+
+    def scopes_of(self, token: str) -> tuple[str, Scopes] | None:
+        """(user, scopes) for a valid token: runner and admin scopes as it was made with."""
         for user, v in self._load().items():
             if hmac.compare_digest(_hash(token, v["salt"]), v["hash"]):
-                return user, bool(v.get("runner"))
+                scopes = ([RUNNER_SCOPE] if v.get("runner") else []) + (
+                    [ADMIN_SCOPE] if v.get("admin") else [])
+                return user, scopes
         return None
 
 
@@ -85,9 +97,8 @@ class StoreVerifier:
     async def verify_token(self, token: str) -> Any:
         from mcp.server.auth.provider import AccessToken
 
-        found = self.store.lookup(token)
+        found = self.store.scopes_of(token)
         if found is None:
             return None
-        user, runner = found
-        return AccessToken(token=token, client_id=f"tether-{user}", subject=user,
-                           scopes=[RUNNER_SCOPE] if runner else [])
+        user, scopes = found
+        return AccessToken(token=token, client_id=f"tether-{user}", subject=user, scopes=scopes)

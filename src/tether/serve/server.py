@@ -562,8 +562,11 @@ class TetherServer:
                 enable_dns_rebinding_protection=True,
                 allowed_hosts=allowed_hosts or [f"{host}:*"],
                 allowed_origins=allowed_origins or [])
+        from tether.serve.lineage import lineage_route
+
         return self.server.streamable_http_app(
             host=host, transport_security=security, token_verifier=StoreVerifier(store),
+            custom_starlette_routes=[lineage_route(self.project.root)],
             auth=AuthSettings(issuer_url=f"http://{host}:{port}",
                               resource_server_url=f"http://{host}:{port}/mcp",
                               validate_token_resource=False))

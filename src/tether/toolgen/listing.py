@@ -31,6 +31,7 @@ from tether.toolgen.model import (
     join_sentences,
 )
 from tether.toolgen.plan import from_clause
+from tether.toolgen.provenance import declared_unseen, field_origins
 from tether.toolgen.shared import (
     Ctx,
     child_product,
@@ -64,9 +65,11 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         routes = id_routes(ctx, name, c.column.name) if c.column.name in p.identifiers else []
         props[pname] = param_schema(ctx, name, c, routes)
         resolver = next((ctx.tool_names.get(r.via) for r in routes if r.via), None)
+        several = enum_of(props[pname]) is not None
         filters.append(Filter(param=pname, column=f"{name}.{c.column.name}", op="eq",
                               routes=routes if len(routes) > 1 else [], resolver=resolver,
-                              several=enum_of(props[pname]) is not None))
+                              several=several,
+                              declared=declared_unseen(ctx.config, name, c) if several else []))
         if c.enum is not None and c.column.name not in p.identifiers and c.column.name not in (
                 p.primary_key or []):
             countable.append(pname)
@@ -111,7 +114,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                          "pagination": "cursor"},
                  fields={"arguments": {f.param: f.column for f in filters}
                          | ({"period": window.column} if window and window.column else {}),
-                         "governed": []})
+                         "governed": []},
+                 fields_from=field_origins(ctx.project, name, cols))
     return GeneratedTool(
         name=ctx.tool_names[name], title=(p.tool.question if p.tool else None),
         description=description, input_schema=closed(props),
@@ -199,7 +203,8 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
         f"{size_words(ctx.config.serve.max_result_bytes)} a page, cursor paging"),
         source="schema"))
     if p.description:
-        out += [Sentence(text=sentence(x), source="glossary")
+        source, origin = ctx.said("glossary", "products", name, "description")
+        out += [Sentence(text=sentence(x), source=source, origin=origin)
                 for x in split_sentences(p.description)]
     child = child_product(ctx, name)
     if child:

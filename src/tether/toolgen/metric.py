@@ -30,6 +30,7 @@ from tether.toolgen.model import (
     join_sentences,
 )
 from tether.toolgen.plan import from_clause, parse, qualified
+from tether.toolgen.provenance import declared_unseen
 from tether.toolgen.shared import (
     Ctx,
     closed,
@@ -117,6 +118,9 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         for f in filters:
             seen = {str(v) for v in enum_of(props[f.param]) or []}
             f.declared = sorted(v for v in named.get(f.column, set()) if v not in seen)
+    for f, prof, (table, _) in zip(filters, dim_profiles, dims, strict=True):
+        if f.several:
+            f.declared = sorted(set(f.declared) | set(declared_unseen(ctx.config, table, prof)))
     if dims:
         select = select.group_by(*[qualified(f"{t}.{c}") for t, c in dims])
     plan = QueryPlan(kind="metric", product=products[0], source=ctx.project.source_name(products[0]),
@@ -204,7 +208,8 @@ def _metric_sentences(ctx: Ctx, name: str, m: MetricConfig, kind: str,
     lookalikes = _lookalike_columns(ctx, m)
     if lookalikes:
         s1 += f"; use it, not {join_words(lookalikes)}, for any {m.term} question"
-    out = [Sentence(text=sentence(s1), source="glossary")]
+    source, origin = ctx.said("glossary", "metrics", name, "description")
+    out = [Sentence(text=sentence(s1), source=source, origin=origin)]
     when = {"period": "over a period (default: this quarter)",
             "trailing": f"over a period (default: the last {Window(kind='trailing').default_days} "
                         "days)",
@@ -214,12 +219,14 @@ def _metric_sentences(ctx: Ctx, name: str, m: MetricConfig, kind: str,
         f"{max_rows} rows (one per {join_words([c for _, c in dims]) or 'call'}), no pagination"),
         source="schema"))
     if term:
+        source, origin = ctx.said("glossary", "glossary", m.term or "", "definition")
         out.append(Sentence(text=sentence(f"Governed definition of {m.term}: {term.definition}"),
-                            source="glossary"))
+                            source=source, origin=origin))
     if m.time:
+        source, origin = ctx.said("glossary", "metrics", name, "time")
         out.append(Sentence(text=sentence(
             f"Time is {m.time}" + (f" to {m.time_end} (a row counts if it overlaps)"
-                                   if m.time_end else "")), source="glossary"))
+                                   if m.time_end else "")), source=source, origin=origin))
     for table in sorted({t for t, _ in dims}):
         policy = policy_sentence(ctx, table, with_masks=False)  # aggregates show no masked value
         if policy:

@@ -29,6 +29,9 @@ class _M(BaseModel):
 class Sentence(_M):
     text: str = Field(description="One sentence of a description, ending with a period.")
     source: Source = Field(description="Where the sentence came from.")
+    origin: str | None = Field(default=None, description="For a sentence an import layer "
+                               "supplied: the layer and the node, or file and line, it was read "
+                               "from (dbt:model.fleet.trips, glossary_dir:glossary/churn.md:4).")
 
 
 class Route(_M):
@@ -142,3 +145,8 @@ class GeneratedTool(_M):
 def join_sentences(sentences: list[Sentence]) -> tuple[str, dict[str, str]]:
     """The description text and its sentence -> source map."""
     return " ".join(s.text for s in sentences), {s.text: s.source for s in sentences}
+
+
+def sentence_origins(sentences: list[Sentence]) -> dict[str, str]:
+    """Sentence -> where an import layer read it (only the imported ones)."""
+    return {s.text: s.origin for s in sentences if s.origin}

@@ -35,8 +35,10 @@ from tether.toolgen.model import (
     Route,
     Sentence,
     Source,
+    sentence_origins,
 )
 from tether.toolgen.plan import fiscal_calendar, parse
+from tether.toolgen.provenance import declared_unseen, said, upstream_versions
 
 UUID_PATTERN = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 UUID_SHAPE = "^[0-9a-f-]{36}$"
@@ -77,6 +79,9 @@ class Ctx:
     @property
     def config(self) -> TetherConfig:
         return self.project.config
+
+    def said(self, default: Source, *path: str | int) -> tuple[Source, str | None]:
+        return said(self.project, default, *path)
 
     def dialect(self, product: str) -> str:
         """The sqlglot dialect of the product's source, from its URL (no connection)."""
@@ -358,6 +363,9 @@ def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
         note = enum_note(c)
         if note:
             notes.append(note.rstrip("."))
+        unseen = declared_unseen(ctx.config, product, c)
+        if unseen:  # the enum stays what the data holds; these match no row, and say so
+            notes.append(f"also declared, never seen in the data: {', '.join(unseen)}")
     elif c.enum is not None and c.column.kind != "boolean":  # too many to list in the tool
         values = [str(e.value) for e in c.enum]
         pattern = value_pattern(values) if c.column.kind == "string" else None
@@ -451,7 +459,8 @@ def tool_meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str,
           products: list[str], *, source_of_truth: dict[str, str], canonical_ids: dict[str, str],
           deprecated: dict[str, list[str]], limits: dict[str, Any],
           definitions: list[str] | None = None,
-          fields: dict[str, Any] | None = None) -> dict[str, Any]:
+          fields: dict[str, Any] | None = None,
+          fields_from: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
     used: set[Source] = {s.source for s in sentences}
     used.add("schema")
     if any(ctx.profiles[p].columns for p in products if p in ctx.profiles):
@@ -474,4 +483,12 @@ def tool_meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str,
     }
     if deprecated:
         context["deprecated_values"] = deprecated
+    origins = sentence_origins(sentences)
+    if origins:  # only where an import layer said something: other tools are unchanged
+        context["origins"] = origins
+    if fields_from:
+        context["field_origins"] = fields_from
+    upstream = upstream_versions(ctx.config, products) if kind in ("list", "metric") else {}
+    if upstream:
+        context["upstream"] = upstream
     return {META_KEY: context}

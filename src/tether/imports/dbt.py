@@ -1,0 +1,295 @@
+"""`tether import dbt`: a dbt project's meaning as one import layer (``.tether/imports/dbt.json``).
+
+Read: model and column descriptions; ``accepted_values`` tests (declared values: the tool's
+enum stays the observed values); ``relationships`` tests (join paths); ``unique`` + ``not_null``
+or a primary-key constraint (the key); ``depends_on`` (lineage edges, each with its transform's
+SQL checksum, so a changed model is a changed transform); column ``meta`` (``unit``, ``pii``,
+``classification``); model versions and ``deprecation_date``; contracts; semantic models and
+metrics (imports/dbt_semantic.py). Every key records the dbt node it came from.
+
+A model is matched to the tether.yaml product reading its relation; a model no product reads
+becomes a product of its own name (its latest version, for a versioned model). Nothing typed in
+tether.yaml is overwritten: the layer sits under it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tether.config import Project
+from tether.imports.dbt_files import (
+    find_inputs,
+    read_catalog,
+    read_manifest,
+    read_schema_files,
+    sha256,
+)
+from tether.imports.dbt_model import DbtNode, DbtProject
+from tether.imports.dbt_semantic import semantic_layer
+from tether.imports.layer import ImportLayer, InputFile, now_stamp
+
+KIND = "dbt"
+CLASSIFICATIONS = ("public", "internal", "pii", "restricted")
+Origins = list[tuple[list[str | int], str]]
+
+
+def read_dbt(project: Project, path: Path) -> ImportLayer:
+    """The dbt layer for the project at ``path`` (a dbt project directory or a manifest)."""
+    manifest, root = find_inputs(path)
+    inputs: list[InputFile] = []
+    if manifest is not None:
+        dbt, data = read_manifest(manifest)
+        inputs.append(InputFile(path=_shown(project, manifest), sha256=sha256(data)))
+        catalog = manifest.parent / "catalog.json"
+        if catalog.is_file():
+            dbt.catalog, cdata = read_catalog(catalog)
+            inputs.append(InputFile(path=_shown(project, catalog), sha256=sha256(cdata)))
+    else:
+        dbt, files = read_schema_files(root)
+        inputs += [InputFile(path=_shown(project, root / rel), sha256=sha256(b))
+                   for rel, b in sorted(files.items())]
+    layer = to_layer(project, dbt)
+    layer.inputs = inputs
+    layer.options = {"path": _shown(project, Path(path).resolve()),
+                     "read": "manifest" if manifest is not None else "schema.yml"}
+    return layer
+
+
+def _shown(project: Project, path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(project.root))
+    except ValueError:
+        return str(path.resolve())
+
+
+def to_layer(project: Project, dbt: DbtProject) -> ImportLayer:
+    products = match_products(project, dbt)
+    config: dict[str, Any] = {"products": {}}
+    origins: Origins = []
+    skipped: list[dict[str, str]] = []
+    for node in dbt.models():
+        name = products.get(node.unique_id)
+        if name is None:
+            skipped.append({"node": node.unique_id, "reason": _why_not(project, dbt, node)})
+            continue
+        config["products"][name] = product_facts(project, dbt, node, name)
+        origins.append((["products", name], node.unique_id))
+    _tests(dbt, products, config, origins)
+    config["lineage"] = lineage_edges(project, dbt, products)
+    origins += [(["lineage", i], e["via"][len("dbt:"):]) for i, e in enumerate(config["lineage"])]
+    semantic = semantic_layer(dbt, products, config["products"])
+    for key in ("metrics", "glossary"):
+        if semantic.config.get(key):
+            config[key] = semantic.config[key]
+    origins += semantic.origins
+    for key in [k for k, v in config.items() if not v]:
+        del config[key]
+    report = {"models": len(dbt.models()), "products": sorted(set(products.values())),
+              "skipped": skipped, "metrics": sorted(config.get("metrics", {})),
+              "metrics_skipped": semantic.skipped}
+    return ImportLayer(kind=KIND, imported_at=now_stamp(project.config.clock), config=config,
+                       origins=origins, report=report)
+
+
+# --- models and products -------------------------------------------------------------------------
+
+
+def default_schemas(project: Project) -> set[str]:
+    """Schemas an unqualified product table may live in."""
+    named = {s.schema_.lower() for s in project.config.sources.values() if s.schema_}
+    return named or {"main", "public"}
+
+
+def relation_text(project: Project, schema: str | None, alias: str) -> str:
+    """How tether.yaml names a relation: bare in a default schema, else schema.table."""
+    if not schema or schema.lower() in default_schemas(project):
+        return alias
+    return f"{schema}.{alias}"
+
+
+def _key(project: Project, table: str) -> tuple[str, str]:
+    parts = table.replace('"', "").split(".")
+    schema = parts[-2].lower() if len(parts) > 1 else ""
+    if schema in default_schemas(project):
+        schema = ""
+    return schema, parts[-1].lower()
+
+
+def match_products(project: Project, dbt: DbtProject) -> dict[str, str]:
+    """dbt node id -> product name: the typed product reading the model's relation, else a new
+    product named after the model (the latest version only; no time spine, no ephemeral)."""
+    typed = project.typed.get("products") or {}
+    by_table = {_key(project, str(p["table"])): name for name, p in typed.items()
+                if isinstance(p, dict) and p.get("table")}
+    out: dict[str, str] = {}
+    for node in dbt.models():
+        if node.config.materialized == "ephemeral":
+            continue
+        found = by_table.get(_key(project, relation_text(project, node.schema_, node.relation)))
+        if found is not None:
+            out[node.unique_id] = found
+        elif (node.time_spine is None and node.name not in typed
+              and node.version in (None, node.latest_version)):
+            out[node.unique_id] = node.name
+    return out
+
+
+def _why_not(project: Project, dbt: DbtProject, node: DbtNode) -> str:
+    if node.config.materialized == "ephemeral":
+        return "ephemeral: no relation in the warehouse"
+    if node.time_spine is not None:
+        return "the semantic layer's time spine"
+    if node.version not in (None, node.latest_version):
+        return (f"version {node.version} of {node.name} (latest {node.latest_version}); add a "
+                "product for its relation to serve it")
+    return (f"tether.yaml's product {node.name} reads another relation; name the model's "
+            f"relation ({relation_text(project, node.schema_, node.relation)}) in a product to "
+            "merge them")
+
+
+def product_facts(project: Project, dbt: DbtProject, node: DbtNode, name: str) -> dict[str, Any]:
+    typed = (project.typed.get("products") or {}).get(name)
+    facts: dict[str, Any] = {}
+    if typed is None:
+        facts["table"] = relation_text(project, node.schema_, node.relation)
+    sentences = [node.description.strip()] if node.description and node.description.strip() else []
+    sentences += _version_sentences(dbt, node)
+    if node.contract.get("enforced") or node.config.contract.get("enforced"):
+        sentences.append("Its columns and types are enforced by a dbt contract.")
+    if sentences:
+        facts["description"] = " ".join(s if s.endswith((".", "!", "?")) else s + "."
+                                        for s in sentences)
+    owner = node.all_meta().get("owner")
+    if isinstance(owner, str) and owner:
+        facts["owner"] = owner
+    key = primary_key(dbt, node)
+    if key:
+        facts["primary_key"] = key
+    columns = column_facts(dbt, node)
+    if columns:
+        facts["columns"] = columns
+    return facts
+
+
+def _version_sentences(dbt: DbtProject, node: DbtNode) -> list[str]:
+    out = []
+    if node.version is not None:
+        older = sorted(n.version or "" for n in dbt.models()
+                       if n.name == node.name and n.unique_id != node.unique_id)
+        latest = "the latest" if node.version == node.latest_version else (
+            f"not the latest ({node.latest_version} is)")
+        out.append(f"Version {node.version} of the dbt model {node.name}, {latest}"
+                   + (f"; other versions: {', '.join(older)}" if older else ""))
+    if node.deprecation_date:
+        out.append(f"Deprecated: dbt retires this model on {node.deprecation_date[:10]}")
+    return out
+
+
+def primary_key(dbt: DbtProject, node: DbtNode) -> list[str]:
+    if node.primary_key:
+        return list(node.primary_key)
+    for c in node.constraints:
+        if c.get("type") == "primary_key" and c.get("columns"):
+            return [str(x) for x in c["columns"]]
+    unique: set[str] = set()
+    not_null: set[str] = set()
+    for t in dbt.tests_of(node.unique_id):
+        if t.column_name and t.test_metadata:
+            if t.test_metadata.name == "unique":
+                unique.add(t.column_name)
+            elif t.test_metadata.name == "not_null":
+                not_null.add(t.column_name)
+    both = sorted(unique & not_null)
+    return both[:1] if len(both) == 1 else []
+
+
+def column_facts(dbt: DbtProject, node: DbtNode) -> dict[str, Any]:
+    """Description, unit, classification and declared values of each documented column that
+    the relation has (by the catalog, when there is one)."""
+    real = dbt.catalog.columns(node.unique_id) if dbt.catalog else None
+    real_lower = {c.lower(): c for c in real} if real is not None else None
+    out: dict[str, Any] = {}
+    for name, col in node.columns.items():
+        if real_lower is not None and name.lower() not in real_lower:
+            continue
+        cname = real_lower[name.lower()] if real_lower is not None else name
+        facts: dict[str, Any] = {}
+        if col.description and col.description.strip():
+            facts["description"] = col.description.strip()
+        meta = col.all_meta()
+        if isinstance(meta.get("unit"), str) and meta["unit"]:
+            facts["unit"] = meta["unit"]
+        cls = meta.get("classification")
+        if meta.get("restricted") is True or cls == "restricted":
+            facts["classification"] = "restricted"
+        elif meta.get("pii") is True:
+            facts["classification"] = "pii"
+        elif isinstance(cls, str) and cls.lower() in CLASSIFICATIONS:
+            facts["classification"] = cls.lower()
+        if facts:
+            out[cname] = facts
+    for t in dbt.tests_of(node.unique_id):
+        test = t.test_metadata
+        if (test and test.name == "accepted_values" and t.column_name
+                and isinstance(test.args.get("values"), list)):
+            if real_lower is not None and t.column_name.lower() not in real_lower:
+                continue
+            cname = real_lower[t.column_name.lower()] if real_lower is not None else t.column_name
+            out.setdefault(cname, {})["accepted_values"] = [str(v) for v in test.args["values"]]
+    return out
+
+
+def _tests(dbt: DbtProject, products: dict[str, str], config: dict[str, Any],
+           origins: Origins) -> None:
+    """relationships tests whose both ends are products: join paths."""
+    rels: list[dict[str, Any]] = []
+    for t in dbt.tests():
+        meta = t.test_metadata
+        if not meta or meta.name != "relationships" or not t.attached_node:
+            continue
+        parent = next((n for n in t.depends_on.nodes if n != t.attached_node), None)
+        field = meta.args.get("field")
+        child = products.get(t.attached_node)
+        target = products.get(parent or "")
+        if not (child and target and t.column_name and isinstance(field, str)):
+            continue
+        rel = {"from": f"{child}.{t.column_name}", "to": f"{target}.{field}",
+               "kind": "many_to_one"}
+        if rel not in rels:
+            origins.append((["relationships", len(rels)], t.unique_id))
+            rels.append(rel)
+    if rels:
+        config["relationships"] = rels
+
+
+def lineage_edges(project: Project, dbt: DbtProject, products: dict[str, str]
+                  ) -> list[dict[str, Any]]:
+    """An edge from each node a model depends on to the model (products by their name, other
+    relations by their table), through the model's transform, with its SQL checksum."""
+    def name(uid: str) -> str | None:
+        if uid in products:
+            return products[uid]
+        node = dbt.nodes.get(uid)
+        if node is not None and node.resource_type in ("model", "seed", "snapshot"):
+            return relation_text(project, node.schema_, node.relation)
+        src = dbt.sources.get(uid)
+        if src is not None:
+            return relation_text(project, src.schema_, src.relation)
+        return None
+
+    edges = []
+    for node in dbt.models():
+        to = name(node.unique_id)
+        if to is None:
+            continue
+        version = node.checksum.checksum[:12] if node.checksum and node.checksum.checksum else None
+        for dep in sorted(set(node.depends_on.nodes)):
+            frm = name(dep)
+            if frm is None or frm == to:
+                continue
+            edge = {"from": frm, "to": to, "via": f"dbt:{node.unique_id}"}
+            if version:
+                edge["version"] = version
+            edges.append(edge)
+    return edges

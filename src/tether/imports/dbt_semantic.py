@@ -1,0 +1,214 @@
+"""dbt semantic models and metrics (MetricFlow YAML) as tether metrics and glossary terms.
+
+A simple metric over a measure becomes a metric whose measure is the aggregate over the
+product's column (``sum(orders.amount_cents)``) and whose predicate is the metric's filter with
+each ``{{ Dimension('entity__name') }}``, ``{{ TimeDimension(...) }}`` and ``{{ Entity(...) }}``
+replaced by the product's column; the metric's label names a glossary term holding the same
+definition. A semantic model's time dimensions are the product's time columns (read as UTC
+unless tether.yaml says otherwise) and its default aggregation time is the metric's time.
+Metrics of other types (ratio, derived, cumulative, conversion) are reported, not imported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from tether.imports.dbt_model import DbtProject, Measure, Metric, SemanticModel
+
+AGGREGATES = {"sum": "SUM({})", "count": "COUNT({})", "count_distinct": "COUNT(DISTINCT {})",
+              "average": "AVG({})", "avg": "AVG({})", "min": "MIN({})", "max": "MAX({})",
+              "median": "MEDIAN({})", "sum_boolean": "SUM(CAST({} AS INTEGER))"}
+_CALL = re.compile(r"\{\{\s*(Dimension|TimeDimension|Entity)\(\s*['\"]([^'\"]+)['\"][^)]*\)"
+                   r"(?:\s*\|\s*\w+)?\s*\}\}")
+_UNIT_KEEPING = ("sum", "average", "avg", "min", "max", "median")
+
+
+@dataclass
+class Semantic:
+    config: dict[str, Any] = field(default_factory=dict)
+    origins: list[tuple[list[str | int], str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Model:
+    sm: SemanticModel
+    product: str
+    columns: dict[str, str]  # dimension / entity name -> its SQL over the product
+
+
+def semantic_layer(dbt: DbtProject, products: dict[str, str],
+                   facts: dict[str, dict[str, Any]]) -> Semantic:
+    out = Semantic()
+    models: dict[str, _Model] = {}
+    measures: dict[str, tuple[Measure, _Model]] = {}
+    for sm in dbt.semantic_models.values():
+        product = next((products[n] for n in sm.depends_on.nodes if n in products), None)
+        if product is None:
+            out.skipped.append({"node": sm.unique_id, "reason": "its model is no product"})
+            continue
+        cols = {d.name: qualify(d.expr or d.name, product) for d in sm.dimensions}
+        cols |= {e.name: qualify(e.expr or e.name, product) for e in sm.entities}
+        model = models[sm.name] = _Model(sm, product, cols)
+        for m in sm.measures:
+            measures[m.name] = (m, model)
+        _time_columns(sm, product, facts, out)
+    metrics: dict[str, Any] = {}
+    glossary: dict[str, Any] = {}
+    for metric in sorted(dbt.metrics.values(), key=lambda m: m.name):
+        try:
+            entry, term = _metric(metric, measures, models, facts)
+        except _Skip as e:
+            out.skipped.append({"node": metric.unique_id, "reason": str(e)})
+            continue
+        name = term.pop("_name")
+        metrics[metric.name] = entry
+        glossary[name] = term
+        out.origins += [(["metrics", metric.name], metric.unique_id),
+                        (["glossary", name], metric.unique_id)]
+    if metrics:
+        out.config = {"metrics": metrics, "glossary": glossary}
+    return out
+
+
+class _Skip(Exception):
+    pass
+
+
+def qualify(sql: str, product: str) -> str:
+    """``sql`` with every unqualified column qualified by ``product``."""
+    tree = sqlglot.parse_one(sql)
+    for col in tree.find_all(exp.Column):
+        if not col.table:
+            col.set("table", exp.to_identifier(product))
+    return tree.sql()
+
+
+def _time_columns(sm: SemanticModel, product: str, facts: dict[str, dict[str, Any]],
+                  out: Semantic) -> None:
+    times = [d.expr or d.name for d in sm.dimensions if d.type == "time"
+             and re.fullmatch(r"\w+", d.expr or d.name)]
+    if not times or product not in facts:
+        return
+    target = facts[product]
+    target["time_columns"] = {**{t: "UTC" for t in times}, **target.get("time_columns", {})}
+    default = sm.defaults.agg_time_dimension if sm.defaults else None
+    dim = next((d for d in sm.dimensions if d.name == default), None)
+    if dim is not None and (dim.expr or dim.name) in times:
+        target["metric_time"] = dim.expr or dim.name
+    out.origins.append((["products", product, "time_columns"], sm.unique_id))
+    out.origins.append((["products", product, "metric_time"], sm.unique_id))
+
+
+def _metric(metric: Metric, measures: dict[str, tuple[Measure, _Model]],
+            models: dict[str, _Model], facts: dict[str, dict[str, Any]]
+            ) -> tuple[dict[str, Any], dict[str, Any]]:
+    ref = metric.type_params.measure
+    if metric.type not in ("simple",) or ref is None:
+        raise _Skip(f"a {metric.type} metric: only simple metrics over one measure are "
+                    "imported (write it in tether.yaml's metrics)")
+    if ref.name not in measures:
+        raise _Skip(f"its measure {ref.name!r} is in no imported semantic model")
+    measure, model = measures[ref.name]
+    template = AGGREGATES.get(measure.agg)
+    if template is None:
+        raise _Skip(f"its measure aggregates with {measure.agg!r}, which tether does not "
+                    "translate")
+    column_sql = qualify(measure.expr or measure.name, model.product)
+    measure_sql = template.format(column_sql)
+    filters = [w.where_sql_template for f in (metric.filter, ref.filter) if f
+               for w in f.where_filters]
+    predicate = " AND ".join(f"({_translate(f, model, models)})" for f in filters) or None
+    if predicate is not None and len(filters) == 1:
+        predicate = predicate[1:-1]
+    entry: dict[str, Any] = {"measure": measure_sql,
+                             "description": (metric.description or metric.label
+                                             or metric.name).strip()}
+    if predicate:
+        entry["predicate"] = predicate
+    time = measure.agg_time_dimension or (
+        model.sm.defaults.agg_time_dimension if model.sm.defaults else None)
+    time_col = model.columns.get(time or "")
+    if time_col and re.fullmatch(r"\w+\.\w+", time_col):
+        entry["time"] = time_col
+    else:
+        entry["window"] = "current"
+    pinned = _fields([predicate or ""])  # a cut by what the filter fixes says nothing
+    categorical = [d for d in model.sm.dimensions if d.type == "categorical"
+                   and re.fullmatch(r"\w+\.\w+", model.columns[d.name])
+                   and model.columns[d.name] not in pinned]
+    if len(categorical) == 1:  # several would cut every answer by all of them at once
+        entry["dimensions"] = [model.columns[categorical[0].name]]
+    unit = _unit(metric, measure, model, facts)
+    if unit:
+        entry["unit"] = unit
+    name = (metric.label or metric.name.replace("_", " ")).strip()
+    entry["term"] = name
+    term: dict[str, Any] = {"_name": name, "definition": entry["description"],
+                            "measure": measure_sql,
+                            "fields": sorted(_fields([measure_sql, predicate or ""]))}
+    if predicate:
+        term["predicate"] = predicate
+    if metric.name.replace("_", " ") != name.lower():
+        term["synonyms"] = [metric.name.replace("_", " ")]
+    return entry, term
+
+
+def _translate(template: str, model: _Model, models: dict[str, _Model]) -> str:
+    """A MetricFlow filter as SQL over the product's columns."""
+    def column(m: re.Match[str]) -> str:
+        kind, ref = m.group(1), m.group(2)
+        entity, _, name = ref.rpartition("__")
+        name = name or ref
+        if kind == "Entity":
+            name, entity = ref, ""
+        owner = _owner(entity, model, models)
+        if name not in owner.columns:
+            raise _Skip(f"its filter names {kind}({ref!r}), which its semantic model does "
+                        "not declare")
+        return owner.columns[name]
+
+    sql = _CALL.sub(column, template)
+    if "{{" in sql:
+        raise _Skip(f"its filter uses a template tether does not translate: {template!r}")
+    try:
+        return sqlglot.parse_one(sql).sql()
+    except sqlglot.errors.SqlglotError:
+        raise _Skip(f"its filter is not SQL tether can read: {template!r}") from None
+
+
+def _owner(entity: str, model: _Model, models: dict[str, _Model]) -> _Model:
+    """The semantic model whose primary entity is ``entity`` (else the measure's own); a filter
+    over another product is not translated (it would need a join tether does not declare)."""
+    for other in models.values():
+        if any(e.name == entity and e.type == "primary" for e in other.sm.entities):
+            if other.product != model.product:
+                raise _Skip(f"its filter reads another semantic model ({other.sm.name})")
+            return other
+    return model
+
+
+def _unit(metric: Metric, measure: Measure, model: _Model, facts: dict[str, dict[str, Any]]
+          ) -> str | None:
+    for meta in (metric.all_meta(), {**measure.meta, **measure.config.meta}):
+        if isinstance(meta.get("unit"), str):
+            return str(meta["unit"])
+    if measure.agg in _UNIT_KEEPING and re.fullmatch(r"\w+", measure.expr or measure.name):
+        col = (facts.get(model.product, {}).get("columns") or {}).get(measure.expr or measure.name)
+        if col and isinstance(col.get("unit"), str):
+            return str(col["unit"])
+    return None
+
+
+def _fields(sqls: list[str]) -> set[str]:
+    out = set()
+    for sql in sqls:
+        if sql:
+            out |= {f"{c.table}.{c.name}" for c in sqlglot.parse_one(sql).find_all(exp.Column)
+                    if c.table}
+    return out

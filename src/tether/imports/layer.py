@@ -1,0 +1,192 @@
+"""Import layers: facts read from where meaning already lives, kept beside tether.yaml.
+
+Each importer writes one file, ``.tether/imports/<kind>.json``: the part of tether.yaml it
+contributes (``config``), where each part came from (``origins``: a key path and the node, file
+or job it was read from), the input it read (path and sha256, so ``tether check`` notices when
+it moved) and what it reported. At load, the layers are merged *under* tether.yaml key by key:
+a key typed in tether.yaml always wins, a layer only fills what tether.yaml leaves out, and
+importing again replaces the whole layer, never a hand-typed key.
+
+Layer 0: plain data, the standard library, pydantic and :mod:`tether.errors` only.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import hashlib
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tether.errors import ConfigError
+
+IMPORTS_DIR = Path(".tether") / "imports"
+KINDS: tuple[str, ...] = ("dbt", "openlineage")
+"""Layers written by `tether import`, lowest precedence last (tether.yaml and glossary_dir
+documents sit above them)."""
+SOURCE_OF: dict[str, str] = {"dbt": "dbt", "openlineage": "lineage", "glossary_dir": "glossary"}
+"""The sentence-source word of each layer (the vocabulary of a tool's provenance)."""
+FORMAT = 1
+
+Path_ = tuple[str | int, ...]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InputFile(_M):
+    path: str = Field(description="The file read, as given (relative to the project when under "
+                      "it).")
+    sha256: str = Field(description="Its sha256 when it was read.")
+
+
+class ImportLayer(_M):
+    """One layer file."""
+
+    kind: str = Field(description="dbt | openlineage.")
+    format: int = Field(default=FORMAT, description="Version of this file's shape.")
+    imported_at: str = Field(description="When the layer was written (UTC, ISO 8601).")
+    inputs: list[InputFile] = Field(default_factory=list, description="What was read; `tether "
+                                    "check` re-reads the layer's input when a hash moved.")
+    options: dict[str, Any] = Field(default_factory=dict, description="How the input was read "
+                                    "(the dbt project directory, ...), to read it again alike.")
+    config: dict[str, Any] = Field(default_factory=dict, description="The part of tether.yaml "
+                                   "this layer contributes, merged under it key by key.")
+    origins: list[tuple[list[str | int], str]] = Field(
+        default_factory=list, description="(key path, where it came from): a dbt node id, a "
+        "file and line, a job; the deepest path that prefixes a key names its origin.")
+    datasets: dict[str, Any] = Field(default_factory=dict, description="Observations that are "
+                                     "not configuration: an OpenLineage dataset's newest schema.")
+    jobs: dict[str, Any] = Field(default_factory=dict, description="An OpenLineage job's newest "
+                                 "inputs and outputs.")
+    report: dict[str, Any] = Field(default_factory=dict, description="What the import noticed.")
+
+    def origin(self, path: Path_) -> str | None:
+        """Where the value at ``path`` came from: the deepest recorded prefix."""
+        best: tuple[int, str] | None = None
+        for prefix, where in self.origins:
+            n = len(prefix)
+            if tuple(path[:n]) == tuple(prefix) and (best is None or n > best[0]):
+                best = (n, where)
+        return best[1] if best else None
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def layer_path(root: Path, kind: str) -> Path:
+    return root / IMPORTS_DIR / f"{kind}.json"
+
+
+def read_layers(root: Path) -> list[ImportLayer]:
+    """The project's import layers, highest precedence first; a damaged file is an error
+    naming it (never silently ignored: it may hold the only record of an import)."""
+    out = []
+    for kind in KINDS:
+        path = layer_path(root, kind)
+        if not path.is_file():
+            continue
+        where = str(IMPORTS_DIR / path.name)
+        try:
+            layer = ImportLayer.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as e:
+            first = str(e).splitlines()[0]
+            raise ConfigError(f"the {kind} import layer cannot be read ({first}).", where=where,
+                              hint=f"Run `tether import {kind} ...` again to rewrite it, or "
+                              "delete the file to drop what it imported.") from None
+        out.append(layer)
+    return out
+
+
+def write_layer(root: Path, layer: ImportLayer) -> Path:
+    """Write the layer atomically (a temporary file, then a rename): a reader sees the old
+    layer or the new one, never half of one."""
+    path = layer_path(root, layer.kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+    tmp.write_text(json.dumps(layer.model_dump(mode="json"), indent=1, sort_keys=True) + "\n",
+                   encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def now_stamp(clock: dt.datetime | None = None) -> str:
+    return (clock or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).isoformat(timespec="seconds")
+
+
+# --- merging -------------------------------------------------------------------------------------
+
+# Keys of which a mapping holds at most one: when a higher layer sets one of a group, a lower
+# layer's keys of that group are dropped (tether.yaml's `sql:` replaces an imported `table:`).
+EXCLUSIVE: tuple[frozenset[str], ...] = (
+    frozenset({"table", "sql"}), frozenset({"unit", "unit_column"}),
+    frozenset({"column", "load_time"}),
+)
+UNION_LISTS = ("lineage", "relationships")
+"""Top-level lists whose items add up across layers (an edge is a fact, whoever read it)."""
+RESTRICTED = "restricted"
+
+
+def merge(lower: dict[str, Any], higher: dict[str, Any], top: bool = True) -> dict[str, Any]:
+    """``higher`` over ``lower``, key by key (a new dict; neither is changed)."""
+    out = copy.deepcopy(lower)
+    for group in EXCLUSIVE:
+        if group & set(higher):
+            for k in group - set(higher):
+                out.pop(k, None)
+    for key, value in higher.items():
+        below = out.get(key)
+        if top and key in UNION_LISTS and isinstance(value, list) and isinstance(below, list):
+            seen = {_edge_key(v) for v in value}
+            out[key] = copy.deepcopy(value) + [v for v in below if _edge_key(v) not in seen]
+        elif isinstance(value, dict) and isinstance(below, dict):
+            out[key] = merge(below, value, top=False)
+        elif key == "classification" and below == RESTRICTED:
+            continue  # restricted stays restricted: no layer, tether.yaml included, lifts it
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _edge_key(item: Any) -> Any:
+    if isinstance(item, dict):
+        return (item.get("from"), item.get("to"), item.get("via"))
+    return json.dumps(item, sort_keys=True, default=str)
+
+
+def merged(typed: dict[str, Any], layers: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """tether.yaml's mapping over every layer's (``layers`` highest first)."""
+    out: dict[str, Any] = {}
+    for _, data in reversed(layers):
+        out = merge(out, data)
+    return merge(out, typed)
+
+
+_MISSING = object()
+
+
+def value_at(data: Any, path: Path_) -> Any:
+    """The value at ``path`` in nested dicts and lists, or a sentinel when there is none."""
+    node = data
+    for part in path:
+        in_dict = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if not (in_dict or in_list):
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def present(value: Any) -> bool:
+    return value is not _MISSING

@@ -1,0 +1,182 @@
+"""OpenLineage run events as one import layer (``.tether/imports/openlineage.json``).
+
+Each event's job reads its inputs and writes its outputs: an edge from every input to every
+output, through ``openlineage:<namespace>/<job>``. A dataset whose name is a product's relation
+is that product (``main.rentals`` is the product reading ``rentals``); any other keeps its
+name. A dataset's ``schema`` facet (its fields) is kept as an observation: ``tether check``
+fingerprints it, so a dataset that lost a column upstream is a lineage event for every product
+below it.
+
+Events accumulate: the layer is the fold of every event received (from files, stdin or
+``POST /api/v1/lineage``), a newer event about a job or a dataset superseding an older one, so
+folding the same events twice gives the same layer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tether.config import Project
+from tether.errors import ConfigError
+from tether.imports.layer import ImportLayer, now_stamp
+
+KIND = "openlineage"
+VIA = "openlineage:"
+
+
+class _OL(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Job(_OL):
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+
+
+class SchemaField(_OL):
+    name: str
+    type: str | None = None
+
+
+class SchemaFacet(_OL):
+    fields: list[SchemaField] = Field(default_factory=list)
+
+
+class Facets(_OL):
+    schema_: SchemaFacet | None = Field(default=None, alias="schema")
+
+
+class Dataset(_OL):
+    namespace: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    facets: Facets = Field(default_factory=Facets)
+
+
+class RunEvent(_OL):
+    eventTime: str = Field(min_length=1)
+    eventType: str | None = None
+    job: Job
+    inputs: list[Dataset] = Field(default_factory=list)
+    outputs: list[Dataset] = Field(default_factory=list)
+
+
+def parse_events(text: str, where: str) -> list[RunEvent]:
+    """Events from JSON lines (or one JSON array or object); an invalid one names the line."""
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            items = json.loads(stripped)
+        except json.JSONDecodeError as e:
+            raise _bad(where, e.lineno, f"not valid JSON: {e.msg}") from None
+        return [_event(item, where, i + 1, "item") for i, item in enumerate(items)]
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise _bad(where, n, f"not valid JSON: {e.msg} (column {e.colno})") from None
+        out.append(_event(item, where, n, "line"))
+    return out
+
+
+def _event(item: Any, where: str, n: int, unit: str) -> RunEvent:
+    try:
+        return RunEvent.model_validate(item)
+    except ValidationError as e:
+        first = e.errors()[0]
+        place = ".".join(str(p) for p in first["loc"]) or "(the event)"
+        raise _bad(where, n, f"not an OpenLineage run event: {place}: {first['msg']}",
+                   unit) from None
+
+
+def _bad(where: str, n: int, what: str, unit: str = "line") -> ConfigError:
+    return ConfigError(f"{unit} {n}: {what}.", where=f"{where}:{n}" if unit == "line" else where,
+                       hint="Each line must be one OpenLineage RunEvent (eventTime, job "
+                       "{namespace, name}, inputs, outputs); nothing was imported and the "
+                       "previous layer was kept.")
+
+
+def fold(project: Project, layer: ImportLayer | None, events: list[RunEvent]) -> ImportLayer:
+    """``layer`` (or an empty one) with ``events`` folded in, its config rebuilt."""
+    out = (layer.model_copy(deep=True) if layer is not None
+           else ImportLayer(kind=KIND, imported_at=now_stamp(project.config.clock)))
+    for ev in sorted(events, key=lambda e: e.eventTime):
+        job = f"{ev.job.namespace}/{ev.job.name}"
+        if ev.inputs or ev.outputs:
+            seen = out.jobs.get(job)
+            if seen is None or seen["event_time"] <= ev.eventTime:
+                out.jobs[job] = {"event_time": ev.eventTime,
+                                 "inputs": sorted({d.name for d in ev.inputs}),
+                                 "outputs": sorted({d.name for d in ev.outputs})}
+        for d in [*ev.inputs, *ev.outputs]:
+            if d.facets.schema_ is None:
+                continue
+            seen = out.datasets.get(d.name)
+            if seen is None or seen["event_time"] <= ev.eventTime:
+                out.datasets[d.name] = {"namespace": d.namespace, "event_time": ev.eventTime,
+                                        "columns": {f.name: f.type or "" for f in
+                                                    d.facets.schema_.fields}}
+    out.imported_at = now_stamp(project.config.clock)
+    out.config, out.origins = _config(project, out.jobs)
+    return out
+
+
+def _config(project: Project, jobs: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
+    edges: list[dict[str, Any]] = []
+    origins: list[Any] = []
+    for job, seen in sorted(jobs.items()):
+        for i in seen["inputs"]:
+            for o in seen["outputs"]:
+                frm, to = node_name(project, i), node_name(project, o)
+                if frm != to:
+                    origins.append((["lineage", len(edges)], job))
+                    edges.append({"from": frm, "to": to, "via": VIA + job})
+    return ({"lineage": edges} if edges else {}), origins
+
+
+def node_name(project: Project, dataset: str) -> str:
+    """A dataset as a lineage node: the product whose relation it names, else its own name."""
+    parts = dataset.lower().replace('"', "").split(".")
+    named = {s.schema_.lower() for s in project.config.sources.values() if s.schema_}
+    defaults = named or {"main", "public"}
+    for name, p in (project.typed.get("products") or {}).items():
+        table = str((p or {}).get("table") or "") if isinstance(p, dict) else ""
+        if not table:
+            continue
+        want = table.lower().replace('"', "").split(".")
+        if want[-1] != parts[-1]:
+            continue
+        schema = parts[-2] if len(parts) > 1 else None
+        own = want[-2] if len(want) > 1 else None
+        if (own or None) == schema or (own is None and (schema is None or schema in defaults)):
+            return str(name)
+    return dataset
+
+
+def read_file(project: Project, layer: ImportLayer | None, path: str, text: str
+              ) -> ImportLayer:
+    """``layer`` with the events of one input folded in and the input recorded (its hash
+    replacing an earlier record of the same path)."""
+    import hashlib
+
+    from tether.imports.layer import InputFile
+
+    new = fold(project, layer, parse_events(text, path))
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    new.inputs = [i for i in new.inputs if i.path != path] + [InputFile(path=path, sha256=digest)]
+    return new
+
+
+def dataset_columns(project: Project) -> dict[str, dict[str, str]]:
+    """Lineage node -> the columns its newest schema facet listed (OpenLineage datasets)."""
+    out: dict[str, dict[str, str]] = {}
+    for layer in project.layers:
+        if layer.kind == KIND:
+            for name, seen in sorted(layer.datasets.items()):
+                out[node_name(project, name)] = dict(seen.get("columns") or {})
+    return out

@@ -1,0 +1,54 @@
+"""`POST /api/v1/lineage`: the OpenLineage HTTP transport's path on tether's HTTP server.
+
+A runner or admin token (`tether token add NAME --admin`) may post run events (one JSON object,
+an array, or JSON lines); they are folded into the openlineage import layer as `tether import
+openlineage` would, and the next `tether check` sees the edges and schemas. A user's token is
+refused (403); no token, 401; an invalid event, 400 naming the line, and nothing is imported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from tether.errors import TetherError
+from tether.serve.identity import ADMIN_SCOPE, RUNNER_SCOPE
+
+PATH = "/api/v1/lineage"
+MAX_BODY = 16 * 1024 * 1024
+"""Largest request accepted (a batch of run events is kilobytes)."""
+
+
+def lineage_route(root: Path) -> Route:
+    async def endpoint(request: Request) -> JSONResponse:
+        token: Any = getattr(request.user, "access_token", None) if "user" in request.scope \
+            else None
+        if token is None:
+            return JSONResponse({"error": "a bearer token is required (tether token add NAME "
+                                 "--admin)"}, status_code=401,
+                                headers={"WWW-Authenticate": "Bearer"})
+        if not {RUNNER_SCOPE, ADMIN_SCOPE} & set(token.scopes or []):
+            return JSONResponse({"error": "this token may not post lineage: it needs a runner "
+                                 "or admin token (tether token add NAME --admin)"},
+                                status_code=403)
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            return JSONResponse({"error": f"the body is over {MAX_BODY} bytes"}, status_code=413)
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            return JSONResponse({"error": "the body must be UTF-8 JSON"}, status_code=400)
+        from tether.profiling.layers import post_openlineage
+
+        try:
+            count = await anyio.to_thread.run_sync(post_openlineage, root, text)
+        except TetherError as e:
+            return JSONResponse({"error": e.paragraph()}, status_code=400)
+        return JSONResponse({"accepted": count}, status_code=200)
+
+    return Route(PATH, endpoint=endpoint, methods=["POST"])
