@@ -170,13 +170,21 @@ def timed_cli(*args: str) -> float:
     return time.perf_counter() - t
 
 
-def engine_floor(db: Path, names: list[str]) -> float:
-    """The catalog query plus one GROUP BY per enum column of every table, in process."""
+def engine_floor(db: Path, names: list[str], stats: bool = False) -> float:
+    """The catalog query plus one GROUP BY per enum column of every table, in process; with
+    ``stats``, also one scan a table for what a tool definition states of every column (count,
+    approximate distinct count, min, max): the floor of learning the columns, not only the
+    enums."""
     con = duckdb.connect(str(db), read_only=True)
     t = time.perf_counter()
-    con.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
-                "WHERE table_schema = 'main'").fetchall()
+    columns = con.execute("SELECT table_name, list(column_name) FROM information_schema.columns "
+                          "WHERE table_schema = 'main' GROUP BY 1").fetchall()
+    by_table = dict(columns)
     for name in names:
+        if stats:
+            con.execute("SELECT count(*), " + ", ".join(
+                f'count("{c}"), approx_count_distinct("{c}"), min("{c}"), max("{c}")'
+                for c in by_table[name]) + f" FROM {name}").fetchall()
         con.execute(f"SELECT status, count(*) FROM {name} GROUP BY 1").fetchall()
         if traits(name)["region"]:
             con.execute(f"SELECT sales_region, count(*) FROM {name} GROUP BY 1").fetchall()
@@ -348,16 +356,19 @@ def one_size(root: Path, n: int, rows: int, rounds: int, http_calls: int) -> int
     build_s = timed_cli("build", "--project", str(d)) if fresh else float("nan")
     check_s = timed_cli("check", "--project", str(d))
     floor_s = engine_floor(d / "warehouse.duckdb", names)
+    stats_s = engine_floor(d / "warehouse.duckdb", names, stats=True)
     per_user, whole, route = tokens(d)
     print(f"\n## {n} tables ({rows} rows each)")
     print(f"tools/list as served ({route}); the whole list would be {whole:,} tokens")
     for user, (count, toks) in per_user.items():
         print(f"  {user}: {count} tools, {toks:,} tokens")
     start_s = timed_cli("--version")  # the CLI's own start, in every wall time above
-    print(f"tether build {build_s:.1f} s ({build_s / floor_s:.1f}x the floor), tether check "
+    print(f"tether build {build_s:.1f} s ({build_s / floor_s:.1f}x the floor, "
+          f"{build_s / stats_s:.1f}x the floor with column statistics), tether check "
           f"(nothing changed) {check_s:.1f} s ({check_s / floor_s:.1f}x); engine floor "
-          f"{floor_s:.2f} s (catalog + a GROUP BY per enum column, in process); the CLI's "
-          f"start alone {start_s:.2f} s")
+          f"{floor_s:.2f} s (catalog + a GROUP BY per enum column, in process), "
+          f"{stats_s:.2f} s with one statistics scan a table; the CLI's start alone "
+          f"{start_s:.2f} s")
     project = load_project(d)
     key = MaskKey.from_secret(load_secret(project.root / project.config.serve.mask_key_file))
     tool, args = target_call(d, names)
