@@ -36,7 +36,14 @@ def lineage_route(root: Path) -> Route:
             return JSONResponse({"error": "this token may not post lineage: it needs a runner "
                                  "or admin token (tether token add NAME --admin)"},
                                 status_code=403)
-        body = await request.body()
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_BODY:  # refused before it is read
+            return JSONResponse({"error": f"the body is over {MAX_BODY} bytes"}, status_code=413)
+        body = b""
+        async for chunk in request.stream():  # a body without a length is read up to the cap
+            body += chunk
+            if len(body) > MAX_BODY:
+                break
         if len(body) > MAX_BODY:
             return JSONResponse({"error": f"the body is over {MAX_BODY} bytes"}, status_code=413)
         try:
