@@ -42,6 +42,9 @@ class ColumnProfile(_M):
     enum: list[EnumValue] | None = Field(
         default=None, description="Every observed value, when the column is an enum candidate."
     )
+    nearly_unique: bool = Field(
+        default=False, description="Too varied for an enum, its values mostly occurring once: "
+        "no value counts were taken (the probe samples its first values instead).")
     formats: list[str] = Field(
         default_factory=list,
         description="Formats every non-null value fits: date, datetime_midnight_utc, uuid, email, "

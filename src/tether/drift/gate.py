@@ -25,7 +25,6 @@ from tether.drift.detectors import Event
 from tether.policy.model import restricted_columns
 from tether.registry.semver import Level
 from tether.toolgen import GeneratedTool
-from tether.toolgen.kinds import kind
 
 Restricted = Callable[[str, str], bool]
 """(product, column) -> whether no tool may expose it."""
@@ -58,7 +57,7 @@ def exposes(definition: Mapping[str, Any], restricted: Restricted) -> list[str]:
     for ref in (ctx.fields.get("arguments") or {}).values():
         refs.update([ref] if isinstance(ref, str) else [str(r) for r in ref])
     products = ctx.products
-    if kind(ctx.kind or "").listing and len(products) == 1:
+    if len(products) == 1:  # the columns a result returns, whatever its kind
         rows = (((definition.get("outputSchema") or {}).get("properties") or {}).get("rows")
                 or {}).get("items", {}).get("properties", {})
         refs.update(f"{products[0]}.{c}" for c in rows)
@@ -80,7 +79,7 @@ def related(t: GeneratedTool, events: list[Event]) -> list[Event]:
         subject = e["subject"]
         if e["kind"] == "definition_changed":
             kind, _, name = subject.partition(":")
-            if (kind == "term" and name in terms) or (kind == "metric" and t.plan.kind == "metric"
+            if (kind == "term" and name in terms) or (kind == "metric"
                                                       and name in _metric_of(t)):
                 out.append(e)
         elif e["kind"] == "policy_changed":

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,7 +195,7 @@ def export(directory: Path, definitions: list[dict[str, Any]], index: Path | Non
         if stat is None or path.read_text(encoding="utf-8") != text:
             # written beside it, then renamed over it: a reader never sees half a file (a
             # named temporary per process: mkstemp's random names cost a third of exporting)
-            tmp = directory / f".tmp-{os.getpid()}-{path.name}"
+            tmp = directory / f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}"
             tmp.write_text(text, encoding="utf-8")
             os.replace(tmp, path)
             stat = _stat(path)
@@ -201,19 +204,25 @@ def export(directory: Path, definitions: list[dict[str, Any]], index: Path | Non
     for stale in directory.glob("*.json"):
         if stale.name not in after and not stale.name.startswith("."):
             stale.unlink()
+    for left in directory.glob(".tmp-*"):  # of an export killed between write and rename
+        with contextlib.suppress(OSError):
+            if time.time() - left.stat().st_mtime > 600:
+                left.unlink()
     if index is not None and after != before:
         index.parent.mkdir(parents=True, exist_ok=True)
-        tmp = index.with_name(f".tmp-{os.getpid()}-{index.name}")
+        tmp = index.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{index.name}")
         tmp.write_text(json.dumps(after, sort_keys=True), encoding="utf-8")
         os.replace(tmp, index)
 
 
 def _stat(path: Path) -> list[int] | None:
+    """What changes whenever the file's bytes do, however they were changed: a copy that keeps
+    the times (cp -p, rsync -t) still moves the inode or the change time, which no tool sets."""
     try:
         st = path.stat()
     except FileNotFoundError:
         return None
-    return [st.st_size, st.st_mtime_ns]
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
 
 
 def _read_index(index: Path | None) -> dict[str, list[Any]]:

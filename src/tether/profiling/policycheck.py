@@ -146,8 +146,8 @@ def _compile_all(facts: Facts, filters: list[tuple[str, str]]) -> bool:
             return fill(src, text, {"rel": src.render(_base(src, facts.project, product))})
 
         src.run(" UNION ALL ".join(branch(product, template) for product, template in filters))
-    except (sqlglot.errors.SqlglotError, TetherError):
-        return False
+    except (sqlglot.errors.SqlglotError, TetherError, KeyError):
+        return False  # compiled one by one, each with its reason
     return True
 
 

@@ -130,7 +130,7 @@ def probe_source(project: Project, src: Source, names: Sequence[str],
     return out
 
 
-WORKERS = max(1, min(4, os.cpu_count() or 1))
+WORKERS = max(1, min(2, os.cpu_count() or 1))
 """Products profiled at once: while one waits on the engine, another's statements are written
 and its results read (the engine runs each statement on its own threads as well)."""
 

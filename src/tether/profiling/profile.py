@@ -81,12 +81,8 @@ def profile_product(
         _format_pass(src, relation, leaves, refs, scalar, formats)
         ts = product.timestamp_column()
         cfg = project.config.profiling
-        groupable = [
-            i for i, c in enumerate(leaves)
-            if c.kind in _DISTINCT_KINDS and c.name != ts
-            and (scalar[i].get("distinct") or 0) <= cfg.exact_distinct_below
-            and not nearly_unique(c, scalar[i], cfg)
-        ]
+        groupable = [i for i, c in enumerate(leaves)
+                     if _countable(c, scalar[i], ts, cfg) and not nearly_unique(c, scalar[i], cfg)]
         keep = max(cfg.top_values, cfg.enum_max_values + 1)
         few = all((scalar[i].get("distinct") or 0) <= keep for i in groupable)
         note(f"{name}: counting values of {len(groupable)} low-cardinality columns")
@@ -265,6 +261,13 @@ def _format_pass(
 # --- pass 2: value counts of low-cardinality columns ---------------------------------------------
 
 
+def _countable(c: Column, stats: dict[str, Any], ts: str | None, cfg: ProfilingConfig) -> bool:
+    """A column whose values may be counted: a kind with distinct values, not the timestamp,
+    fewer distinct values than profiling.exact_distinct_below."""
+    return (c.kind in _DISTINCT_KINDS and c.name != ts
+            and (stats.get("distinct") or 0) <= cfg.exact_distinct_below)
+
+
 def nearly_unique(c: Column, stats: dict[str, Any], cfg: ProfilingConfig) -> bool:
     """Too many distinct values to be an enum, and on average fewer than two rows each: value
     counts would say nothing (a key, an email, an amount), so none are taken."""
@@ -412,6 +415,8 @@ def _assemble(
         if "distinct" in s:
             prof.distinct_count = int(s["distinct"] or 0)
             prof.distinct_exact = bool(s.get("distinct_exact"))
+            # value counts left out for that reason alone (the probe samples it instead)
+            prof.nearly_unique = _countable(c, s, ts, cfg) and nearly_unique(c, s, cfg)
         if i in groups:
             distinct, values = groups[i]
             prof.distinct_count, prof.distinct_exact = distinct, True

@@ -59,6 +59,8 @@ def explain(ex: Executor, call: Call) -> Answered:
         values: list[Any] = []
         if name not in rel.masks and (c.enum or c.top_values):
             values = _values(ex, src, rel, name)
+        elif name not in rel.masks and c.nearly_unique:
+            values = _first_values(ex, src, rel, name)
         columns.append({"name": name, "type": c.column.type,
                         "description": facts.description if facts else None,
                         "unit": c.unit_hint, "values": [jsonable(v) for v in values]})
@@ -72,6 +74,16 @@ def explain(ex: Executor, call: Call) -> Answered:
            "lineage": upstream, "as_of": ex.as_of(call.user, [product])}
     ex.probes[key] = (time.monotonic() + TTL, out)
     return Answered(out, evidence)
+
+
+def _first_values(ex: Executor, src: Any, rel: Any, column: str) -> list[Any]:
+    """The smallest values of a column whose values mostly occur once, among the rows the
+    caller may read: a sample in order (counting every value of it would be a scan of its
+    every distinct value for nothing)."""
+    col = exp.column(column, table="q", quoted=True)
+    q = (exp.select(col).from_(rel.subquery("q")).where(col.copy().is_(exp.null()).not_())
+         .order_by(col.copy()).limit(VALUES))
+    return list(dict.fromkeys(r[0] for r in src.run(src.render(q), rel.params, ex.timeout)))
 
 
 def _values(ex: Executor, src: Any, rel: Any, column: str) -> list[Any]:

@@ -47,7 +47,7 @@ from tether.serve.kinds import runner
 from tether.serve.pagination import load_key
 from tether.toolgen import Mode, QueryPlan, generate
 from tether.toolgen.discovery import PROBE, Listed, Setting, listed
-from tether.toolgen.kinds import kind
+from tether.toolgen.kinds import KINDS, kind
 
 PIN_KEY = "tether/pin"
 
@@ -216,6 +216,13 @@ class TetherServer:
         restricted = gate.restricted_by(self.project, self.registry.state(prefix="product:"))
         safe = []
         for v in versions:
+            plan_kind = str((v.plan or {}).get("kind", ""))
+            if plan_kind not in KINDS:  # made by a plugin or a newer tether: not run here
+                if (v.name, v.version) not in self.withheld:
+                    self.withheld[(v.name, v.version)] = []
+                    log(f"tether: not serving {v.name} {v.version}: its kind {plan_kind!r} is "
+                        "not one this server knows (a plugin not loaded, or a newer tether)")
+                continue
             found = gate.exposes(v.definition, restricted)
             if not found:
                 safe.append(v)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import functools
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +47,9 @@ class DuckDBSource(Source):
         self.schema = schema
         self.path = path
         self._catalog: dict[tuple[str, str], list[Column]] | None = None
+        self._catalog_wanted = False
+        self._catalog_lock = threading.Lock()  # profiles are described from threads
+        self._types: dict[str, Any] = {}
         if schema:
             self.con.execute(f"SET schema = '{schema.replace(chr(39), '')}'")
 
@@ -121,26 +124,41 @@ class DuckDBSource(Source):
 
     @contextlib.contextmanager
     def catalog_read(self) -> Iterator[None]:
-        rows = self.con.execute(
-            "SELECT schema_name, table_name, column_name, data_type, is_nullable "
-            "FROM duckdb_columns() WHERE database_name = current_database() "
-            "ORDER BY schema_name, table_name, column_index").fetchall()
+        self._catalog_wanted = True  # read on the first describe: a quiet check needs none
+        try:
+            yield
+        finally:
+            self._catalog, self._catalog_wanted = None, False
+
+    def _read_catalog(self) -> dict[tuple[str, str], list[Column]]:
+        """Every base table's columns (not views': a view whose base table changed keeps stale
+        columns in the catalog until it is bound again, so views are described by binding)."""
+        cur = self.con.cursor()
+        rows = cur.execute(
+            "SELECT c.schema_name, c.table_name, c.column_name, c.data_type, c.is_nullable "
+            "FROM duckdb_columns() c JOIN duckdb_tables() t ON t.database_name = "
+            "c.database_name AND t.schema_name = c.schema_name AND t.table_name = c.table_name "
+            "WHERE c.database_name = current_database() "
+            "ORDER BY c.schema_name, c.table_name, c.column_index").fetchall()
+        cur.close()
         catalog: dict[tuple[str, str], list[Column]] = {}
         for schema, table, column, type_name, nullable in rows:
             catalog.setdefault((schema, table), []).append(
                 _column(column, self._type(type_name), nullable=bool(nullable)))
-        self._catalog = catalog
-        try:
-            yield
-        finally:
-            self._catalog = None
+        return catalog
 
-    @functools.lru_cache(maxsize=512)  # noqa: B019 - a few type names, for the source's life
     def _type(self, name: str) -> Any:
-        return self.con.sqltype(name)
+        """A catalog type name as a type (a user type needs the connection's catalog); called
+        while reading the catalog, under its lock."""
+        if name not in self._types:
+            self._types[name] = self.con.sqltype(name)
+        return self._types[name]
 
     def describe(self, relation: exp.Expr, label: str) -> list[Column]:
-        if isinstance(relation, exp.Table) and self._catalog is not None:
+        if isinstance(relation, exp.Table) and self._catalog_wanted:
+            with self._catalog_lock:
+                if self._catalog is None:
+                    self._catalog = self._read_catalog()
             found = self._catalog.get((relation.db or self.schema or "main", relation.name))
             if found is not None:
                 return list(found)

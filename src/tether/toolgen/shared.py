@@ -30,6 +30,7 @@ from tether.toolgen.describe import (
     plural,
     sentence,
 )
+from tether.toolgen.kinds import kind as tool_kind
 from tether.toolgen.model import (
     META_KEY,
     Route,
@@ -488,7 +489,7 @@ def tool_meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str,
         context["origins"] = origins
     if fields_from:
         context["field_origins"] = fields_from
-    upstream = upstream_versions(ctx.config, products) if kind in ("list", "metric") else {}
+    upstream = {} if tool_kind(kind).discovery else upstream_versions(ctx.config, products)
     if upstream:
         context["upstream"] = upstream
     return {META_KEY: context}
