@@ -17,6 +17,7 @@ from tether.config import Project
 from tether.context.profile import ProductProfile
 from tether.errors import TetherError
 from tether.imports.openlineage import dataset_columns
+from tether.policy.entitle import role_masks
 from tether.policy.model import restricted_columns
 from tether.sources import open_source
 
@@ -87,8 +88,10 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
             # existing rule is a schema event, not a policy edit
             state[f"policy:{role}:{product}"] = {
                 "row_filter": r.row_filters.get(product),
-                "masks": {k: v for k, v in sorted(r.masks.items())
-                          if k.split(".")[0] == product},
+                # as they apply: the pii selector over the columns classified pii now, so
+                # declassifying a column (by hand or in an import) is a policy change
+                "masks": {f"{product}.{col}": mode
+                          for col, mode in sorted(role_masks(c, role, product).items())},
                 "restricted_rules": sorted(
                     [g for g in c.policies.restricted if fnmatchcase(product, g.split(".")[0])]
                     + [f"{product}.{col}" for col, f in p.columns.items()

@@ -101,10 +101,14 @@ def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
     level: Level
     level, kind = ("minor", "additive") if prev is None else classify(prev, wire)
     near = related(t, events)
-    if any(e["kind"] == "definition_changed" for e in near) or transform_changed(prev, wire):
+    # a policy change wins over a semantic one it comes with: both wait for a person, but only
+    # a pending policy change keeps a server from starting on the projection it moved
+    if any(e["kind"] == "policy_changed" for e in near):
+        semantic = any(e["kind"] == "definition_changed" for e in near) or transform_changed(
+            prev, wire)
+        level, kind = ("major" if level == "major" or semantic else "minor"), "policy"
+    elif any(e["kind"] == "definition_changed" for e in near) or transform_changed(prev, wire):
         level, kind = "major", "semantic"
-    elif any(e["kind"] == "policy_changed" for e in near):
-        level, kind = ("major" if level == "major" else "minor"), "policy"
     if exposes(wire, restricted):
         return "blocked", level, kind
     if prev is None:

@@ -128,7 +128,12 @@ def require_table(config: TetherConfig, user: str, product: str) -> None:
 def column_masks(config: TetherConfig, user: str, product: str) -> dict[str, str]:
     """{column: mask} for the user on ``product``: the role's ``product.column`` masks, and the
     ``pii`` selector over every column classified pii (an explicit mask wins)."""
-    role = role_of(config, user)[1]
+    return role_masks(config, role_of(config, user)[0], product)
+
+
+def role_masks(config: TetherConfig, role_name: str, product: str) -> dict[str, str]:
+    """{column: mask} a role puts on ``product`` (see :func:`column_masks`)."""
+    role = config.policies.roles[role_name]
     out: dict[str, str] = {}
     selector = role.masks.get(PII_SELECTOR)
     p = config.products.get(product)

@@ -164,6 +164,15 @@ class Executor:
             alias = node.alias
             if alias in products and isinstance(node.parent, exp.From | exp.Join):
                 found[id(node)] = alias
+        # every other table it names would be read as it is, past the policy: a table in a
+        # CTE or a subquery of a measure, a table function. Such a statement is not run.
+        covered = {id(t) for node in query.find_all(exp.Table, exp.Subquery)
+                   if id(node) in found for t in node.find_all(exp.Table)}
+        for t in query.find_all(exp.Table):
+            if id(t) not in covered:
+                raise ToolError(f"this tool's statement reads {t.sql()[:80]}, which is not a "
+                                "data product read through your policy; it is not run (fix "
+                                "the metric's SQL in tether.yaml or its import)")
         params: dict[str, Any] = {}
 
         def swap(node: exp.Expr) -> exp.Expr:

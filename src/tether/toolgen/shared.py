@@ -20,6 +20,7 @@ from tether.context.periods import resolve
 from tether.context.profile import ColumnProfile, ProductProfile
 from tether.errors import ConfigError
 from tether.policy import restricted_columns
+from tether.policy.entitle import role_masks
 from tether.sources import dialect_of
 from tether.toolgen.describe import (
     enum_note,
@@ -425,8 +426,11 @@ def child_product(ctx: Ctx, name: str) -> str | None:
 def policy_sentence(ctx: Ctx, product: str, with_masks: bool = True) -> Sentence | None:
     roles = ctx.config.policies.roles
     filtered = sorted(r for r, role in roles.items() if product in role.row_filters)
-    masked = sorted({m.split(".", 1)[1] for role in roles.values() for m in role.masks
-                     if m.split(".", 1)[0] == product}) if with_masks else []
+    # as the masks apply (the pii selector over the columns classified pii), never naming a
+    # restricted column
+    applied = {c for r in roles for c in role_masks(ctx.config, r, product)} if with_masks \
+        else set()
+    masked = sorted(applied - restricted_columns(ctx.config, product, sorted(applied)))
     parts = []
     if filtered:
         parts.append("rows are filtered to your entitlement")

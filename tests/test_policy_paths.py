@@ -1,0 +1,109 @@
+"""Paths into the data that do not look like policy: a metric's SQL naming a table that is no
+product (in a CTE, a subquery, a table function), and a classification that a mask selector
+reads. The first is never run; the second is a policy change, reviewed before any server serves
+it. On a small warehouse of its own (a clinic's appointments), with nothing of the demo's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import duckdb
+import pytest
+import yaml
+from mcp import Client
+
+from conftest import run_cli
+from tether.config import load_project
+from tether.drift.publish import build, open_registry
+from tether.errors import TetherError
+from tether.serve.server import TetherServer
+
+
+def _project(d: Path, **extra: Any) -> Path:
+    d.mkdir()
+    with duckdb.connect(str(d / "warehouse.duckdb")) as con:
+        con.execute("CREATE TABLE appointments AS SELECT range + 1 AS appointment_id, "
+                    "['NORTH', 'SOUTH'][range % 2 + 1] AS site, "
+                    "['BOOKED', 'SEEN', 'MISSED'][range % 3 + 1] AS outcome, "
+                    "'patient' || range || '@example.org' AS contact "
+                    "FROM range(60)")
+        con.execute("CREATE TABLE payroll AS SELECT 'dr ' || range AS name, 250000 + range AS pay "
+                    "FROM range(3)")  # no product reads it
+    config: dict[str, Any] = {
+        "clock": "2026-04-01T00:00:00Z",
+        "sources": {"main": {"url": "duckdb:///warehouse.duckdb"}},
+        "products": {"appointments": {
+            "table": "appointments", "primary_key": ["appointment_id"],
+            "columns": {"contact": {"classification": "pii"}}}},
+        "policies": {
+            "roles": {"desk": {"tools": ["*"], "row_filters": {"appointments":
+                                                               "site = {{ user.site }}"},
+                               "masks": {"pii": "hash"}}},
+            "users": {"kim": {"role": "desk", "site": "NORTH"}}},
+    }
+    config.update(extra)
+    (d / "tether.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return d
+
+
+def _call(d: Path, tool: str, args: dict[str, Any]) -> Any:
+    server = TetherServer(load_project(d), stdio_user="kim")
+
+    async def go() -> Any:
+        async with Client(server.server) as c:
+            return await c.call_tool(tool, args)
+
+    try:
+        return anyio.run(go)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("measure", [
+    "(WITH appointments AS (SELECT pay FROM payroll) SELECT max(pay) FROM appointments)",
+    "(SELECT max(pay) FROM payroll)",
+    "count(*) + (SELECT count(*) FROM main.appointments)",  # the product's table, unfiltered
+])
+def test_a_metric_reading_a_table_past_the_policy_is_not_run(tmp_path: Path,
+                                                            measure: str) -> None:
+    d = _project(tmp_path / "clinic", metrics={"slots": {
+        "measure": f"{measure}", "dimensions": ["appointments.outcome"], "window": "current",
+        "unit": "rows", "description": "Slots."}})
+    build(load_project(d))
+    result = _call(d, "slots", {})
+    assert result.is_error
+    text = result.content[0].text
+    assert "not a data product read through your policy" in text
+    assert "250002" not in text and "60" not in text  # nothing of what it would have read
+
+
+def test_a_metric_over_its_product_still_runs_filtered(tmp_path: Path) -> None:
+    d = _project(tmp_path / "clinic", metrics={"slots": {
+        "measure": "count(*)", "dimensions": ["appointments.outcome"], "window": "current",
+        "unit": "rows", "description": "Slots."}})
+    build(load_project(d))
+    result = _call(d, "slots", {})
+    assert not result.is_error, result.content
+    assert result.structured_content["overall"]["slots"] == 30  # the caller's site only
+
+
+def test_declassifying_a_column_a_mask_selects_is_a_policy_change(tmp_path: Path) -> None:
+    d = _project(tmp_path / "clinic")
+    build(load_project(d))
+    config = yaml.safe_load((d / "tether.yaml").read_text())
+    del config["products"]["appointments"]["columns"]  # contact is no longer pii
+    (d / "tether.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = run_cli("check", "--project", str(d), "--json")
+    assert r.returncode == 11, r.stdout + r.stderr  # waits for a person
+    registry = open_registry(load_project(d))
+    try:
+        events = [e for e in registry.events() if e["kind"] == "policy_changed"]
+        pending = [x for x in registry.reviews() if x["status"] == "pending"]
+    finally:
+        registry.close()
+    assert events and "appointments" in events[0]["subject"]
+    assert pending
+    with pytest.raises(TetherError, match="policy"):  # no server on the unreviewed projection
+        TetherServer(load_project(d), stdio_user="kim").close()
