@@ -315,6 +315,23 @@ def test_http_requires_a_valid_token(http_server: tuple[str, dict[str, str]]) ->
         assert r.status_code == 401
 
 
+def test_a_token_revoked_while_the_server_runs_is_refused_at_once(
+        http_server: tuple[str, dict[str, str]], project_dir: Path) -> None:
+    """The server keeps the token file read between requests, and reads it again when another
+    process changes it: a revocation holds at the next request, a new token works at once."""
+    url, _ = http_server
+    token = run_cli("token", "add", "sup.sam", "--project", str(project_dir)).stdout.strip()
+
+    def status(t: str) -> int:
+        return httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                          headers={"Authorization": f"Bearer {t}",
+                                   "Accept": "application/json, text/event-stream"}).status_code
+
+    assert status(token) != 401
+    assert run_cli("token", "revoke", "sup.sam", "--project", str(project_dir)).returncode == 0
+    assert status(token) == 401
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_http_identity_both_protocol_versions(http_server: tuple[str, dict[str, str]], mode: str
                                               ) -> None:

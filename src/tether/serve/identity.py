@@ -29,13 +29,22 @@ def _hash(token: str, salt: str) -> str:
 class TokenStore:
     def __init__(self, path: Path):
         self.path = path
+        self._read: tuple[tuple[int, int, int], dict[str, Any]] | None = None
 
     def _load(self) -> dict[str, Any]:
-        if not self.path.exists():
+        try:
+            st = self.path.stat()
+        except FileNotFoundError:
             return {}
+        # read again whenever the file changes (a revocation is written by another process and
+        # holds at the next request), not on every request
+        mark = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if self._read is not None and self._read[0] == mark:
+            return dict(self._read[1])
         try:
             data: dict[str, Any] = json.loads(self.path.read_text())
-            return data
+            self._read = (mark, data)
+            return dict(data)
         except json.JSONDecodeError as e:
             raise ConfigError(f"{self.path} is not valid JSON ({e.msg}).",
                               hint="Restore it from a backup or remove it and add tokens "
