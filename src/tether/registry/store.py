@@ -23,7 +23,7 @@ from tether.errors import SourceError
 from tether.keyfile import private_file
 from tether.sources.sqlalchemy import driver_url
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _MIGRATIONS = [
     """CREATE TABLE IF NOT EXISTS tether_meta (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS publications (
@@ -49,6 +49,12 @@ _MIGRATIONS = [
          rule VARCHAR(200), decided_by VARCHAR(200), created_at VARCHAR(40) NOT NULL,
          decided_at VARCHAR(40), body TEXT NOT NULL)""",
 ]
+
+# Changes to tables that already exist, by the schema version that brought them; each runs once
+# (an older registry is brought forward when opened, and keeps everything it holds).
+_UPGRADES: dict[int, list[str]] = {
+    2: ["ALTER TABLE reviews ADD COLUMN comment TEXT"],  # the decider's comment
+}
 
 VOLATILE_KEYS = ("version", "supersedes", "generated_at", "change_level", "change_kind",
                  "change_note", "deprecation", "review")
@@ -112,14 +118,41 @@ class Registry:
             with self.engine.begin() as c:
                 for ddl in _MIGRATIONS:
                     c.execute(sa.text(ddl))
-                c.execute(sa.text(
-                    "INSERT INTO tether_meta (key, value) SELECT 'schema_version', :v "
-                    "WHERE NOT EXISTS (SELECT 1 FROM tether_meta WHERE key = 'schema_version')"),
-                    {"v": str(SCHEMA_VERSION)})
+                fresh = c.execute(sa.text(
+                    "SELECT COUNT(*) FROM tether_meta WHERE key = 'schema_version'")
+                    ).scalar_one() == 0
+                if fresh:  # the tables were just created in their newest form
+                    self._created(c)
+            self._upgrade()
         except sa.exc.SQLAlchemyError as e:
             reason = str(getattr(e, "orig", None) or e).splitlines()[0]
             raise SourceError(f"the registry at {url} cannot be opened: {reason}",
                               hint="Check registry.url in tether.yaml.") from None
+
+    def _created(self, c: sa.Connection) -> None:
+        """A new registry: its tables have every column, so it starts at the newest version.
+        (CREATE TABLE above leaves out what upgrades add; add it here.)"""
+        for version in sorted(_UPGRADES):
+            for ddl in _UPGRADES[version]:
+                c.execute(sa.text(ddl))
+        c.execute(sa.text("INSERT INTO tether_meta (key, value) VALUES ('schema_version', :v)"),
+                  {"v": str(SCHEMA_VERSION)})
+
+    def _upgrade(self) -> None:
+        """Bring an older registry forward, one version per transaction. On PostgreSQL the row
+        lock on the version makes a second process opening it at once wait, then see it done."""
+        for version in sorted(_UPGRADES):
+            with self._tx() as c:
+                lock = " FOR UPDATE" if c.dialect.name == "postgresql" else ""
+                have = int(c.execute(sa.text(
+                    "SELECT value FROM tether_meta WHERE key = 'schema_version'" + lock)
+                    ).scalar_one())
+                if have >= version:
+                    continue
+                for ddl in _UPGRADES[version]:
+                    c.execute(sa.text(ddl))
+                c.execute(sa.text("UPDATE tether_meta SET value = :v WHERE key = "
+                                  "'schema_version'"), {"v": str(version)})
 
     @contextmanager
     def _tx(self) -> Iterator[sa.Connection]:
@@ -262,12 +295,51 @@ class Registry:
             ids.append(i)
         return ids
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+        """Drift events, oldest first; with ``limit``, a page of them newest first."""
+        sql = ("SELECT id, kind, subject, details, first_observed_at, detected_at "
+               "FROM drift_events")
+        params: dict[str, Any] = {}
+        if limit is None:
+            sql += " ORDER BY id"
+        else:
+            sql += " ORDER BY id DESC LIMIT :limit OFFSET :offset"
+            params = {"limit": limit, "offset": offset}
         with self._tx() as c:
-            rows = c.execute(sa.text("SELECT id, kind, subject, details, first_observed_at, "
-                                     "detected_at FROM drift_events ORDER BY id")).fetchall()
+            rows = c.execute(sa.text(sql), params).fetchall()
         return [{"id": r[0], "kind": r[1], "subject": r[2], "details": json.loads(r[3]),
                  "first_observed_at": r[4], "detected_at": r[5]} for r in rows]
+
+    def counts(self) -> dict[str, int]:
+        """How many versions, publications, drift events, reviews and calls the registry holds."""
+        tables = {"versions": "tool_versions", "publications": "publications",
+                  "events": "drift_events", "reviews": "reviews", "calls": "call_log"}
+        with self._tx() as c:
+            return {k: int(c.execute(sa.text(f"SELECT COUNT(*) FROM {t}")).scalar_one())
+                    for k, t in tables.items()}
+
+    def publications(self, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+        """Publications (id, published_at, rule, tools), newest first."""
+        sql = "SELECT id, published_at, rule, tools FROM publications ORDER BY id DESC"
+        params: dict[str, Any] = {}
+        if limit is not None:
+            sql += " LIMIT :limit OFFSET :offset"
+            params = {"limit": limit, "offset": offset}
+        with self._tx() as c:
+            rows = c.execute(sa.text(sql), params).fetchall()
+        return [{"id": r[0], "published_at": r[1], "rule": r[2], "tools": json.loads(r[3])}
+                for r in rows]
+
+    def callers(self, tool: str, deprecated_only: bool = True) -> list[dict[str, Any]]:
+        """Who called ``tool`` at which version: calls and the last call per (user, version),
+        from the call log; by default only calls to a deprecated version."""
+        sql = ("SELECT username, version, COUNT(*), MAX(at) FROM call_log WHERE tool = :t"
+               + (" AND deprecated = 1" if deprecated_only else "")
+               + " GROUP BY username, version ORDER BY username, version")
+        with self._tx() as c:
+            rows = c.execute(sa.text(sql), {"t": tool}).fetchall()
+        return [{"user": r[0], "version": r[1], "calls": int(r[2]), "last_call": r[3]}
+                for r in rows]
 
     def add_review(self, route: str, status: str, body: dict[str, Any], at: dt.datetime,
                    rule: str | None = None) -> int:
@@ -281,22 +353,37 @@ class Registry:
                        "body": json.dumps(body, sort_keys=True, default=str)})
         return rid
 
+    _REVIEW_COLUMNS = ("SELECT id, status, route, rule, decided_by, created_at, decided_at, "
+                       "comment, body FROM reviews")
+
+    @staticmethod
+    def _review(r: Any) -> dict[str, Any]:
+        return {"id": r[0], "status": r[1], "route": r[2], "rule": r[3], "decided_by": r[4],
+                "created_at": r[5], "decided_at": r[6], "comment": r[7],
+                "body": json.loads(r[8])}
+
     def reviews(self, status: str | None = None) -> list[dict[str, Any]]:
-        sql = ("SELECT id, status, route, rule, decided_by, created_at, decided_at, body "
-               "FROM reviews" + (" WHERE status = :s" if status else "") + " ORDER BY id")
+        sql = self._REVIEW_COLUMNS + (" WHERE status = :s" if status else "") + " ORDER BY id"
         with self._tx() as c:
             rows = c.execute(sa.text(sql), {"s": status} if status else {}).fetchall()
-        return [{"id": r[0], "status": r[1], "route": r[2], "rule": r[3], "decided_by": r[4],
-                 "created_at": r[5], "decided_at": r[6], "body": json.loads(r[7])} for r in rows]
+        return [self._review(r) for r in rows]
+
+    def review(self, rid: int) -> dict[str, Any] | None:
+        """One review by id, or None."""
+        with self._tx() as c:
+            row = c.execute(sa.text(self._REVIEW_COLUMNS + " WHERE id = :id"), {"id": rid}
+                            ).fetchone()
+        return self._review(row) if row is not None else None
 
     def decide_review(self, rid: int, status: str, by: str, at: dt.datetime,
-                      publish: list[NewVersion] | None = None) -> int | None:
+                      publish: list[NewVersion] | None = None,
+                      comment: str | None = None) -> int | None:
         """Close a review; approving publishes its versions in the same transaction."""
         stamp = at.astimezone(dt.UTC).isoformat()
         with self._tx() as c:
             c.execute(sa.text("UPDATE reviews SET status = :s, decided_by = :by, "
-                              "decided_at = :at WHERE id = :id"),
-                      {"s": status, "by": by, "at": stamp, "id": rid})
+                              "decided_at = :at, comment = :comment WHERE id = :id"),
+                      {"s": status, "by": by, "at": stamp, "comment": comment, "id": rid})
             if publish:
                 return self._publish(c, publish, f"review {rid} by {by}", stamp)
         return None
