@@ -252,9 +252,7 @@ def diff(tool: str = typer.Argument(...), a: str = typer.Argument(..., help="Ver
          b: str = typer.Argument(..., help="Version B."), project: Path = ProjectOpt,
          as_json: bool = JsonOpt) -> None:
     """The schema and description differences between two published versions of TOOL."""
-    import difflib
-
-    from tether.drift.check import _schema_diff, _sentences
+    from tether.drift.check import definition_diff
 
     proj = load_project(project)
     registry = open_registry(proj)
@@ -267,10 +265,7 @@ def diff(tool: str = typer.Argument(...), a: str = typer.Argument(..., help="Ver
         raise ConfigError(f"{tool} has no version {', '.join(missing)}.",
                           hint="Versions: " + (", ".join(versions) or "none") + ".")
     da, db = versions[a].definition, versions[b].definition
-    result: dict[str, Any] = {"tool": tool, "from": a, "to": b, "schema": _schema_diff(da, db),
-              "description": list(difflib.unified_diff(
-                  _sentences(da["description"]), _sentences(db["description"]), a, b,
-                  lineterm=""))}
+    result: dict[str, Any] = {"tool": tool, "from": a, "to": b, **definition_diff(da, db, a, b)}
     if as_json:
         print_json(result)
         return

@@ -16,6 +16,7 @@ from tether.cli import init as init_cmd
 from tether.cli import lint as lint_cmd
 from tether.cli import profile as profile_cmd
 from tether.cli import serve as serve_cmd
+from tether.cli import ui as ui_cmd
 from tether.cli.output import err
 from tether.errors import TetherError
 
@@ -44,6 +45,7 @@ app.command("watch")(drift_cmd.watch)
 app.command("diff")(drift_cmd.diff)
 app.command("ci")(drift_cmd.ci)
 app.add_typer(eval_cmd.eval_app, name="eval")
+app.command("ui")(ui_cmd.ui)
 app.add_typer(demo_cmd.app, name="demo")
 
 

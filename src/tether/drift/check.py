@@ -373,6 +373,16 @@ def _review_body(items: list[Candidate], current: dict[str, Any], old: dict[str,
             "events": events}
 
 
+def definition_diff(a: dict[str, Any], b: dict[str, Any], a_name: str = "published",
+                    b_name: str = "candidate") -> dict[str, Any]:
+    """What changed from definition ``a`` to ``b``: the schema paths (before, after) and the
+    description as a unified diff of its sentences."""
+    return {"schema": _schema_diff(a, b),
+            "description": list(difflib.unified_diff(
+                _sentences(a.get("description", "")), _sentences(b.get("description", "")),
+                a_name, b_name, lineterm=""))}
+
+
 def _sentences(text: str) -> list[str]:
     from tether.toolgen.describe import split_sentences
 

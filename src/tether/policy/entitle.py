@@ -19,7 +19,7 @@ from typing import Any, Literal
 import sqlglot
 from sqlglot import exp
 
-from tether.config import PII_SELECTOR, USER_TEMPLATE, TetherConfig
+from tether.config import PII_SELECTOR, USER_TEMPLATE, RoleConfig, TetherConfig
 from tether.context.schema import Column
 from tether.errors import ConfigError, TetherError
 from tether.policy.coverage import readable
@@ -128,7 +128,11 @@ def require_table(config: TetherConfig, user: str, product: str) -> None:
 def column_masks(config: TetherConfig, user: str, product: str) -> dict[str, str]:
     """{column: mask} for the user on ``product``: the role's ``product.column`` masks, and the
     ``pii`` selector over every column classified pii (an explicit mask wins)."""
-    role = role_of(config, user)[1]
+    return role_masks(config, role_of(config, user)[1], product)
+
+
+def role_masks(config: TetherConfig, role: RoleConfig, product: str) -> dict[str, str]:
+    """{column: mask} a role has on ``product`` (see :func:`column_masks`)."""
     out: dict[str, str] = {}
     selector = role.masks.get(PII_SELECTOR)
     p = config.products.get(product)

@@ -177,12 +177,16 @@ class Registry:
                                   r[6])
                 for name in newest if (r := found.get(name)) is not None}
 
-    def versions(self, name: str | None = None) -> list[ToolVersion]:
+    def versions(self, name: str | None = None, publication: int | None = None
+                 ) -> list[ToolVersion]:
+        """Published versions, oldest first: all, one tool's, or one publication's."""
+        where = [w for w, v in (("name = :n", name), ("publication = :p", publication))
+                 if v is not None]
         sql = ("SELECT name, version, publication, content_hash, definition, plan, published_at "
-               "FROM tool_versions" + (" WHERE name = :n" if name else "")
+               "FROM tool_versions" + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY publication, name")
         with self._tx() as c:
-            rows = c.execute(sa.text(sql), {"n": name} if name else {}).fetchall()
+            rows = c.execute(sa.text(sql), {"n": name, "p": publication}).fetchall()
         return [ToolVersion(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6])
                 for r in rows]
 
