@@ -115,6 +115,10 @@ def legend(series: Sequence[str]) -> Markup:
     return Markup(f'<p class="key">{items}</p>')
 
 
-def no_data(message: str) -> Markup:
+class NoData(Markup):
+    """A chart that had nothing to draw, in words."""
+
+
+def no_data(message: str) -> NoData:
     """What a chart says when there is nothing to draw."""
-    return Markup(f'<p class="empty">{esc(message)}</p>')
+    return NoData(f'<p class="empty">{esc(message)}</p>')

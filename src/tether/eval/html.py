@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 
 from tether.eval.cases import FAILURE_CLASSES
-from tether.eval.charts import fmt_number, hbars, legend, nice_ceiling, no_data
+from tether.eval.charts import NoData, fmt_number, hbars, legend, nice_ceiling, no_data
 from tether.eval.conversation import Conversation
 
 __all__ = ["environment", "fmt_number", "fmt_rate", "fmt_usd", "nice_ceiling", "outcome_text",
@@ -149,6 +150,7 @@ def _charts(report: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                   [[o["failures_by_class"].get(c, 0) for o in report] for c in FAILURE_CLASSES],
                   x_max=4.0 * max(1, math.ceil(most / 4)),  # whole-number ticks
                   fmt=lambda v: "n/a" if v is None else f"{v:g}")
+    cost: Markup
     if all(not o.get("cost_total_usd") for o in report):
         cost = no_data(NO_COST)
     else:
@@ -157,7 +159,7 @@ def _charts(report: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                      servers, [costs], x_max=nice_ceiling(max([c for c in costs if c] or [0])),
                      fmt=fmt_usd)
     return {"legend": legend(servers), "rates_chart": rates, "failures_chart": fails,
-            "cost_chart": cost,
+            "cost_chart": cost, "cost_drawn": not isinstance(cost, NoData),
             "class_rows": [{"name": c, "counts": [o["failures_by_class"].get(c, 0)
                                                   for o in report]} for c in FAILURE_CLASSES]}
 
