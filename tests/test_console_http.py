@@ -91,6 +91,20 @@ def test_host_and_origin_are_checked_as_the_server_does(proj: Project) -> None:
         assert _status(proj.root) == "pending"
 
 
+def test_beyond_loopback_only_the_named_hosts_and_origins(proj: Project) -> None:
+    """Behind a proxy at https://tether.internal: that name and origin only."""
+    with served(proj.root, allowed_hosts=["tether.internal:*"],
+                allowed_origins=["https://tether.internal"]) as url:
+        c = Client(url)
+        port = url.rsplit(":", 1)[1]
+        assert c.request("/signin", headers={"Host": f"127.0.0.1:{port}"})[0] == 421
+        named = {"Host": "tether.internal:443"}
+        assert c.request("/signin", headers=named)[0] == 200
+        assert c.request("/signin", headers=named | {"Origin": "https://tether.internal"})[0] == 200
+        assert c.request("/signin", headers=named | {"Origin": f"http://127.0.0.1:{port}"}
+                         )[0] == 403
+
+
 def test_every_form_post_needs_its_token(proj: Project) -> None:
     with served(proj.root) as url:
         c = Client(url)
@@ -262,3 +276,30 @@ def test_the_second_warehouse(second_dir: Path, tmp_path: Path) -> None:
     assert (listed[0]["status"], listed[0]["decided_by"], listed[0]["comment"]) == (
         "approved", "aud.ines", "clinics agree")
     shutil.rmtree(p)
+
+
+def test_the_url_make_demo_prints_answers(base: Project, tmp_path: Path) -> None:
+    """`make demo` ends by printing the console command and its evaluation page's URL: served
+    as printed over run folders laid out as the demo lays them out, the URL shows every run."""
+    from tether.cli.ui import DEFAULT_PORT
+
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    assert "$(BIN)/tether ui --project $(DEMO) --runs $(DEMO)/eval" in makefile
+    found = re.search(r"evaluation page: http://127\.0\.0\.1:(\d+)(/eval/run\?\S+)\"", makefile)
+    assert found and int(found.group(1)) == DEFAULT_PORT
+    path = found.group(2)
+    p = copy_of(base, tmp_path / "p")
+    runs = p.root / "eval"  # as $(DEMO)/eval holds the demo's four runs
+    names = [k.split("/", 1)[1] for k in re.findall(r"run=([^&]+)", path)]
+    assert len(names) == 4
+    for name in names:
+        dst = runs / name
+        shutil.copytree(p.root / ".tether" / "runs" / "grounded", dst)
+        for f in ("index.json", "labels.jsonl"):
+            (dst / f).write_text((dst / f).read_text().replace('"tether-grounded"',
+                                                               f'"server-{name}"'))
+    with served(p.root, runs=[runs]) as url:
+        c = Client(url)
+        c.sign_in(p.tokens[REVIEWER])
+        status, html, _ = c.request(path)
+        assert status == 200 and all(f"server-{n}" in html for n in names)

@@ -31,7 +31,7 @@ def test_every_command_is_documented() -> None:
     commands = ("init", "profile", "demo init", "demo drift", "build", "tools", "lint", "serve",
                 "versions", "token add", "token list", "token revoke", "check", "review approve",
                 "review list", "review show", "review reject", "watch", "diff", "drift report",
-                "ci", "doctor", "retire", "rollback")
+                "ci", "doctor", "retire", "rollback", "ui")
     for cmd in commands:
         assert f"## `tether {cmd}" in doc, cmd
     res = run_cli("--help")

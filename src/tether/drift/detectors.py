@@ -32,6 +32,22 @@ METRIC_GOVERNS = {"measure", "predicate", "time", "time_end", "window", "outputs
                   "calendar", "term"}
 
 
+def definition_state(project: Project) -> State:
+    """The ``term:`` and ``metric:`` keys of the state: what each governed definition governs,
+    not its wording (an edited description or synonym is a wording change of the tools, a
+    changed predicate or measure is semantic). Read from tether.yaml alone."""
+    c = project.config
+    state: State = {}
+    for term, g in c.glossary.items():
+        state[f"term:{term}"] = {"hash": _hash(g.model_dump(include=TERM_GOVERNS)),
+                                 "definition": g.definition}
+    for metric, m in c.metrics.items():
+        governs = m.model_dump(include=METRIC_GOVERNS)
+        governs["outputs"] = {k: o["sql"] for k, o in governs.get("outputs", {}).items()}
+        state[f"metric:{metric}"] = {"hash": _hash(governs)}
+    return state
+
+
 def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
     """The state a check compares against next time."""
     c = project.config
@@ -56,15 +72,7 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
                                       if f"product:{n}" in state else tables[n]
                                       for n in nodes if f"product:{n}" in state or n in tables},
         }
-    # what a definition governs, not its wording: an edited description or synonym is a
-    # wording change of the tools, a changed predicate or measure is semantic
-    for term, g in c.glossary.items():
-        state[f"term:{term}"] = {"hash": _hash(g.model_dump(include=TERM_GOVERNS)),
-                                 "definition": g.definition}
-    for metric, m in c.metrics.items():
-        governs = m.model_dump(include=METRIC_GOVERNS)
-        governs["outputs"] = {k: o["sql"] for k, o in governs.get("outputs", {}).items()}
-        state[f"metric:{metric}"] = {"hash": _hash(governs)}
+    state |= definition_state(project)
     for role, r in c.policies.roles.items():
         for product, p in c.products.items():
             # the rules as written, not the columns they match today: a new column caught by an

@@ -10,9 +10,10 @@ import datetime as dt
 import hashlib
 import json
 import re
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,42 @@ class NewVersion:
     plan: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class VersionInfo:
+    """What a version says about its publication (from ``_meta["tether/context"]``), read
+    without parsing its whole definition or plan: history and drift metrics need only this."""
+
+    name: str
+    version: str
+    publication: int
+    published_at: str
+    supersedes: str | None
+    change_level: str | None
+    change_kind: str | None
+    change_note: str | None
+    review: dict[str, Any]
+    deprecation: dict[str, Any]
+    retired: bool
+    noted: bool  # the description carries a "Changed in" sentence the model reads
+
+
+@dataclass
+class _EventTally:
+    last: int = 0
+    count: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+    lags: list[float] = field(default_factory=list)
+
+
+_EVENTS: dict[tuple[str, str], _EventTally] = {}
+"""(registry URL, registry id) -> the drift events tallied so far (see event_stats)."""
+_INDEXED: dict[tuple[str, str], list[VersionInfo]] = {}
+"""(registry URL, registry id) -> the versions read so far (see :meth:`Registry.version_index`)."""
+
+_INFO_FIELDS = ("supersedes", "change_level", "change_kind", "change_note", "review",
+                "deprecation", "retired")
+
+
 CHANGE_SENTENCE = re.compile(r"\s*Changed in \d+\.\d+\.\d+: .*$", re.S)
 
 
@@ -123,6 +160,14 @@ class Registry:
                     ).scalar_one() == 0
                 if fresh:  # the tables were just created in their newest form
                     self._created(c)
+                # who this registry is: a registry removed and made again at the same URL is
+                # another one, and nothing read from the first may stand for the second
+                c.execute(sa.text(
+                    "INSERT INTO tether_meta (key, value) SELECT 'registry_id', :v WHERE NOT "
+                    "EXISTS (SELECT 1 FROM tether_meta WHERE key = 'registry_id')"),
+                    {"v": uuid.uuid4().hex})
+                self.registry_id = str(c.execute(sa.text(
+                    "SELECT value FROM tether_meta WHERE key = 'registry_id'")).scalar_one())
             self._upgrade()
         except sa.exc.SQLAlchemyError as e:
             reason = str(getattr(e, "orig", None) or e).splitlines()[0]
@@ -161,21 +206,17 @@ class Registry:
 
     def current(self) -> dict[str, ToolVersion]:
         """The newest version of every tool, by name (in the order tools were first
-        published). Only those rows' definitions are read and parsed, not the history's."""
+        published). Only those rows' definitions are read and parsed, not the history's; one
+        grouped pass finds them (a correlated MAX per row read the history once per version)."""
         with self._tx() as c:
-            keys = c.execute(sa.text("SELECT name, version, publication FROM tool_versions "
-                                     "ORDER BY publication, name")).fetchall()
-            newest: dict[str, tuple[str, int]] = {}
-            for name, version, publication in keys:
-                newest[name] = (version, publication)  # ordered by publication: newest wins
             rows = c.execute(sa.text(
-                "SELECT name, version, publication, content_hash, definition, plan, "
-                "published_at FROM tool_versions t WHERE publication = (SELECT MAX(publication) "
-                "FROM tool_versions u WHERE u.name = t.name)")).fetchall()
-        found = {r[0]: r for r in rows}
-        return {name: ToolVersion(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]),
-                                  r[6])
-                for name in newest if (r := found.get(name)) is not None}
+                "SELECT t.name, t.version, t.publication, t.content_hash, t.definition, t.plan, "
+                "t.published_at FROM tool_versions t JOIN (SELECT name, MIN(publication) AS "
+                "first, MAX(publication) AS last FROM tool_versions GROUP BY name) m "
+                "ON t.name = m.name AND t.publication = m.last ORDER BY m.first, t.name"
+            )).fetchall()
+        return {r[0]: ToolVersion(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]),
+                                  r[6]) for r in rows}
 
     def versions(self, name: str | None = None, publication: int | None = None
                  ) -> list[ToolVersion]:
@@ -189,6 +230,49 @@ class Registry:
             rows = c.execute(sa.text(sql), {"n": name, "p": publication}).fetchall()
         return [ToolVersion(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6])
                 for r in rows]
+
+    def version_index(self) -> list[VersionInfo]:
+        """Every version's publication facts, oldest first, extracted by the database.
+
+        Versions are immutable and publication ids only grow, so what one read found stays
+        true: later reads (in this process) fetch only the publications made since."""
+        known = _INDEXED.setdefault((self.url, self.registry_id), [])
+        last = known[-1].publication if known else 0
+        if known:
+            with self._tx() as c:
+                held = c.execute(sa.text("SELECT COUNT(*) FROM tool_versions WHERE "
+                                         "publication <= :p"), {"p": last}).scalar_one()
+            if held != len(known):  # cannot happen to an append-only history; start over
+                known.clear()
+                last = 0
+        fresh = self._version_rows(last)
+        if fresh:
+            known += fresh
+        return list(known)
+
+    def _version_rows(self, after: int) -> list[VersionInfo]:
+        pg = self.engine.dialect.name == "postgresql"
+
+        def field(key: str) -> str:
+            if pg:
+                return f"(definition::jsonb) #>> '{{_meta,tether/context,{key}}}'"
+            return f"json_extract(definition, '$._meta.\"tether/context\".{key}')"
+
+        described = ("strpos((definition::jsonb) ->> 'description', 'Changed in ') > 0" if pg
+                     else "instr(json_extract(definition, '$.description'), 'Changed in ') > 0")
+        sql = ("SELECT name, version, publication, published_at, "
+               + ", ".join(field(k) for k in _INFO_FIELDS)
+               + f", {described} FROM tool_versions WHERE publication > :after "
+               "ORDER BY publication, name")
+        with self._tx() as c:
+            rows = c.execute(sa.text(sql), {"after": after}).fetchall()
+
+        def obj(text: Any) -> dict[str, Any]:
+            value = json.loads(text) if isinstance(text, str) and text[:1] == "{" else None
+            return value if isinstance(value, dict) else {}
+
+        return [VersionInfo(r[0], r[1], int(r[2]), r[3], r[4], r[5], r[6], r[7], obj(r[8]),
+                            obj(r[9]), r[10] is not None, bool(r[11])) for r in rows]
 
     def publish(self, versions: list[NewVersion], rule: str, at: dt.datetime) -> int | None:
         """Publish all ``versions`` in one transaction; returns the publication id (None if empty)."""
@@ -313,6 +397,45 @@ class Registry:
             rows = c.execute(sa.text(sql), params).fetchall()
         return [{"id": r[0], "kind": r[1], "subject": r[2], "details": json.loads(r[3]),
                  "first_observed_at": r[4], "detected_at": r[5]} for r in rows]
+
+    def event_stats(self) -> dict[str, Any]:
+        """How many drift events, by kind, and each one's seconds from first seen to detected
+        (where the data said when it first appeared): computed by the database."""
+        if self.engine.dialect.name == "postgresql":
+            lag = ("EXTRACT(EPOCH FROM (detected_at::timestamptz - "
+                   "first_observed_at::timestamptz))")
+        else:
+            lag = "(julianday(detected_at) - julianday(first_observed_at)) * 86400.0"
+        # events are appended with growing ids and never change: read only the new ones
+        key = (self.url, self.registry_id)
+        seen = _EVENTS.setdefault(key, _EventTally())
+        with self._tx() as c:
+            if seen.last and c.execute(sa.text("SELECT COUNT(*) FROM drift_events WHERE id <= "
+                                               ":id"), {"id": seen.last}).scalar_one() != seen.count:
+                _EVENTS[key] = seen = _EventTally()  # not append-only after all: start over
+            rows = c.execute(sa.text(f"SELECT id, kind, {lag} FROM drift_events WHERE id > :id "
+                                     "ORDER BY id"), {"id": seen.last}).fetchall()
+        for rid, kind, seconds in rows:
+            seen.by_kind[str(kind)] = seen.by_kind.get(str(kind), 0) + 1
+            if seconds is not None:
+                seen.lags.append(float(seconds))
+            seen.last, seen.count = int(rid), seen.count + 1
+        return {"count": seen.count, "by_kind": dict(sorted(seen.by_kind.items())),
+                "detect_seconds": list(seen.lags)}
+
+    def call_summary(self) -> dict[str, Any]:
+        """Counts from the call log: all calls, calls to deprecated versions, and per (user,
+        tool, version) called while deprecated, how many calls and the last one."""
+        with self._tx() as c:
+            total, deprecated = c.execute(sa.text(
+                "SELECT COUNT(*), COALESCE(SUM(deprecated), 0) FROM call_log")).one()
+            rows = c.execute(sa.text(
+                "SELECT username, tool, version, COUNT(*), MAX(at) FROM call_log "
+                "WHERE deprecated = 1 GROUP BY username, tool, version "
+                "ORDER BY username, tool, version")).fetchall()
+        return {"calls": int(total), "deprecated_calls": int(deprecated),
+                "deprecated": [{"user": r[0], "tool": r[1], "version": r[2], "calls": int(r[3]),
+                                "last_call": r[4]} for r in rows]}
 
     def counts(self) -> dict[str, int]:
         """How many versions, publications, drift events, reviews and calls the registry holds."""

@@ -10,6 +10,7 @@ whose role has ``reviewer: true`` may decide reviews and read evaluation traces.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from tether.config import Project, load_project
 from tether.errors import NotPermittedError, TetherError
 from tether.keyfile import load_secret
 from tether.policy import reviewers, role_of
+from tether.registry import Registry
 from tether.serve.identity import TokenStore
 from tether.web.guard import Allowed, Guard
 from tether.web.render import environment
@@ -35,6 +37,23 @@ log = logging.getLogger("tether.web")
 
 NAV = (("/reviews", "Reviews"), ("/tools", "Tools"), ("/drift", "Drift"), ("/eval", "Evaluations"),
        ("/policy", "Policy"))
+
+
+_REGISTRIES: dict[tuple[str, str], Registry] = {}
+_LOCK = threading.Lock()
+
+
+def shared_registry(project: Project) -> Registry:
+    """The project's registry, opened once per process and shared by every page: its engine
+    keeps a pool of connections (on PostgreSQL a connection and the schema check cost more than
+    most pages), and what the registry keeps of its append-only history stays warm. The
+    decision itself opens its own, as the CLI does."""
+    key = (project.config.registry.url, str(project.root))
+    with _LOCK:
+        found = _REGISTRIES.get(key)
+        if found is None:
+            found = _REGISTRIES[key] = Registry(project.config.registry.url, project.root)
+        return found
 
 
 class SignInNeeded(Exception):

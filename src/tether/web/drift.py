@@ -13,10 +13,9 @@ from starlette.routing import Route
 
 from tether.drift.checklist import evaluate
 from tether.drift.metrics import drift_report
-from tether.drift.publish import open_registry
 from tether.eval.charts import hbars, no_data
 from tether.registry import Registry
-from tether.web.app import Console, Viewer
+from tether.web.app import Console, Viewer, shared_registry
 
 PAGE = 100
 REVIEWED = re.compile(r"^review (\d+) by ")
@@ -67,13 +66,10 @@ def timeline(registry: Registry, page: int) -> tuple[list[dict[str, Any]], bool]
 
 
 def drift_view(v: Viewer, page: int) -> dict[str, Any]:
-    registry = open_registry(v.project)
-    try:
-        report = drift_report(registry, v.project.now(), v.project.config.drift.deprecation_days)
-        items, more = timeline(registry, page)
-        checklist = evaluate(v.project, registry)
-    finally:
-        registry.close()
+    registry = shared_registry(v.project)
+    report = drift_report(registry, v.project.now(), v.project.config.drift.deprecation_days)
+    items, more = timeline(registry, page)
+    checklist = evaluate(v.project, registry)
     kinds = report["events_by_kind"]
     chart = hbars("Drift events by kind", list(kinds), ["events"], [[n] for n in kinds.values()],
                   fmt=lambda x: "n/a" if x is None else f"{x:g}") if kinds else no_data(

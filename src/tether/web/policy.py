@@ -10,9 +10,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tether.context.meta import ToolContext
-from tether.drift.publish import open_registry
 from tether.policy import role_projection, role_sees_tool
-from tether.web.app import Console, Viewer
+from tether.web.app import Console, Viewer, shared_registry
 
 
 def _tool_columns(ctx: ToolContext, product: str, known: list[str]) -> list[str]:
@@ -26,12 +25,9 @@ def _tool_columns(ctx: ToolContext, product: str, known: list[str]) -> list[str]
 def policy_view(v: Viewer) -> list[dict[str, Any]]:
     """One entry per role (a reviewer sees every role; anyone else their own)."""
     config = v.project.config
-    registry = open_registry(v.project)
-    try:
-        current = registry.current()
-        state = registry.state(prefix="product:")
-    finally:
-        registry.close()
+    registry = shared_registry(v.project)
+    current = registry.current()
+    state = registry.state(prefix="product:")
     columns = {k.split(":", 1)[1]: list(s.get("columns", {})) for k, s in state.items()}
     roles = sorted(config.policies.roles) if v.reviewer else [v.role or ""]
     out = []

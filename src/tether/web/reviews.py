@@ -19,9 +19,8 @@ from starlette.routing import Route
 
 from tether.config import Project
 from tether.drift.check import Blocked, decide, definition_diff
-from tether.drift.publish import open_registry
 from tether.errors import ConfigError
-from tether.web.app import Console, Viewer
+from tether.web.app import Console, Viewer, shared_registry
 
 OPEN = ("pending", "blocked")
 AUTO_SHOWN = 50
@@ -79,45 +78,36 @@ def review_view(review: dict[str, Any]) -> dict[str, Any]:
 
 def auto_publications(project: Project, limit: int = AUTO_SHOWN) -> list[dict[str, Any]]:
     """Publications a rule approved (every `auto: ...` one), newest first."""
-    registry = open_registry(project)
-    try:
-        pubs = registry.publications(limit=limit * 4)
-    finally:
-        registry.close()
+    registry = shared_registry(project)
+    pubs = registry.publications(limit=limit * 4)
     return [p for p in pubs if str(p["rule"]).startswith("auto")][:limit]
 
 
 def publication_view(project: Project, pid: int) -> dict[str, Any] | None:
     """One rule-approved publication: each version with what changed since the one before."""
-    registry = open_registry(project)
-    try:
-        pubs = [p for p in registry.publications() if p["id"] == pid]
-        if not pubs:
-            return None
-        tools = []
-        for v in registry.versions(publication=pid):
-            history = registry.versions(v.name)
-            before = [h for h in history if h.publication < pid]
-            prev = before[-1].definition if before else {}
-            d = definition_diff(prev, v.definition, before[-1].version if before else "none",
-                                v.version)
-            ctx = v.definition.get("_meta", {}).get("tether/context", {})
-            tools.append({"name": v.name, "version": v.version,
-                          "kind": ctx.get("change_kind"), "note": ctx.get("change_note"),
-                          "schema": [(p, _js(c["before"]), _js(c["after"]))
-                                     for p, c in d["schema"].items()],
-                          "description_diff": diff_lines(d["description"])})
-    finally:
-        registry.close()
+    registry = shared_registry(project)
+    pubs = [p for p in registry.publications() if p["id"] == pid]
+    if not pubs:
+        return None
+    tools = []
+    for v in registry.versions(publication=pid):
+        history = registry.versions(v.name)
+        before = [h for h in history if h.publication < pid]
+        prev = before[-1].definition if before else {}
+        d = definition_diff(prev, v.definition, before[-1].version if before else "none",
+                            v.version)
+        ctx = v.definition.get("_meta", {}).get("tether/context", {})
+        tools.append({"name": v.name, "version": v.version,
+                      "kind": ctx.get("change_kind"), "note": ctx.get("change_note"),
+                      "schema": [(p, _js(c["before"]), _js(c["after"]))
+                                 for p, c in d["schema"].items()],
+                      "description_diff": diff_lines(d["description"])})
     return {**pubs[0], "tools": tools}
 
 
 def _lists(project: Project) -> dict[str, Any]:
-    registry = open_registry(project)
-    try:
-        reviews = registry.reviews()
-    finally:
-        registry.close()
+    registry = shared_registry(project)
+    reviews = registry.reviews()
     summary = [{"id": r["id"], "status": r["status"], "created_at": r["created_at"],
                 "decided": r["decided_by"] or r["rule"], "comment": r["comment"],
                 "tools": [f"{t['name']}@{t['version']} ({t.get('change_kind')})"
@@ -154,11 +144,8 @@ def routes(console: Console) -> list[Route]:
     def show(request: Request) -> Response:
         v = console.signed_in(request)
         rid = int(request.path_params["rid"])
-        registry = open_registry(v.project)
-        try:
-            review = registry.review(rid)
-        finally:
-            registry.close()
+        registry = shared_registry(v.project)
+        review = registry.review(rid)
         if review is None:
             raise HTTPException(404, f"There is no review {rid}.")
         from tether.policy import reviewers

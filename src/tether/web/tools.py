@@ -16,13 +16,12 @@ from starlette.routing import Route
 from tether.config import Project
 from tether.context.meta import ToolContext, enum_of
 from tether.drift.history import history
-from tether.drift.publish import open_registry
 from tether.drift.retire import retired_info
 from tether.lint import ToolReview, review_tools
 from tether.policy import tool_visible
 from tether.registry import ToolVersion, content_hash
 from tether.toolgen.describe import split_sentences
-from tether.web.app import Console, Viewer
+from tether.web.app import Console, Viewer, shared_registry
 
 _LINTED: OrderedDict[str, ToolReview] = OrderedDict()
 _LINT_KEEP = 4096
@@ -57,11 +56,8 @@ def visible(v: Viewer, current: dict[str, ToolVersion]) -> dict[str, ToolVersion
 
 
 def tool_rows(v: Viewer) -> list[dict[str, Any]]:
-    registry = open_registry(v.project)
-    try:
-        current = visible(v, registry.current())
-    finally:
-        registry.close()
+    registry = shared_registry(v.project)
+    current = visible(v, registry.current())
     reviews = lint([t.definition for t in current.values()])
     rows = []
     for name, t in sorted(current.items()):
@@ -89,12 +85,9 @@ def _params(schema: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def tool_view(project: Project, name: str, deprecation_days: int) -> dict[str, Any] | None:
-    registry = open_registry(project)
-    try:
-        found = registry.versions(name)
-        callers = registry.callers(name) if found else []
-    finally:
-        registry.close()
+    registry = shared_registry(project)
+    found = registry.versions(name)
+    callers = registry.callers(name) if found else []
     if not found:
         return None
     d = found[-1].definition
