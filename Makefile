@@ -71,6 +71,7 @@ bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/drift.py
 	$(BIN)/python bench/label.py
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/ui.py
 
 proof: $(STAMP) ## a real local model against tether's generic, bare, grounded and discovery-only tools and a third-party server; writes docs/proof.md
 	$(BIN)/python -m proof.run --cases $(or $(PROOF_CASES),core) --out $(DEMO)/proof --doc docs/proof.md --make-started $(MAKE_T0)
