@@ -303,3 +303,30 @@ def test_the_url_make_demo_prints_answers(base: Project, tmp_path: Path) -> None
         c.sign_in(p.tokens[REVIEWER])
         status, html, _ = c.request(path)
         assert status == 200 and all(f"server-{n}" in html for n in names)
+
+
+def test_bad_input_is_a_page_that_says_what_to_do(proj: Project) -> None:
+    with served(proj.root) as url:
+        c = Client(url)
+        c.sign_in(proj.tokens[REVIEWER])
+        for path, code, words in (
+                ("/reviews/99", 404, "There is no review 99."),
+                ("/reviews/nope", 404, "404"),
+                ("/tools/no_such_tool", 404, "There is no published tool no_such_tool."),
+                ("/eval/run?run=0/../../..", 404, "There is no such run."),
+                ("/eval/run?run=7/x", 404, "There is no such run."),
+                ("/eval/trace?run=0/grounded&case=../../tether", 404, "no trace for this case"),
+                ("/drift?page=-1", 200, "Timeline")):
+            status, html, _ = c.request(path)
+            assert status == code and words in html and "Traceback" not in html, path
+        status, html, _ = c.request("/reviews/1/decide", {"csrf": c.csrf("/reviews"),
+                                                          "decision": "maybe"})
+        assert status == 400 and "choose approve or reject" in html
+        yaml = proj.root / "tether.yaml"
+        good = yaml.read_text()
+        yaml.write_text(good + "\nno_such_key: 1\n")  # someone breaks tether.yaml meanwhile
+        status, html, _ = c.request("/tools")
+        assert status == 400 and "no_such_key" in html and "Traceback" not in html
+        yaml.write_text(good)
+        assert c.request("/tools")[0] == 200
+        assert _status(proj.root) == "pending"

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -146,22 +147,34 @@ class Console:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
+def _error_page(console: Console, request: Request, status: int, title: str, message: str
+                ) -> Response:
+    """The error page in the console's layout; a bare page if even that cannot be made (the
+    project itself no longer loads: its error is the message)."""
+    try:
+        return console.page(request, "error.html", status, title=title, message=message)
+    except TetherError as e:
+        return HTMLResponse(f"<!DOCTYPE html><title>{escape(title)}</title><h1>{escape(title)}"
+                            f"</h1><p>{escape(message)}</p><p>{escape(e.paragraph())}</p>",
+                            status_code=status)
+
+
 def error_handlers(console: Console) -> dict[Any, Callable[[Request, Exception], Awaitable[Response]]]:
     async def sign_in(request: Request, exc: Exception) -> Response:
         return RedirectResponse(f"/signin?next={request.url.path}", status_code=303)
 
     async def forbidden(request: Request, exc: Exception) -> Response:
         message = exc.message if isinstance(exc, Forbidden) else str(exc)
-        return console.page(request, "error.html", 403, title="Not permitted", message=message)
+        return _error_page(console, request, 403, "Not permitted", message)
 
     async def tether_error(request: Request, exc: Exception) -> Response:
-        return console.page(request, "error.html", 400, title="That did not work",
-                            message=exc.paragraph() if isinstance(exc, TetherError) else str(exc))
+        return _error_page(console, request, 400, "That did not work",
+                           exc.paragraph() if isinstance(exc, TetherError) else str(exc))
 
     async def http_error(request: Request, exc: Exception) -> Response:
         code = exc.status_code if isinstance(exc, HTTPException) else 500
         detail = exc.detail if isinstance(exc, HTTPException) else "Something went wrong."
-        return console.page(request, "error.html", code, title=f"{code}", message=detail)
+        return _error_page(console, request, code, f"{code}", str(detail))
 
     async def crash(request: Request, exc: Exception) -> Response:
         log.exception("console error on %s", request.url.path)  # the trace goes to the log only
