@@ -110,7 +110,7 @@ class Client:
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar),
                                                   _NoRedirect())
 
-    def request(self, path: str, data: dict[str, str] | None = None,
+    def request(self, path: str, data: dict[str, str] | list[tuple[str, str]] | None = None,
                 headers: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
         body = urllib.parse.urlencode(data).encode() if data is not None else None
         req = urllib.request.Request(self.base + path, data=body, headers=headers or {})

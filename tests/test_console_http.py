@@ -330,3 +330,30 @@ def test_bad_input_is_a_page_that_says_what_to_do(proj: Project) -> None:
         yaml.write_text(good)
         assert c.request("/tools")[0] == 200
         assert _status(proj.root) == "pending"
+
+
+def test_two_runs_of_one_server_show_what_changed(proj: Project) -> None:
+    """The same run again after a change: side by side, and the case that flipped is named."""
+    runs = proj.root / ".tether" / "runs"
+    again = runs / "again"
+    shutil.copytree(runs / "grounded", again)
+    lines = (again / "labels.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first.update(correct=False, failure_class="semantic")
+    (again / "labels.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    index = json.loads((again / "index.json").read_text())
+    index["run_id"] = "the-second-run"
+    (again / "index.json").write_text(json.dumps(index))
+    with served(proj.root) as url:
+        c = Client(url)
+        c.sign_in(proj.tokens[REVIEWER])
+        status, html, _ = c.request("/eval")
+        assert status == 200 and "the-second-run" in html
+        status, _, headers = c.request("/eval/compare", [("csrf", c.csrf("/eval")),
+                                                         ("run", "0/grounded"),
+                                                         ("run", "0/again")])
+        assert status == 303
+        status, html, _ = c.request(headers["location"])
+        assert status == 200 and "What changed from the first run to the second" in html
+        assert f"{first['case_id']}: regressed" in html
+        assert "the-second-run" in html and 'href="/eval/run?run=0/again"' in html

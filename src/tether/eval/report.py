@@ -320,13 +320,19 @@ def load_trace(path: Path) -> Trace:
 
 
 def conversations(runs: Sequence[Run]) -> list[tuple[int, Conversation]]:
-    """(server index, conversation) for every labelled case whose trace file exists."""
+    """(server index, conversation) for every labelled case whose trace file can be read. An
+    unreadable one is left out: its label already says why a person must look at it, and the
+    raw link still points at the file."""
     out = []
     for i, run in enumerate(runs):
         for line in run.labels:
             path = run.trace_path(line.case_id)
-            if path is not None:
+            if path is None:
+                continue
+            try:
                 out.append((i, conversation(load_trace(path), line)))
+            except ReportError:
+                continue
     return out
 
 

@@ -125,14 +125,15 @@ def routes(console: Console) -> list[Route]:
         keys = request.query_params.getlist("run")
         if not keys:
             raise HTTPException(404, "Choose a run on the evaluations page.")
-        body = report_view(console, v, keys)
-        diff = None
-        if len(keys) == 2:
-            a, b = (load_run(resolve(console, v, k)) for k in keys)
+        loaded = [load_run(resolve(console, v, k)) for k in keys]
+        if len(loaded) == 2 and loaded[0].server == loaded[1].server:
+            a, b = loaded  # one server before and after: what changed, case by case
             diff = diff_reports([metrics(a.index.run_id, a.server, a.labels)],
                                 [metrics(b.index.run_id, b.server, b.labels)],
                                 {a.server: a.labels}, {b.server: b.labels})
-        return console.page(request, "eval_run.html", **body, keys=keys, diff=diff)
+            return console.page(request, "eval_diff.html", diff=diff, keys=keys,
+                                runs=[r.index for r in loaded])
+        return console.page(request, "eval_run.html", **report_view(console, v, keys))
 
     async def compare(request: Request) -> Response:
         form = await request.form()
