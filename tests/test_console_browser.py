@@ -26,7 +26,6 @@ from console import (
     SEMANTIC_TOOL,
     Project,
     copy_of,
-    drift_project,
     served,
 )
 from tether.config import load_project
@@ -40,8 +39,8 @@ pytestmark = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    return drift_project(tmp_path_factory.mktemp("browser") / "p")
+def base(console_base: Project) -> Project:
+    return console_base
 
 
 @pytest.fixture(scope="module")

@@ -33,8 +33,8 @@ from tether.serve.identity import TokenStore
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    return drift_project(tmp_path_factory.mktemp("console") / "p")
+def base(console_base: Project) -> Project:
+    return console_base
 
 
 @pytest.fixture

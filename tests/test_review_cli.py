@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -20,14 +21,20 @@ from tether.errors import NotPermittedError
 from tether.registry import Registry
 
 
-@pytest.fixture
-def demo(tmp_path: Path) -> Path:
-    d = tmp_path / "demo"
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("reviews") / "demo"
     init_demo(d, scale=0.05)
     build(load_project(d))
     apply(d, "redefine-active")
     assert check(load_project(d)).exit_code == 11  # semantic: waits for a person
     return d
+
+
+@pytest.fixture
+def demo(base: Path, tmp_path: Path) -> Path:
+    """A copy of its own (warehouse file and registry) for each test."""
+    return Path(shutil.copytree(base, tmp_path / "demo"))
 
 
 def _pending(project: Path) -> dict[str, object]:
