@@ -47,9 +47,13 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	    --agent baseline --out $(DEMO)/eval/motherduck --concurrency 4 && \
 	  $(BIN)/tether eval label $(DEMO)/eval/motherduck --project $(DEMO) --json > /dev/null
 	$(BIN)/tether eval report $(DEMO)/eval/generic $(DEMO)/eval/bare $(DEMO)/eval/grounded $(DEMO)/eval/motherduck --out $(DEMO)/eval
-	@echo "   open $(DEMO)/eval/report.html: metrics side by side, failures by class, every trace linked"
+	@echo "   open $(DEMO)/eval/report.html: metrics side by side, failures by class, every trace as a conversation"
 	@echo "== 9. where meaning already lives: the support team's dbt project, built by dbt-duckdb in its own cached venv, imported under tether.yaml (tether import dbt, tether check, tether explain)"
 	$(BIN)/python -m tether.demo.dbt_tour $(DEMO)
+	@echo "== 10. the console: make fin.ana (a reviewer) a token, then serve the console on the demo"
+	@echo "   $(BIN)/tether token add fin.ana --project $(DEMO)"
+	@echo "   $(BIN)/tether ui --project $(DEMO) --runs $(DEMO)/eval"
+	@echo "   evaluation page: http://127.0.0.1:8766/eval/run?run=1/generic&run=1/bare&run=1/grounded&run=1/motherduck"
 
 test: $(STAMP) ## the whole test suite (PostgreSQL tests run when TETHER_TEST_PG_URL is set)
 	$(BIN)/python -m pytest -q
@@ -69,6 +73,7 @@ bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
 	$(BIN)/python bench/drift.py
 	$(BIN)/python bench/label.py
 	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/ui.py
 
 proof: $(STAMP) ## a real local model against tether's generic, bare, grounded and discovery-only tools and a third-party server; writes docs/proof.md
 	$(BIN)/python -m proof.run --cases $(or $(PROOF_CASES),core) --out $(DEMO)/proof --doc docs/proof.md --make-started $(MAKE_T0)

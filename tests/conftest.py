@@ -139,6 +139,15 @@ def pg_second_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str) -> Iter
 # --- end second warehouse ---
 
 
+@pytest.fixture(scope="session")
+def console_base(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The console tests' project (tests/console.py): a real pending review, tokens, a labelled
+    run; tests work on copies of it."""
+    from console import drift_project
+
+    return drift_project(tmp_path_factory.mktemp("console") / "p")
+
+
 # --- least-privilege PostgreSQL role ---
 def reader_role(pg_url: str, schema: str) -> str:
     """A login role that may only read the tables of ``schema`` (no superuser, no writes, no

@@ -115,7 +115,7 @@ def test_rename_is_breaking_and_waits_for_a_named_human(demo: Path) -> None:
     schema = diffs["schema"]["orders_by_status_and_customer"]
     assert any("currency_code" in path for path in schema)
     assert "Changed in 2.0.0" in diffs["description"]["orders_by_status_and_customer"]
-    res = run_cli("review", "approve", str(review["id"]), "--as", "dana.data",
+    res = run_cli("review", "approve", str(review["id"]), "--as", "fin.ana",
                   "--project", str(demo))
     assert res.returncode == 0, res.stderr
     registry = open_registry(load_project(demo))
@@ -123,8 +123,8 @@ def test_rename_is_breaking_and_waits_for_a_named_human(demo: Path) -> None:
     decided = registry.reviews()[0]
     registry.close()
     assert current.version == "2.0.0"
-    assert current.definition["_meta"]["tether/context"]["review"]["by"] == "dana.data"
-    assert decided["status"] == "approved" and decided["decided_by"] == "dana.data"
+    assert current.definition["_meta"]["tether/context"]["review"]["by"] == "fin.ana"
+    assert decided["status"] == "approved" and decided["decided_by"] == "fin.ana"
     assert check(load_project(demo)).exit_code in (0, 10)
 
 
@@ -140,7 +140,7 @@ def test_redefining_active_is_semantic(demo: Path) -> None:
     registry.close()
     text = review["body"]["diffs"]["description"]["active_customers_by_region_and_fiscal_quarter"]
     assert "paused subscriptions no longer count" in text
-    res = run_cli("review", "reject", str(review["id"]), "--as", "fin.lead", "--project",
+    res = run_cli("review", "reject", str(review["id"]), "--as", "fin.ana", "--project",
                   str(demo))
     assert res.returncode == 0
 
@@ -159,7 +159,7 @@ def test_unmasking_the_tax_id_is_blocked_and_paged(demo: Path, tmp_path: Path) -
     tool = json.loads((demo / "tools" / "customers_by_region_and_segment.json").read_text())
     assert "tax_id" not in json.dumps(tool)  # never published
     with pytest.raises(ConfigError, match="blocked"):
-        decide(load_project(demo), blocked[0]["review"], True, "someone")
+        decide(load_project(demo), blocked[0]["review"], True, "fin.ana")
 
 
 def test_new_restricted_column_is_excluded(demo: Path) -> None:

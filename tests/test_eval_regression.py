@@ -47,7 +47,7 @@ def test_suite_replays_after_each_publication_and_flags_flips(demo_dir: Path,
     # definition its gold names: the flip holds the exit at 11 and names the case
     apply(d, "redefine-active")
     assert run_cli("check", "--project", str(d)).returncode == 11
-    res = run_cli("review", "approve", "1", "--as", "fin.lead", "--project", str(d))
+    res = run_cli("review", "approve", "1", "--as", "fin.ana", "--project", str(d))
     assert res.returncode == 11, res.stdout + res.stderr
     assert "1 flipped" in res.stdout and "active-emea-fy27q1" in res.stdout
     replayed = next((d / ".tether" / "regression").glob("publication-*/labels.jsonl"))

@@ -187,9 +187,16 @@ def test_html_page(runs: tuple[Path, Path], tmp_path: Path) -> None:
     assert "no case was answered correctly and grounded" in page  # a null is stated
     assert "c5" in page  # the unlabelled case is called out
     assert "n = 10" in page  # policy violation rate's denominator: all calls
+    # each case links to its trace inside the page (one self-contained file), shown as a
+    # conversation; the raw JSON stays one click further
     links = re.findall(r'<a href="([^"]+)">trace</a>', page)
     assert len(links) == 4  # a: c1, q<2>&co; b: c1, c3
     for href in links:
+        assert href.startswith("#") and f'<section id="{href[1:]}" class="trace">' in page, href
+    assert page.count('class="question"') == 4 and "How many?" in page
+    raw = re.findall(r'<a class="raw muted" href="([^"]+)">JSON</a>', page)
+    assert len(raw) == 4
+    for href in raw:
         target = (out / unquote(href.replace("&amp;", "&"))).resolve()
         assert target.is_file() and target.parent.name == "traces", href
     # one row per case, in first-seen order; b never ran q<2>&co and c4

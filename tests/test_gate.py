@@ -120,7 +120,7 @@ def test_approving_a_review_after_the_policy_moved_is_blocked(demo: Path) -> Non
                                        'restricted: [customers.tax_id, "*.ssn*", '
                                        'orders.currency_code]'))
     with pytest.raises(Blocked, match="restricted"):
-        decide(load_project(demo), review, True, "ana")
+        decide(load_project(demo), review, True, "fin.ana")
     registry = open_registry(load_project(demo))
     try:
         status = {r["id"]: r["status"] for r in registry.reviews()}

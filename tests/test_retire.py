@@ -73,7 +73,7 @@ def test_a_renamed_tool_is_retired_through_a_review_then_gone(demo: Path) -> Non
     again = json.loads(run_cli("check", "--project", str(demo), "--json").stdout)
     assert {t["tool"]: t["review"] for t in again["tools"]}[OLD] == old["review"]
     assert len(again["reviews"]) == 0
-    r = run_cli("review", "approve", str(old["review"]), "--as", "ana", "--project", str(demo))
+    r = run_cli("review", "approve", str(old["review"]), "--as", "fin.ana", "--project", str(demo))
     assert r.returncode == 0, r.stderr
     listed, res = _listed_and_call(demo, OLD, {"order_id": 1})
     assert "Retired in 2.0.0" in listed[OLD] and "Served until 2026-09-19" in listed[OLD]
@@ -96,7 +96,7 @@ def test_retire_and_rollback_commands(demo: Path) -> None:
                 "--project", str(demo), "--json")
     assert r.returncode == 11, r.stdout + r.stderr
     review = json.loads(r.stdout)["reviews"][0]
-    assert run_cli("review", "approve", str(review), "--as", "ana", "--project",
+    assert run_cli("review", "approve", str(review), "--as", "fin.ana", "--project",
                    str(demo)).returncode == 0
     listed, _ = _listed_and_call(demo, tool, {"limit": 1})
     assert "Retired in 2.0.0: replaced by the pipeline metrics" in listed[tool]

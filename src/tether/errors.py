@@ -50,3 +50,7 @@ class ProductError(TetherError):
 
 class ProjectExistsError(TetherError):
     """A command would overwrite a file a person may have edited."""
+
+
+class NotPermittedError(TetherError):
+    """A named person may not do what they asked (deciding a review without a reviewer role)."""

@@ -120,7 +120,8 @@ def review_list(project: Path = ProjectOpt, as_json: bool = JsonOpt,
     summary = [{"id": r["id"], "status": r["status"], "route": r["route"],
                 "tools": [f"{t['name']}@{t['version']} ({t['change_kind']})"
                           for t in r["body"]["tools"]],
-                "created_at": r["created_at"], "decided_by": r["decided_by"]} for r in rows]
+                "created_at": r["created_at"], "decided_by": r["decided_by"],
+                "comment": r["comment"]} for r in rows]
     if as_json:
         print_json(summary)
         return
@@ -146,6 +147,7 @@ def review_show(review_id: int = typer.Argument(...), project: Path = ProjectOpt
         raise ConfigError(f"there is no review {review_id}.", hint="See `tether review list`.")
     r = found[0]
     print_json({"id": r["id"], "status": r["status"], "route": r["route"],
+                "decided_by": r["decided_by"], "comment": r["comment"],
                 "notes": {t["name"]: t["change_note"] for t in r["body"]["tools"]},
                 "diffs": r["body"]["diffs"]})
 
@@ -163,11 +165,12 @@ def _regression(proj: Project, publication: int, quiet: bool = False) -> Regress
     return regression
 
 
-def _decide(review_id: int, approve: bool, by: str, project: Path) -> None:
+def _decide(review_id: int, approve: bool, by: str, project: Path, comment: str | None
+            ) -> None:
     if not by.strip():
         raise ConfigError("--as NAME is required: a named human decides.")
     proj = load_project(project)
-    pid = decide(proj, review_id, approve, by)
+    pid = decide(proj, review_id, approve, by, comment)
     verb = "approved and published" if approve else "rejected"
     out.print(f"review {review_id} {verb} by {by}"
               + (f" (publication {pid})" if pid else ""))
@@ -177,20 +180,26 @@ def _decide(review_id: int, approve: bool, by: str, project: Path) -> None:
             sys.exit(11)
 
 
+CommentOpt = typer.Option(None, "--comment", help="Why, in a few words (kept with the "
+                          "decision; the console shows it).")
+
+
 @review_app.command("approve")
 def review_approve(review_id: int = typer.Argument(...),
-                   by: str = typer.Option(..., "--as", help="Who approves."),
-                   project: Path = ProjectOpt) -> None:
+                   by: str = typer.Option(..., "--as", help="Who approves: a user whose role "
+                                          "has reviewer: true."),
+                   comment: str = CommentOpt, project: Path = ProjectOpt) -> None:
     """Approve a pending review: its versions are published in one transaction."""
-    _decide(review_id, True, by, project)
+    _decide(review_id, True, by, project, comment)
 
 
 @review_app.command("reject")
 def review_reject(review_id: int = typer.Argument(...),
-                  by: str = typer.Option(..., "--as", help="Who rejects."),
-                  project: Path = ProjectOpt) -> None:
+                  by: str = typer.Option(..., "--as", help="Who rejects: a user whose role "
+                                         "has reviewer: true."),
+                  comment: str = CommentOpt, project: Path = ProjectOpt) -> None:
     """Reject a pending review: nothing is published."""
-    _decide(review_id, False, by, project)
+    _decide(review_id, False, by, project, comment)
 
 
 drift_app = typer.Typer(help="Drift reporting.", no_args_is_help=True)
@@ -243,9 +252,7 @@ def diff(tool: str = typer.Argument(...), a: str = typer.Argument(..., help="Ver
          b: str = typer.Argument(..., help="Version B."), project: Path = ProjectOpt,
          as_json: bool = JsonOpt) -> None:
     """The schema and description differences between two published versions of TOOL."""
-    import difflib
-
-    from tether.drift.check import _schema_diff, _sentences
+    from tether.drift.check import definition_diff
 
     proj = load_project(project)
     registry = open_registry(proj)
@@ -258,10 +265,7 @@ def diff(tool: str = typer.Argument(...), a: str = typer.Argument(..., help="Ver
         raise ConfigError(f"{tool} has no version {', '.join(missing)}.",
                           hint="Versions: " + (", ".join(versions) or "none") + ".")
     da, db = versions[a].definition, versions[b].definition
-    result: dict[str, Any] = {"tool": tool, "from": a, "to": b, "schema": _schema_diff(da, db),
-              "description": list(difflib.unified_diff(
-                  _sentences(da["description"]), _sentences(db["description"]), a, b,
-                  lineterm=""))}
+    result: dict[str, Any] = {"tool": tool, "from": a, "to": b, **definition_diff(da, db, a, b)}
     if as_json:
         print_json(result)
         return

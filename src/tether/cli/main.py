@@ -17,6 +17,7 @@ from tether.cli import init as init_cmd
 from tether.cli import lint as lint_cmd
 from tether.cli import profile as profile_cmd
 from tether.cli import serve as serve_cmd
+from tether.cli import ui as ui_cmd
 from tether.cli.output import err
 from tether.errors import TetherError
 
@@ -47,6 +48,7 @@ app.command("ci")(drift_cmd.ci)
 app.add_typer(eval_cmd.eval_app, name="eval")
 app.add_typer(imports_cmd.import_app, name="import")
 app.command("explain")(imports_cmd.explain)
+app.command("ui")(ui_cmd.ui)
 app.add_typer(demo_cmd.app, name="demo")
 
 

@@ -12,7 +12,6 @@ from tether.cli.build import ModeOpt, _mode
 from tether.cli.options import JsonOpt, ProjectOpt
 from tether.cli.output import err, out, print_json
 from tether.config import load_project
-from tether.context.meta import ToolContext
 from tether.drift.publish import open_registry
 from tether.errors import ConfigError
 from tether.policy.model import role_of
@@ -146,22 +145,11 @@ def versions(tool: str = typer.Argument(..., help="Tool name."), project: Path =
         registry.close()
     if not found:
         raise ConfigError(f"no published versions of {tool!r}.", hint="See `tether tools`.")
-    import datetime as dt
+    from tether.drift.history import history
 
-    days = proj.config.drift.deprecation_days
-    rows = []
-    from tether.drift.retire import retired_info
-
-    for v, nxt in zip(found, [*found[1:], None], strict=True):
-        retired = nxt is None and retired_info(v.definition) is not None
-        ends = nxt.published_at if nxt else v.published_at if retired else None
-        until = (dt.datetime.fromisoformat(ends) + dt.timedelta(days=days)
-                 ).date().isoformat() if ends else None
-        rows.append({"version": v.version, "published_at": v.published_at,
-                     "change_level": ToolContext.of(v.definition).change_level,
-                     "served_until": until,
-                     "status": "retired" if retired else "current" if nxt is None
-                     else "deprecated"})
+    rows = [{k: r[k] for k in ("version", "published_at", "change_level", "served_until",
+                               "status")}
+            for r in history(found, proj.config.drift.deprecation_days)]
     if as_json:
         print_json(rows)
         return

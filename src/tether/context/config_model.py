@@ -269,6 +269,9 @@ class RoleConfig(Model):
         "selector `pii` masks every column classified pii."
     )
     description: str | None = Field(default=None, description="Who holds the role.")
+    reviewer: bool = Field(
+        default=False, description="Members decide reviews: they may approve or reject a change "
+        "that waits for a named person (`tether review approve|reject`, the console).")
 
 
 class UserConfig(BaseModel):
@@ -358,6 +361,8 @@ class DriftConfig(Model):
 class EvalConfig(Model):
     price_table: str | None = Field(default=None, description="YAML of per-model token prices.")
     regression_suite: str | None = Field(default=None, description="cases.jsonl run on check.")
+    runs_dir: str = Field(default=".tether/runs", description="Folder of evaluation run "
+                          "folders the console lists (each written by `tether eval run`).")
 
 
 class ProfilingConfig(Model):

@@ -388,6 +388,16 @@ def _review_body(items: list[Candidate], current: dict[str, Any], old: dict[str,
             "events": events}
 
 
+def definition_diff(a: dict[str, Any], b: dict[str, Any], a_name: str = "published",
+                    b_name: str = "candidate") -> dict[str, Any]:
+    """What changed from definition ``a`` to ``b``: the schema paths (before, after) and the
+    description as a unified diff of its sentences."""
+    return {"schema": _schema_diff(a, b),
+            "description": list(difflib.unified_diff(
+                _sentences(a.get("description", "")), _sentences(b.get("description", "")),
+                a_name, b_name, lineterm=""))}
+
+
 def _sentences(text: str) -> list[str]:
     from tether.toolgen.describe import split_sentences
 
@@ -413,16 +423,21 @@ def _flatten(node: Any, path: str = "") -> dict[str, Any]:
     return {path: node}
 
 
-def decide(project: Project, review_id: int, approve: bool, by: str) -> int | None:
-    """Approve (publish its versions atomically) or reject a pending review."""
+def decide(project: Project, review_id: int, approve: bool, by: str,
+           comment: str | None = None) -> int | None:
+    """Approve (publish its versions atomically) or reject a pending review, as ``by``, who must
+    be a user whose role has ``reviewer: true``; ``comment`` is kept with the decision. The CLI
+    and the console both decide through here, so they leave the same registry state."""
     from tether.errors import ConfigError
+    from tether.policy import require_reviewer
 
+    require_reviewer(project.config, by)
+    comment = (comment or "").strip() or None
     registry = open_registry(project)
     try:
-        found = [r for r in registry.reviews() if r["id"] == review_id]
-        if not found:
+        review = registry.review(review_id)
+        if review is None:
             raise ConfigError(f"there is no review {review_id}.", hint="See `tether review list`.")
-        review = found[0]
         if review["status"] != "pending":
             raise ConfigError(f"review {review_id} is {review['status']}, not pending.",
                               hint="Blocked reviews are never published; fix the policy.")
@@ -430,7 +445,7 @@ def decide(project: Project, review_id: int, approve: bool, by: str) -> int | No
         exposed = {t["name"]: gate.exposes(t["definition"], restricted)
                    for t in review["body"]["tools"]} if approve else {}
         if any(exposed.values()):  # the policy moved since the review was opened
-            registry.decide_review(review_id, "blocked", by, project.now())
+            registry.decide_review(review_id, "blocked", by, project.now(), comment=comment)
             names = sorted(n for n, e in exposed.items() if e)
             gate.page_blocked(project, review_id, names,
                               sorted({f for e in exposed.values() for f in e}))
@@ -440,7 +455,7 @@ def decide(project: Project, review_id: int, approve: bool, by: str) -> int | No
         versions = [NewVersion(t["name"], t["version"], _reviewed(t["definition"], by),
                                t["plan"]) for t in review["body"]["tools"]] if approve else None
         pid = registry.decide_review(review_id, "approved" if approve else "rejected", by,
-                                     project.now(), versions)
+                                     project.now(), versions, comment)
         if approve:
             audit.record(project, [v.definition for v in registry.current().values()],
                          audit.message(f"review {review_id} approved by {by}",

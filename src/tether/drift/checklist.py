@@ -15,9 +15,9 @@ from typing import Any
 
 from tether.config import Project
 from tether.context.meta import ToolContext, enum_of
-from tether.drift.detectors import snapshot
+from tether.drift.detectors import definition_state
 from tether.drift.publish import TOOLS_DIR
-from tether.registry import Registry, ToolVersion
+from tether.registry import Registry, ToolVersion, VersionInfo
 
 HOLDS, FAILS, NOT_CONFIGURED = "holds", "fails", "not configured"
 
@@ -26,10 +26,10 @@ HOLDS, FAILS, NOT_CONFIGURED = "holds", "fails", "not configured"
 class Facts:
     project: Project
     current: dict[str, ToolVersion]
-    versions: list[ToolVersion]
+    versions: list[VersionInfo]
     state: dict[str, Any]
     reviews: list[dict[str, Any]]
-    calls: list[dict[str, Any]]
+    calls: dict[str, Any]  # Registry.call_summary()
 
 
 Item = Callable[[Facts], tuple[str, str]]
@@ -76,7 +76,7 @@ def lineage(f: Facts) -> tuple[str, str]:
 
 
 def glossary(f: Facts) -> tuple[str, str]:
-    now = snapshot(f.project, {})
+    now = definition_state(f.project)
     stale = [k.split(":", 1)[1] for k, v in now.items() if k.startswith(("term:", "metric:"))
              and f.state.get(k, {}).get("hash") != v["hash"]]
     if stale:
@@ -97,7 +97,7 @@ def generated(f: Facts) -> tuple[str, str]:
 
 def versioned(f: Facts) -> tuple[str, str]:
     bad = [f"{v.name}@{v.version}" for v in f.versions if v.version != "1.0.0"
-           and not (_ctx(v).supersedes and _ctx(v).deprecation)]
+           and not (v.supersedes and v.deprecation)]
     return (FAILS, f"missing supersedes or deprecation: {', '.join(bad)}") if bad else (
         HOLDS, "every version has semver; later ones a supersedes pointer and a window")
 
@@ -112,9 +112,7 @@ def diffs(f: Facts) -> tuple[str, str]:
 def routing(f: Facts) -> tuple[str, str]:
     bad = []
     for v in f.versions:
-        review = _ctx(v).review
-        kind = _ctx(v).change_kind
-        if kind in ("breaking", "semantic", "policy") and not review.get("by"):
+        if v.change_kind in ("breaking", "semantic", "policy") and not v.review.get("by"):
             bad.append(f"{v.name}@{v.version}")
     blocked = {t["name"] + "@" + str(t["version"]) for r in f.reviews
                if r["status"] == "blocked" for t in r["body"]["tools"]}
@@ -125,28 +123,31 @@ def routing(f: Facts) -> tuple[str, str]:
 
 
 def change_notes(f: Facts) -> tuple[str, str]:
-    bad = [f"{v.name}@{v.version}" for v in f.versions if _ctx(v).supersedes
-           and not ("Changed in" in v.definition.get("description", "")
-                    and _ctx(v).change_note)]
+    bad = [f"{v.name}@{v.version}" for v in f.versions if v.supersedes
+           and not (v.noted and v.change_note)]
     return (FAILS, f"no change note the model reads: {', '.join(bad)}") if bad else (
         HOLDS, "servers send tools/list_changed; every new version's description has its note")
 
 
 def pinned(f: Facts) -> tuple[str, str]:
-    now = f.project.now()
+    soon = (f.project.now() + dt.timedelta(days=7)).date()
+    # (tool, deprecated version) -> the served_until dates the later versions state, read once:
+    # the call log may hold many thousands of calls and the registry a thousand versions
+    windows: dict[tuple[str, str], list[str]] = {}
+    for v in f.versions:
+        for old, d in v.deprecation.items():
+            if isinstance(d, dict) and d.get("served_until"):
+                windows.setdefault((v.name, old), []).append(str(d["served_until"]))
     closing = []
-    for c in f.calls:
-        if not c["deprecated"]:
-            continue
-        for v in f.versions:
-            until = _ctx(v).deprecation.get(c["version"], {}).get("served_until")
-            if v.name == c["tool"] and until and dt.date.fromisoformat(until) <= (
-                    now + dt.timedelta(days=7)).date():
-                closing.append(f"{c['username']} on {c['tool']}@{c['version']} (until {until})")
+    for c in f.calls["deprecated"]:
+        user, tool, version = c["user"], c["tool"], c["version"]
+        for until in windows.get((tool, version), []):
+            if dt.date.fromisoformat(until) <= soon:
+                closing.append(f"{user} on {tool}@{version} (until {until})")
     if closing:
         return FAILS, f"still pinned to a closing window: {'; '.join(sorted(set(closing)))}"
-    deprecated = sum(c["deprecated"] for c in f.calls)
-    return HOLDS, f"{deprecated} calls to deprecated versions counted; none pinned near a close"
+    return HOLDS, (f"{f.calls['deprecated_calls']} calls to deprecated versions counted; none "
+                   "pinned near a close")
 
 
 def regression(f: Facts) -> tuple[str, str]:
@@ -201,8 +202,8 @@ ITEMS: tuple[tuple[str, Item], ...] = (
 
 
 def evaluate(project: Project, registry: Registry) -> list[dict[str, Any]]:
-    facts = Facts(project, registry.current(), registry.versions(), registry.state(),
-                  registry.reviews(), registry.calls())
+    facts = Facts(project, registry.current(), registry.version_index(), registry.state(),
+                  registry.reviews(), registry.call_summary())
     out = []
     for n, (title, item) in enumerate(ITEMS, 1):
         status, why = item(facts)

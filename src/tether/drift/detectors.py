@@ -34,6 +34,27 @@ METRIC_GOVERNS = {"measure", "predicate", "time", "time_end", "window", "outputs
                   "calendar", "term"}
 
 
+def definition_state(project: Project) -> State:
+    """The ``term:`` and ``metric:`` keys of the state: what each governed definition governs,
+    not its wording (an edited description or synonym is a wording change of the tools, a
+    changed predicate or measure is semantic), and for an imported term the file and line (or
+    node) each key came from."""
+    c = project.config
+    state: State = {}
+    for term, g in c.glossary.items():
+        governs = g.model_dump(include=TERM_GOVERNS)
+        state[f"term:{term}"] = {"hash": _hash(governs), "definition": g.definition,
+                                 "keys": {k: _hash(v) for k, v in sorted(governs.items())}}
+        where = _imported_places(project, ("glossary", term), sorted(governs))
+        if where:  # an imported term: the file and line (or node) each key came from
+            state[f"term:{term}"]["where"] = where
+    for metric, m in c.metrics.items():
+        governs = m.model_dump(include=METRIC_GOVERNS)
+        governs["outputs"] = {k: o["sql"] for k, o in governs.get("outputs", {}).items()}
+        state[f"metric:{metric}"] = {"hash": _hash(governs)}
+    return state
+
+
 def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
     """The state a check compares against next time."""
     c = project.config
@@ -67,21 +88,9 @@ def snapshot(project: Project, profiles: dict[str, ProductProfile]) -> State:
         state[f"lineage:{name}"] = lineage
     for n, columns in observed.items():
         state[f"dataset:{n}"] = {"columns": columns}
-    # what a definition governs, not its wording: an edited description or synonym is a
-    # wording change of the tools, a changed predicate or measure is semantic
-    for term, g in c.glossary.items():
-        governs = g.model_dump(include=TERM_GOVERNS)
-        state[f"term:{term}"] = {"hash": _hash(governs), "definition": g.definition,
-                                 "keys": {k: _hash(v) for k, v in sorted(governs.items())}}
-        where = _imported_places(project, ("glossary", term), sorted(governs))
-        if where:  # an imported term: the file and line (or node) each key came from
-            state[f"term:{term}"]["where"] = where
+    state |= definition_state(project)
     for name in c.products:
         state[f"described:{name}"] = _described(project, name)
-    for metric, m in c.metrics.items():
-        governs = m.model_dump(include=METRIC_GOVERNS)
-        governs["outputs"] = {k: o["sql"] for k, o in governs.get("outputs", {}).items()}
-        state[f"metric:{metric}"] = {"hash": _hash(governs)}
     for role, r in c.policies.roles.items():
         for product, p in c.products.items():
             # the rules as written, not the columns they match today: a new column caught by an

@@ -26,9 +26,10 @@ from pydantic import ValidationError
 
 from tether.errors import TetherError
 from tether.eval.cases import FAILURE_CLASSES
+from tether.eval.conversation import Conversation, conversation
 from tether.eval.html import outcome_text, render_report
 from tether.eval.prices import PriceTable
-from tether.eval.trace import LabelLine, RunIndex
+from tether.eval.trace import LabelLine, RunIndex, Trace
 from tether.textfiles import read_text
 
 REPORT_FIELDS: tuple[str, ...] = (
@@ -305,8 +306,34 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path,
     json_path, html_path = out_dir / REPORT_NAME, out_dir / HTML_NAME
     json_path.write_text(_dump(report), encoding="utf-8")
     (out_dir / META_NAME).write_text(_dump(meta), encoding="utf-8")
-    html_path.write_text(render_report(report, meta), encoding="utf-8")
+    html_path.write_text(render_report(report, meta, conversations(runs)), encoding="utf-8")
     return json_path, html_path
+
+
+def load_trace(path: Path) -> Trace:
+    """A trace file; an unreadable one is an error naming it."""
+    try:
+        return Trace.model_validate(_read_json(path, "trace"))
+    except ValidationError as e:
+        raise ReportError(f"trace is not valid: {_first_error(e)}.", where=str(path),
+                          hint="Rerun the case with `tether eval run`.") from None
+
+
+def conversations(runs: Sequence[Run]) -> list[tuple[int, Conversation]]:
+    """(server index, conversation) for every labelled case whose trace file can be read. An
+    unreadable one is left out: its label already says why a person must look at it, and the
+    raw link still points at the file."""
+    out = []
+    for i, run in enumerate(runs):
+        for line in run.labels:
+            path = run.trace_path(line.case_id)
+            if path is None:
+                continue
+            try:
+                out.append((i, conversation(load_trace(path), line)))
+            except ReportError:
+                continue
+    return out
 
 
 def load_report(path: Path) -> list[dict[str, Any]]:

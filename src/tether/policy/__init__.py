@@ -12,11 +12,15 @@ from tether.policy.entitle import (
 )
 from tether.policy.model import (
     exposable,
+    require_reviewer,
     restricted_columns,
+    reviewers,
     role_of,
     tool_visible,
     user_names,
 )
+from tether.policy.projection import role_projection, role_sees_tool
 
 __all__ = ["REFUSAL_META", "Entitled", "MaskKey", "Refusal", "entitle", "exposable",
-           "restricted_columns", "role_of", "table_allowed", "tool_visible", "user_names"]
+           "require_reviewer", "restricted_columns", "reviewers", "role_of", "role_projection",
+           "role_sees_tool", "table_allowed", "tool_visible", "user_names"]

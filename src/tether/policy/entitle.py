@@ -19,7 +19,7 @@ from typing import Any, Literal
 import sqlglot
 from sqlglot import exp
 
-from tether.config import PII_SELECTOR, USER_TEMPLATE, TetherConfig
+from tether.config import PII_SELECTOR, USER_TEMPLATE, RoleConfig, TetherConfig
 from tether.context.schema import Column
 from tether.errors import ConfigError, TetherError
 from tether.policy.coverage import readable
@@ -128,12 +128,14 @@ def require_table(config: TetherConfig, user: str, product: str) -> None:
 def column_masks(config: TetherConfig, user: str, product: str) -> dict[str, str]:
     """{column: mask} for the user on ``product``: the role's ``product.column`` masks, and the
     ``pii`` selector over every column classified pii (an explicit mask wins)."""
-    return role_masks(config, role_of(config, user)[0], product)
+    return role_masks(config, role_of(config, user)[1], product)
 
 
-def role_masks(config: TetherConfig, role_name: str, product: str) -> dict[str, str]:
-    """{column: mask} a role puts on ``product`` (see :func:`column_masks`)."""
-    role = config.policies.roles[role_name]
+def role_masks(config: TetherConfig, role: RoleConfig | str, product: str) -> dict[str, str]:
+    """{column: mask} a role (or the role of that name) has on ``product`` (see
+    :func:`column_masks`)."""
+    if isinstance(role, str):
+        role = config.policies.roles[role]
     out: dict[str, str] = {}
     selector = role.masks.get(PII_SELECTOR)
     p = config.products.get(product)

@@ -6,7 +6,7 @@ from fnmatch import fnmatchcase
 
 from tether.config import RoleConfig, TetherConfig
 from tether.context.schema import Column
-from tether.errors import ConfigError
+from tether.errors import ConfigError, NotPermittedError
 
 
 def user_names(config: TetherConfig) -> list[str]:
@@ -22,6 +22,29 @@ def role_of(config: TetherConfig, user: str) -> tuple[str, RoleConfig]:
             hint="Users: " + (", ".join(user_names(config)) or "(none declared)") + ".",
         )
     return u.role, config.policies.roles[u.role]
+
+
+def reviewers(config: TetherConfig) -> list[str]:
+    """Users whose role has ``reviewer: true``: who may decide a review."""
+    return sorted(u for u, cfg in config.policies.users.items()
+                  if (role := config.policies.roles.get(cfg.role)) is not None and role.reviewer)
+
+
+def require_reviewer(config: TetherConfig, user: str) -> str:
+    """``user``'s role name when it has ``reviewer: true``; else an error naming who may decide.
+
+    Every way of deciding a review (the CLI, the console) asks this same question."""
+    allowed = ", ".join(reviewers(config)) or "none yet"
+    if user not in config.policies.users:
+        raise NotPermittedError(
+            f"{user!r} is not a user in policies.users, so cannot decide a review.",
+            hint=f"Reviewers: {allowed}. Give a role `reviewer: true` in tether.yaml.")
+    role_name, role = role_of(config, user)
+    if not role.reviewer:
+        raise NotPermittedError(
+            f"{user} (role {role_name}) is not a reviewer.",
+            hint=f"Reviewers: {allowed}. Give a role `reviewer: true` in tether.yaml.")
+    return role_name
 
 
 def tool_visible(config: TetherConfig, user: str | None, tool: str) -> bool:

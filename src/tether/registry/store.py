@@ -10,9 +10,10 @@ import datetime as dt
 import hashlib
 import json
 import re
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from tether.errors import SourceError
 from tether.keyfile import private_file
 from tether.sources.sqlalchemy import driver_url
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _MIGRATIONS = [
     """CREATE TABLE IF NOT EXISTS tether_meta (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS publications (
@@ -50,6 +51,12 @@ _MIGRATIONS = [
          decided_at VARCHAR(40), body TEXT NOT NULL)""",
 ]
 
+# Changes to tables that already exist, by the schema version that brought them; each runs once
+# (an older registry is brought forward when opened, and keeps everything it holds).
+_UPGRADES: dict[int, list[str]] = {
+    2: ["ALTER TABLE reviews ADD COLUMN comment TEXT"],  # the decider's comment
+}
+
 VOLATILE_KEYS = ("version", "supersedes", "generated_at", "change_level", "change_kind",
                  "change_note", "deprecation", "review")
 """Provenance keys set by publication, not by generation: excluded from the content hash."""
@@ -72,6 +79,42 @@ class NewVersion:
     version: str
     definition: dict[str, Any]
     plan: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """What a version says about its publication (from ``_meta["tether/context"]``), read
+    without parsing its whole definition or plan: history and drift metrics need only this."""
+
+    name: str
+    version: str
+    publication: int
+    published_at: str
+    supersedes: str | None
+    change_level: str | None
+    change_kind: str | None
+    change_note: str | None
+    review: dict[str, Any]
+    deprecation: dict[str, Any]
+    retired: bool
+    noted: bool  # the description carries a "Changed in" sentence the model reads
+
+
+@dataclass
+class _EventTally:
+    last: int = 0
+    count: int = 0
+    by_kind: dict[str, int] = field(default_factory=dict)
+    lags: list[float] = field(default_factory=list)
+
+
+_EVENTS: dict[tuple[str, str], _EventTally] = {}
+"""(registry URL, registry id) -> the drift events tallied so far (see event_stats)."""
+_INDEXED: dict[tuple[str, str], list[VersionInfo]] = {}
+"""(registry URL, registry id) -> the versions read so far (see :meth:`Registry.version_index`)."""
+
+_INFO_FIELDS = ("supersedes", "change_level", "change_kind", "change_note", "review",
+                "deprecation", "retired")
 
 
 CHANGE_SENTENCE = re.compile(r"\s*Changed in \d+\.\d+\.\d+: .*$", re.S)
@@ -112,14 +155,49 @@ class Registry:
             with self.engine.begin() as c:
                 for ddl in _MIGRATIONS:
                     c.execute(sa.text(ddl))
+                fresh = c.execute(sa.text(
+                    "SELECT COUNT(*) FROM tether_meta WHERE key = 'schema_version'")
+                    ).scalar_one() == 0
+                if fresh:  # the tables were just created in their newest form
+                    self._created(c)
+                # who this registry is: a registry removed and made again at the same URL is
+                # another one, and nothing read from the first may stand for the second
                 c.execute(sa.text(
-                    "INSERT INTO tether_meta (key, value) SELECT 'schema_version', :v "
-                    "WHERE NOT EXISTS (SELECT 1 FROM tether_meta WHERE key = 'schema_version')"),
-                    {"v": str(SCHEMA_VERSION)})
+                    "INSERT INTO tether_meta (key, value) SELECT 'registry_id', :v WHERE NOT "
+                    "EXISTS (SELECT 1 FROM tether_meta WHERE key = 'registry_id')"),
+                    {"v": uuid.uuid4().hex})
+                self.registry_id = str(c.execute(sa.text(
+                    "SELECT value FROM tether_meta WHERE key = 'registry_id'")).scalar_one())
+            self._upgrade()
         except sa.exc.SQLAlchemyError as e:
             reason = str(getattr(e, "orig", None) or e).splitlines()[0]
             raise SourceError(f"the registry at {url} cannot be opened: {reason}",
                               hint="Check registry.url in tether.yaml.") from None
+
+    def _created(self, c: sa.Connection) -> None:
+        """A new registry: its tables have every column, so it starts at the newest version.
+        (CREATE TABLE above leaves out what upgrades add; add it here.)"""
+        for version in sorted(_UPGRADES):
+            for ddl in _UPGRADES[version]:
+                c.execute(sa.text(ddl))
+        c.execute(sa.text("INSERT INTO tether_meta (key, value) VALUES ('schema_version', :v)"),
+                  {"v": str(SCHEMA_VERSION)})
+
+    def _upgrade(self) -> None:
+        """Bring an older registry forward, one version per transaction. On PostgreSQL the row
+        lock on the version makes a second process opening it at once wait, then see it done."""
+        for version in sorted(_UPGRADES):
+            with self._tx() as c:
+                lock = " FOR UPDATE" if c.dialect.name == "postgresql" else ""
+                have = int(c.execute(sa.text(
+                    "SELECT value FROM tether_meta WHERE key = 'schema_version'" + lock)
+                    ).scalar_one())
+                if have >= version:
+                    continue
+                for ddl in _UPGRADES[version]:
+                    c.execute(sa.text(ddl))
+                c.execute(sa.text("UPDATE tether_meta SET value = :v WHERE key = "
+                                  "'schema_version'"), {"v": str(version)})
 
     @contextmanager
     def _tx(self) -> Iterator[sa.Connection]:
@@ -128,30 +206,73 @@ class Registry:
 
     def current(self) -> dict[str, ToolVersion]:
         """The newest version of every tool, by name (in the order tools were first
-        published). Only those rows' definitions are read and parsed, not the history's."""
+        published). Only those rows' definitions are read and parsed, not the history's; one
+        grouped pass finds them (a correlated MAX per row read the history once per version)."""
         with self._tx() as c:
-            keys = c.execute(sa.text("SELECT name, version, publication FROM tool_versions "
-                                     "ORDER BY publication, name")).fetchall()
-            newest: dict[str, tuple[str, int]] = {}
-            for name, version, publication in keys:
-                newest[name] = (version, publication)  # ordered by publication: newest wins
             rows = c.execute(sa.text(
-                "SELECT name, version, publication, content_hash, definition, plan, "
-                "published_at FROM tool_versions t WHERE publication = (SELECT MAX(publication) "
-                "FROM tool_versions u WHERE u.name = t.name)")).fetchall()
-        found = {r[0]: r for r in rows}
-        return {name: ToolVersion(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]),
-                                  r[6])
-                for name in newest if (r := found.get(name)) is not None}
+                "SELECT t.name, t.version, t.publication, t.content_hash, t.definition, t.plan, "
+                "t.published_at FROM tool_versions t JOIN (SELECT name, MIN(publication) AS "
+                "first, MAX(publication) AS last FROM tool_versions GROUP BY name) m "
+                "ON t.name = m.name AND t.publication = m.last ORDER BY m.first, t.name"
+            )).fetchall()
+        return {r[0]: ToolVersion(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]),
+                                  r[6]) for r in rows}
 
-    def versions(self, name: str | None = None) -> list[ToolVersion]:
+    def versions(self, name: str | None = None, publication: int | None = None
+                 ) -> list[ToolVersion]:
+        """Published versions, oldest first: all, one tool's, or one publication's."""
+        where = [w for w, v in (("name = :n", name), ("publication = :p", publication))
+                 if v is not None]
         sql = ("SELECT name, version, publication, content_hash, definition, plan, published_at "
-               "FROM tool_versions" + (" WHERE name = :n" if name else "")
+               "FROM tool_versions" + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY publication, name")
         with self._tx() as c:
-            rows = c.execute(sa.text(sql), {"n": name} if name else {}).fetchall()
+            rows = c.execute(sa.text(sql), {"n": name, "p": publication}).fetchall()
         return [ToolVersion(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6])
                 for r in rows]
+
+    def version_index(self) -> list[VersionInfo]:
+        """Every version's publication facts, oldest first, extracted by the database.
+
+        Versions are immutable and publication ids only grow, so what one read found stays
+        true: later reads (in this process) fetch only the publications made since."""
+        known = _INDEXED.setdefault((self.url, self.registry_id), [])
+        last = known[-1].publication if known else 0
+        if known:
+            with self._tx() as c:
+                held = c.execute(sa.text("SELECT COUNT(*) FROM tool_versions WHERE "
+                                         "publication <= :p"), {"p": last}).scalar_one()
+            if held != len(known):  # cannot happen to an append-only history; start over
+                known.clear()
+                last = 0
+        fresh = self._version_rows(last)
+        if fresh:
+            known += fresh
+        return list(known)
+
+    def _version_rows(self, after: int) -> list[VersionInfo]:
+        pg = self.engine.dialect.name == "postgresql"
+
+        def field(key: str) -> str:
+            if pg:
+                return f"(definition::jsonb) #>> '{{_meta,tether/context,{key}}}'"
+            return f"json_extract(definition, '$._meta.\"tether/context\".{key}')"
+
+        described = ("strpos((definition::jsonb) ->> 'description', 'Changed in ') > 0" if pg
+                     else "instr(json_extract(definition, '$.description'), 'Changed in ') > 0")
+        sql = ("SELECT name, version, publication, published_at, "
+               + ", ".join(field(k) for k in _INFO_FIELDS)
+               + f", {described} FROM tool_versions WHERE publication > :after "
+               "ORDER BY publication, name")
+        with self._tx() as c:
+            rows = c.execute(sa.text(sql), {"after": after}).fetchall()
+
+        def obj(text: Any) -> dict[str, Any]:
+            value = json.loads(text) if isinstance(text, str) and text[:1] == "{" else None
+            return value if isinstance(value, dict) else {}
+
+        return [VersionInfo(r[0], r[1], int(r[2]), r[3], r[4], r[5], r[6], r[7], obj(r[8]),
+                            obj(r[9]), r[10] is not None, bool(r[11])) for r in rows]
 
     def publish(self, versions: list[NewVersion], rule: str, at: dt.datetime) -> int | None:
         """Publish all ``versions`` in one transaction; returns the publication id (None if empty)."""
@@ -262,12 +383,90 @@ class Registry:
             ids.append(i)
         return ids
 
-    def events(self) -> list[dict[str, Any]]:
+    def events(self, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+        """Drift events, oldest first; with ``limit``, a page of them newest first."""
+        sql = ("SELECT id, kind, subject, details, first_observed_at, detected_at "
+               "FROM drift_events")
+        params: dict[str, Any] = {}
+        if limit is None:
+            sql += " ORDER BY id"
+        else:
+            sql += " ORDER BY id DESC LIMIT :limit OFFSET :offset"
+            params = {"limit": limit, "offset": offset}
         with self._tx() as c:
-            rows = c.execute(sa.text("SELECT id, kind, subject, details, first_observed_at, "
-                                     "detected_at FROM drift_events ORDER BY id")).fetchall()
+            rows = c.execute(sa.text(sql), params).fetchall()
         return [{"id": r[0], "kind": r[1], "subject": r[2], "details": json.loads(r[3]),
                  "first_observed_at": r[4], "detected_at": r[5]} for r in rows]
+
+    def event_stats(self) -> dict[str, Any]:
+        """How many drift events, by kind, and each one's seconds from first seen to detected
+        (where the data said when it first appeared): computed by the database."""
+        if self.engine.dialect.name == "postgresql":
+            lag = ("EXTRACT(EPOCH FROM (detected_at::timestamptz - "
+                   "first_observed_at::timestamptz))")
+        else:
+            lag = "(julianday(detected_at) - julianday(first_observed_at)) * 86400.0"
+        # events are appended with growing ids and never change: read only the new ones
+        key = (self.url, self.registry_id)
+        seen = _EVENTS.setdefault(key, _EventTally())
+        with self._tx() as c:
+            if seen.last and c.execute(sa.text("SELECT COUNT(*) FROM drift_events WHERE id <= "
+                                               ":id"), {"id": seen.last}).scalar_one() != seen.count:
+                _EVENTS[key] = seen = _EventTally()  # not append-only after all: start over
+            rows = c.execute(sa.text(f"SELECT id, kind, {lag} FROM drift_events WHERE id > :id "
+                                     "ORDER BY id"), {"id": seen.last}).fetchall()
+        for rid, kind, seconds in rows:
+            seen.by_kind[str(kind)] = seen.by_kind.get(str(kind), 0) + 1
+            if seconds is not None:
+                seen.lags.append(float(seconds))
+            seen.last, seen.count = int(rid), seen.count + 1
+        return {"count": seen.count, "by_kind": dict(sorted(seen.by_kind.items())),
+                "detect_seconds": list(seen.lags)}
+
+    def call_summary(self) -> dict[str, Any]:
+        """Counts from the call log: all calls, calls to deprecated versions, and per (user,
+        tool, version) called while deprecated, how many calls and the last one."""
+        with self._tx() as c:
+            total, deprecated = c.execute(sa.text(
+                "SELECT COUNT(*), COALESCE(SUM(deprecated), 0) FROM call_log")).one()
+            rows = c.execute(sa.text(
+                "SELECT username, tool, version, COUNT(*), MAX(at) FROM call_log "
+                "WHERE deprecated = 1 GROUP BY username, tool, version "
+                "ORDER BY username, tool, version")).fetchall()
+        return {"calls": int(total), "deprecated_calls": int(deprecated),
+                "deprecated": [{"user": r[0], "tool": r[1], "version": r[2], "calls": int(r[3]),
+                                "last_call": r[4]} for r in rows]}
+
+    def counts(self) -> dict[str, int]:
+        """How many versions, publications, drift events, reviews and calls the registry holds."""
+        tables = {"versions": "tool_versions", "publications": "publications",
+                  "events": "drift_events", "reviews": "reviews", "calls": "call_log"}
+        with self._tx() as c:
+            return {k: int(c.execute(sa.text(f"SELECT COUNT(*) FROM {t}")).scalar_one())
+                    for k, t in tables.items()}
+
+    def publications(self, limit: int | None = None, offset: int = 0) -> list[dict[str, Any]]:
+        """Publications (id, published_at, rule, tools), newest first."""
+        sql = "SELECT id, published_at, rule, tools FROM publications ORDER BY id DESC"
+        params: dict[str, Any] = {}
+        if limit is not None:
+            sql += " LIMIT :limit OFFSET :offset"
+            params = {"limit": limit, "offset": offset}
+        with self._tx() as c:
+            rows = c.execute(sa.text(sql), params).fetchall()
+        return [{"id": r[0], "published_at": r[1], "rule": r[2], "tools": json.loads(r[3])}
+                for r in rows]
+
+    def callers(self, tool: str, deprecated_only: bool = True) -> list[dict[str, Any]]:
+        """Who called ``tool`` at which version: calls and the last call per (user, version),
+        from the call log; by default only calls to a deprecated version."""
+        sql = ("SELECT username, version, COUNT(*), MAX(at) FROM call_log WHERE tool = :t"
+               + (" AND deprecated = 1" if deprecated_only else "")
+               + " GROUP BY username, version ORDER BY username, version")
+        with self._tx() as c:
+            rows = c.execute(sa.text(sql), {"t": tool}).fetchall()
+        return [{"user": r[0], "version": r[1], "calls": int(r[2]), "last_call": r[3]}
+                for r in rows]
 
     def add_review(self, route: str, status: str, body: dict[str, Any], at: dt.datetime,
                    rule: str | None = None) -> int:
@@ -281,22 +480,37 @@ class Registry:
                        "body": json.dumps(body, sort_keys=True, default=str)})
         return rid
 
+    _REVIEW_COLUMNS = ("SELECT id, status, route, rule, decided_by, created_at, decided_at, "
+                       "comment, body FROM reviews")
+
+    @staticmethod
+    def _review(r: Any) -> dict[str, Any]:
+        return {"id": r[0], "status": r[1], "route": r[2], "rule": r[3], "decided_by": r[4],
+                "created_at": r[5], "decided_at": r[6], "comment": r[7],
+                "body": json.loads(r[8])}
+
     def reviews(self, status: str | None = None) -> list[dict[str, Any]]:
-        sql = ("SELECT id, status, route, rule, decided_by, created_at, decided_at, body "
-               "FROM reviews" + (" WHERE status = :s" if status else "") + " ORDER BY id")
+        sql = self._REVIEW_COLUMNS + (" WHERE status = :s" if status else "") + " ORDER BY id"
         with self._tx() as c:
             rows = c.execute(sa.text(sql), {"s": status} if status else {}).fetchall()
-        return [{"id": r[0], "status": r[1], "route": r[2], "rule": r[3], "decided_by": r[4],
-                 "created_at": r[5], "decided_at": r[6], "body": json.loads(r[7])} for r in rows]
+        return [self._review(r) for r in rows]
+
+    def review(self, rid: int) -> dict[str, Any] | None:
+        """One review by id, or None."""
+        with self._tx() as c:
+            row = c.execute(sa.text(self._REVIEW_COLUMNS + " WHERE id = :id"), {"id": rid}
+                            ).fetchone()
+        return self._review(row) if row is not None else None
 
     def decide_review(self, rid: int, status: str, by: str, at: dt.datetime,
-                      publish: list[NewVersion] | None = None) -> int | None:
+                      publish: list[NewVersion] | None = None,
+                      comment: str | None = None) -> int | None:
         """Close a review; approving publishes its versions in the same transaction."""
         stamp = at.astimezone(dt.UTC).isoformat()
         with self._tx() as c:
             c.execute(sa.text("UPDATE reviews SET status = :s, decided_by = :by, "
-                              "decided_at = :at WHERE id = :id"),
-                      {"s": status, "by": by, "at": stamp, "id": rid})
+                              "decided_at = :at, comment = :comment WHERE id = :id"),
+                      {"s": status, "by": by, "at": stamp, "comment": comment, "id": rid})
             if publish:
                 return self._publish(c, publish, f"review {rid} by {by}", stamp)
         return None

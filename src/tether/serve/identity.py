@@ -82,6 +82,14 @@ class TokenStore:
         return [{"user": u, "runner": bool(v.get("runner")), "admin": bool(v.get("admin")),
                  "created": v.get("created")} for u, v in sorted(self._load().items())]
 
+    def fingerprint(self, user: str) -> str | None:
+        """A short digest of ``user``'s current token record (None without one): a session
+        made with the token stores it, so revoking or replacing the token ends the session."""
+        v = self._load().get(user)
+        if v is None:
+            return None
+        return hashlib.sha256(f"{v['salt']}:{v['hash']}".encode()).hexdigest()[:16]
+
     def lookup(self, token: str) -> tuple[str, bool] | None:
         """(user, is_runner) for a valid token; constant-time comparison."""
         found = self.scopes_of(token)

@@ -1,0 +1,124 @@
+"""/tools: every published tool with its lint score and token size; a tool's page with its
+current definition, each description sentence with its source, every version, deprecation
+windows and who still calls a deprecated version."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tether.config import Project
+from tether.context.meta import ToolContext, enum_of
+from tether.drift.history import history
+from tether.drift.retire import retired_info
+from tether.lint import ToolReview, review_tools
+from tether.policy import tool_visible
+from tether.registry import ToolVersion, content_hash
+from tether.toolgen.describe import split_sentences
+from tether.web.app import Console, Viewer, shared_registry
+
+_LINTED: OrderedDict[str, ToolReview] = OrderedDict()
+_LINT_KEEP = 4096
+
+
+def lint(definitions: list[dict[str, Any]]) -> dict[str, ToolReview]:
+    """The ten-point review of each definition, by name. A review depends only on the
+    definition, so it is kept by content hash: a page lists a thousand tools without
+    tokenising them again."""
+    out: dict[str, ToolReview] = {}
+    todo = []
+    for d in definitions:
+        key = content_hash(d) + str(d.get("description", ""))
+        if key in _LINTED:
+            out[d["name"]] = _LINTED[key]
+        else:
+            todo.append((key, d))
+    if todo:
+        by_name = {r.name: r for r in review_tools([d for _, d in todo], "console").tools}
+        for key, d in todo:
+            _LINTED[key] = out[d["name"]] = by_name[str(d["name"])]
+        while len(_LINTED) > _LINT_KEEP:
+            _LINTED.popitem(last=False)
+    return out
+
+
+def visible(v: Viewer, current: dict[str, ToolVersion]) -> dict[str, ToolVersion]:
+    """A reviewer sees every tool; anyone else the tools their role sees."""
+    if v.reviewer:
+        return current
+    return {n: t for n, t in current.items() if tool_visible(v.project.config, v.user, n)}
+
+
+def tool_rows(v: Viewer) -> list[dict[str, Any]]:
+    registry = shared_registry(v.project)
+    current = visible(v, registry.current())
+    reviews = lint([t.definition for t in current.values()])
+    rows = []
+    for name, t in sorted(current.items()):
+        ctx = ToolContext.of(t.definition)
+        r = reviews[name]
+        rows.append({"name": name, "version": t.version, "published_at": t.published_at,
+                     "kind": ctx.change_kind, "score": r.score, "tokens": r.tokens,
+                     "products": ctx.products,
+                     "retired": retired_info(t.definition) is not None})
+    return rows
+
+
+def _params(schema: dict[str, Any] | None) -> list[dict[str, Any]]:
+    schema = schema or {}
+    required = set(schema.get("required") or [])
+    out = []
+    for name, p in (schema.get("properties") or {}).items():
+        p = p if isinstance(p, dict) else {}
+        allowed = enum_of(p)
+        out.append({"name": name, "type": json.dumps(p.get("type", p.get("anyOf", "")))
+                    .strip('"'), "required": name in required,
+                    "allowed": ", ".join(map(str, allowed)) if allowed else p.get("pattern", ""),
+                    "description": p.get("description", "")})
+    return out
+
+
+def tool_view(project: Project, name: str, deprecation_days: int) -> dict[str, Any] | None:
+    registry = shared_registry(project)
+    found = registry.versions(name)
+    callers = registry.callers(name) if found else []
+    if not found:
+        return None
+    d = found[-1].definition
+    ctx = ToolContext.of(d)
+    sentences = [(s, ctx.sources.get(s)) for s in split_sentences(d.get("description", ""))]
+    rows = history(found, deprecation_days)
+    windows = {r["version"]: r["served_until"] for r in rows}
+    review = lint([d])[name]
+    return {"name": name, "current": found[-1].version, "description": d.get("description", ""),
+            "sentences": sentences, "inputs": _params(d.get("inputSchema")),
+            "outputs": _params(d.get("outputSchema")), "products": ctx.products,
+            "json": json.dumps(d, indent=2, sort_keys=True, ensure_ascii=False),
+            "versions": list(reversed(rows)), "lint": review,
+            "deprecations": ctx.deprecation,
+            "callers": [c | {"served_until": windows.get(c["version"])} for c in callers]}
+
+
+def routes(console: Console) -> list[Route]:
+    def index(request: Request) -> Response:
+        v = console.signed_in(request)
+        return console.page(request, "tools.html", tools=tool_rows(v))
+
+    def show(request: Request) -> Response:
+        v = console.signed_in(request)
+        name = request.path_params["name"]
+        if not v.reviewer and not tool_visible(v.project.config, v.user, name):
+            raise HTTPException(404, f"There is no published tool {name} you may see.")
+        view = tool_view(v.project, name, v.project.config.drift.deprecation_days)
+        if view is None:
+            raise HTTPException(404, f"There is no published tool {name}.")
+        return console.page(request, "tool.html", t=view)
+
+    return [Route("/tools", index, methods=["GET"]),
+            Route("/tools/{name}", show, methods=["GET"])]

@@ -1,0 +1,112 @@
+"""The registry's lean reads (what the console and the drift metrics use) agree with its full
+reads, on SQLite and PostgreSQL; what they keep between reads never outlives the registry."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tether.context.meta import ToolContext
+from tether.drift.retire import retired_info
+from tether.registry import NewVersion, Registry
+
+
+def _fill(r: Registry, tag: str, n: int) -> None:
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    for i in range(n):
+        ctx = {"version": f"1.{i}.0", "supersedes": f"1.{i - 1}.0" if i else None,
+               "change_kind": "additive" if i else None, "change_note": f"{tag} {i}" if i else None,
+               "review": {"mode": "auto" if i % 2 else "human", "by": "ana"},
+               "deprecation": {f"1.{i - 1}.0": {"served_until": "2026-02-01"}} if i else {},
+               "sources": {"A <b>sentence</b>.": "schema"}}
+        if i == n - 1:
+            ctx["retired"] = {"reason": "gone"}
+        d = {"name": f"{tag}_t{i % 3}", "description": f"Does {tag}." + (
+            " Changed in x: y." if i % 2 else ""), "inputSchema": {},
+             "_meta": {"tether/context": ctx}}
+        r.publish([NewVersion(d["name"], ctx["version"], d, {"kind": "list"})], "auto: additive",
+                  t0 + dt.timedelta(hours=i))
+    r.add_events([{"kind": ["schema", "enum_value_added"][i % 2], "subject": f"s{i}",
+                   "details": {"value": "<x>"}, "detected_at": (t0 + dt.timedelta(hours=i + 2))
+                   .isoformat().replace("+00:00", "Z"),
+                   "first_observed_at": (t0 + dt.timedelta(hours=i)).isoformat() if i % 3
+                   else None} for i in range(n)])
+    r.record_calls([{"at": f"2026-01-0{1 + i % 5}T00:00:00+00:00", "user": f"u{i % 2}",
+                     "role": "r", "tool": f"{tag}_t{i % 3}", "version": "1.0.0",
+                     "arguments": "{}", "latency_ms": 1.0, "rows": 1, "error": None,
+                     "as_of": None, "deprecated": i % 2} for i in range(n)])
+
+
+def _agree(r: Registry) -> None:
+    full = r.versions()
+    lean = r.version_index()
+    assert [(v.name, v.version, v.publication, v.published_at) for v in full] == [
+        (v.name, v.version, v.publication, v.published_at) for v in lean]
+    for f, x in zip(full, lean, strict=True):
+        ctx = ToolContext.of(f.definition)
+        assert (x.supersedes, x.change_kind, x.change_note, x.review, x.deprecation) == (
+            ctx.supersedes, ctx.change_kind, ctx.change_note, ctx.review, ctx.deprecation)
+        assert x.retired == (retired_info(f.definition) is not None)
+        assert x.noted == ("Changed in " in f.definition["description"])
+    events = r.events()
+    stats = r.event_stats()
+    assert stats["count"] == len(events)
+    assert stats["by_kind"] == dict(sorted(Counter(e["kind"] for e in events).items()))
+    expected = [(dt.datetime.fromisoformat(e["detected_at"].replace("Z", "+00:00"))
+                 - dt.datetime.fromisoformat(e["first_observed_at"])).total_seconds()
+                for e in events if e["first_observed_at"]]
+    assert stats["detect_seconds"] == pytest.approx(expected, abs=0.01)
+    calls = r.calls()
+    summary = r.call_summary()
+    assert summary["calls"] == len(calls)
+    assert summary["deprecated_calls"] == sum(c["deprecated"] for c in calls)
+    assert {(d["user"], d["tool"], d["version"]): d["calls"] for d in summary["deprecated"]} == (
+        Counter((c["username"], c["tool"], c["version"]) for c in calls if c["deprecated"]))
+
+
+def _check(url: str, root: Path) -> None:
+    r = Registry(url, root)
+    try:
+        _fill(r, "a", 7)
+        _agree(r)
+        _fill(r, "b", 5)  # more appended: only the new rows are read, and it still agrees
+        _agree(r)
+    finally:
+        r.close()
+
+
+def test_lean_reads_agree_on_sqlite(tmp_path: Path) -> None:
+    _check("sqlite:///reg.db", tmp_path)
+
+
+def test_a_registry_made_again_at_the_same_path_is_read_afresh(tmp_path: Path) -> None:
+    r = Registry("sqlite:///reg.db", tmp_path)
+    _fill(r, "a", 6)
+    assert len(r.version_index()) == 6 and r.event_stats()["count"] == 6
+    r.close()
+    (tmp_path / "reg.db").unlink()
+    again = Registry("sqlite:///reg.db", tmp_path)
+    try:
+        _fill(again, "z", 6)  # the same ids and counts, other contents
+        assert {v.name for v in again.version_index()} == {"z_t0", "z_t1", "z_t2"}
+        _agree(again)
+    finally:
+        again.close()
+
+
+@pytest.mark.postgres
+def test_lean_reads_agree_on_postgresql(pg_url: str, tmp_path: Path) -> None:
+    import psycopg
+
+    schema = f"tether_reads_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        con.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        _check(f"{pg_url}?options=-csearch_path%3D{schema}", tmp_path)
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as con:
+            con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
