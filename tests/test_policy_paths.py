@@ -107,3 +107,46 @@ def test_declassifying_a_column_a_mask_selects_is_a_policy_change(tmp_path: Path
     assert pending
     with pytest.raises(TetherError, match="policy"):  # no server on the unreviewed projection
         TetherServer(load_project(d), stdio_user="kim").close()
+
+
+@pytest.mark.parametrize("warehouse, metric, old, new", [
+    ("demo", "active_customers", "'ACTIVE', 'PAUSED_BILLING'", "'ACTIVE'"),
+    ("second", "attended_visits", "'ARRIVED', 'DISCHARGED', 'TRANSFERRED'", "'DISCHARGED'"),
+])
+def test_a_predicate_edited_without_a_word_of_its_definition_is_a_reviewed_version(
+        warehouse: str, metric: str, old: str, new: str, demo_dir: Path, second_dir: Path,
+        tmp_path: Path) -> None:
+    """The values of a governed predicate change what a metric counts, though its definition's
+    words (and so its wire form) stay the same: a new version a person approves, whose plan
+    runs the new predicate; never the old version kept running the old one."""
+    from conftest import copy_project
+    from tether.drift.check import decide
+    from tether.toolgen.model import QueryPlan
+
+    d = copy_project(demo_dir if warehouse == "demo" else second_dir, tmp_path / warehouse)
+    build(load_project(d))
+    config = yaml.safe_load((d / "tether.yaml").read_text())
+    predicate = config["metrics"][metric]["predicate"]
+    assert old in predicate
+    config["metrics"][metric]["predicate"] = predicate.replace(old, new)
+    (d / "tether.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = run_cli("check", "--project", str(d), "--json")
+    assert r.returncode == 11, r.stdout[-2000:] + r.stderr
+    registry = open_registry(load_project(d))
+    try:
+        review = next(x for x in registry.reviews() if x["status"] == "pending")
+        reviewer = next(u for u, cfg in load_project(d).config.policies.users.items()
+                        if load_project(d).config.policies.roles[cfg.role].reviewer)
+    finally:
+        registry.close()
+    decide(load_project(d), review["id"], True, reviewer)
+    registry = open_registry(load_project(d))
+    try:
+        tool = next(v for v in registry.current().values()
+                    if QueryPlan.model_validate(v.plan).kind == "metric"
+                    and metric in str(v.definition.get("_meta")))
+    finally:
+        registry.close()
+    assert tool.version.startswith("2.")  # semantic: major
+    assert new in str(QueryPlan.model_validate(tool.plan).select)
+    assert old not in str(QueryPlan.model_validate(tool.plan).select)

@@ -22,7 +22,7 @@ from tether.config import Project
 from tether.drift import audit, gate
 from tether.drift.detectors import DetectContext, Event, run_detectors, snapshot
 from tether.drift.gate import related
-from tether.drift.publish import EXPORT_INDEX, TOOLS_DIR, export, open_registry
+from tether.drift.publish import EXPORT_INDEX, TOOLS_DIR, export, open_registry, unchanged
 from tether.errors import TetherError
 from tether.profiling.layers import refresh_all
 from tether.profiling.policycheck import check_profiled
@@ -125,7 +125,7 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
     for t in tools:
         wire = t.wire()
         prev = current.get(t.name)
-        if prev is not None and prev.content_hash == content_hash(wire):
+        if prev is not None and unchanged(prev, wire, t.plan):
             result.outcomes.append(Outcome(t.name, "unchanged", prev.version))
             continue
         route, level, kind = gate.route(t, wire, prev.definition if prev else None, events,

@@ -17,9 +17,9 @@ from tether.config import Project
 from tether.drift.classify import classify
 from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
-from tether.registry import FIRST, NewVersion, Registry, bump, content_hash
+from tether.registry import FIRST, NewVersion, Registry, ToolVersion, bump, content_hash
 from tether.toolgen import GeneratedTool, Mode, generate
-from tether.toolgen.model import META_KEY
+from tether.toolgen.model import META_KEY, QueryPlan
 
 TOOLS_DIR = "tools"
 EXPORT_INDEX = ".tether/exported.json"
@@ -136,7 +136,7 @@ def _publish(project: Project, registry: Registry, tools: list[GeneratedTool]) -
             gate.page_blocked(project, None, [t.name], exposed)
             continue
         prev = current.get(t.name)
-        if prev is not None and prev.content_hash == content_hash(wire):
+        if prev is not None and unchanged(prev, wire, t.plan):
             outcomes.append(Outcome(t.name, prev.version, "unchanged"))
             continue
         ctx: dict[str, Any] = wire["_meta"][META_KEY]
@@ -171,6 +171,19 @@ def _ordered(ctx: dict[str, Any]) -> dict[str, Any]:
     """Version fields first, in a fixed order, then the rest as generated."""
     head = {k: ctx[k] for k in _FIRST_KEYS if k in ctx}
     return head | {k: v for k, v in ctx.items() if k not in head}
+
+
+def unchanged(prev: ToolVersion, wire: dict[str, Any], plan: QueryPlan) -> bool:
+    """Whether a generated tool is the published version: the same definition and the same
+    plan. A governed predicate can change what a tool runs without one word of its definition
+    (the values of an IN list): that is a new version, never the old one kept."""
+    if prev.content_hash != content_hash(wire):
+        return False
+    try:  # the stored plan read as today's model reads it: a field added since is no change
+        return QueryPlan.model_validate(prev.plan).model_dump(mode="json") == plan.model_dump(
+            mode="json")
+    except ValueError:
+        return False
 
 
 def export(directory: Path, definitions: list[dict[str, Any]], index: Path | None = None
