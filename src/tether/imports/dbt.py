@@ -78,7 +78,7 @@ def to_layer(project: Project, dbt: DbtProject) -> ImportLayer:
     _tests(dbt, products, config, origins)
     config["lineage"] = lineage_edges(project, dbt, products)
     origins += [(["lineage", i], e["via"][len("dbt:"):]) for i, e in enumerate(config["lineage"])]
-    semantic = semantic_layer(dbt, products, config["products"])
+    semantic = semantic_layer(dbt, products, config["products"], dialect=dbt.adapter_type)
     for key in ("metrics", "glossary"):
         if semantic.config.get(key):
             config[key] = semantic.config[key]

@@ -85,7 +85,9 @@ def read_manifest(path: Path) -> tuple[DbtProject, bytes]:
             where=f"{path} (metadata.dbt_schema_version)",
             hint="Build the project with a dbt version that writes one of those, or import "
             "its schema.yml files by moving target/manifest.json away.")
-    project = DbtProject(package=raw["metadata"].get("project_name"))
+    adapter = raw["metadata"].get("adapter_type")
+    project = DbtProject(package=raw["metadata"].get("project_name"),
+                         adapter_type=str(adapter) if adapter else None)
     project.nodes = _section(raw, "nodes", DbtNode, path)
     project.sources = _section(raw, "sources", DbtSource, path)
     project.semantic_models = _section(raw, "semantic_models", SemanticModel, path)
