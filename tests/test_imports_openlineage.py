@@ -98,6 +98,9 @@ def test_events_from_a_file_make_edges_and_a_lost_column_is_drift(project_dir: P
     ('{"eventTime": "2026-01-01T00:00:00Z", "job": {"namespace": "x", "name": "y"}, '
      '"inputs": "not a list"}', "inputs"),
     ('{"eventTime": "2026-01-01T00:00:00Z", "job": {"namespace"', "not valid JSON"),
+    ('{"eventTime": "yesterday", "job": {"namespace": "x", "name": "y"}}', "eventTime"),
+    ('{"eventTime": "2026-01-01T00:00:00", "job": {"namespace": "x", "name": "y"}}',
+     "no UTC offset"),
 ])
 def test_an_invalid_event_exits_2_naming_the_line_and_keeps_the_layer(
         second_dir: Path, tmp_path: Path, line: str, said: str) -> None:
@@ -146,6 +149,8 @@ def test_lineage_over_http_for_admin_and_runner_tokens_only(second_dir: Path,
         bad = httpx.post(url, content=b'{"eventTime": "x"}',
                          headers={"Authorization": f"Bearer {tokens['admin']}"})
         assert bad.status_code == 400 and "job" in bad.json()["error"]
+        assert "eventTime" in bad.json()["error"] and "POST /api/v1/lineage:1" in bad.json()[
+            "error"]
         # the official OpenLineage client's HTTP transport, as an emitter would send it
         post_with_openlineage_client(base, tokens["admin"], ev)
         layer = json.loads(layer_path(d, "openlineage").read_text())
@@ -156,8 +161,34 @@ def test_lineage_over_http_for_admin_and_runner_tokens_only(second_dir: Path,
         ok = httpx.post(url, json=event(project, product, ["id"], "2026-02-02T00:00:00Z"),
                         headers={"Authorization": f"Bearer {tokens['runner']}"})
         assert ok.status_code == 200 and ok.json() == {"accepted": 1}
+        # valid events the project cannot take (a damaged layer beside it): the sender is told
+        # so without the server's file names, which go to its log
+        damaged = layer_path(d, "dbt")
+        damaged.write_text("{")
+        failed = httpx.post(url, json=ev, headers={"Authorization": f"Bearer {tokens['admin']}"})
+        damaged.unlink()
+        assert failed.status_code == 500, failed.text
+        assert ".tether" not in failed.text and str(d) not in failed.text
+        assert "tether.yaml" not in failed.text
     data = json.loads(run_cli("check", "--project", str(d), "--json").stdout)
     schema = [e for e in data["events"] if e["kind"] == "schema"]
     assert [(e["subject"], e["details"]["removed"]) for e in schema] == [
         (f"dataset:landing.raw_{product}", ["kind"])]
     assert {e["subject"] for e in data["events"] if e["kind"] == "lineage_changed"} == below
+
+
+def test_event_times_compare_as_instants_not_text(second_dir: Path, tmp_path: Path) -> None:
+    """10:00+02:00 is 08:00Z, an hour before 09:00Z, though it sorts after it as text."""
+    d = copy_project(second_dir, tmp_path / "second")
+    project = load_project(d)
+    product, _ = upstream_product(project)
+    early = event(project, product, ["a"], "2026-01-01T10:00:00+02:00")
+    late = event(project, product, ["a", "b"], "2026-01-01T09:00:00Z")
+    late["outputs"] = [{"namespace": "duckdb://warehouse", "name": "main.elsewhere"}]
+    events = tmp_path / "events.jsonl"
+    events.write_text(json.dumps(late) + "\n" + json.dumps(early) + "\n")
+    assert run_cli("import", "openlineage", str(events), "--project", str(d)).returncode == 0
+    layer = json.loads(layer_path(d, "openlineage").read_text())
+    assert layer["jobs"][f"{JOB}/load_{product}"]["outputs"] == ["main.elsewhere"]
+    assert layer["datasets"][f"landing.raw_{product}"]["columns"] == {"a": "VARCHAR",
+                                                                     "b": "VARCHAR"}
