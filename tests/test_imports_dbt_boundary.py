@@ -1,7 +1,9 @@
 """The dbt import at the policy boundary, on a real dbt project (dbt-duckdb, its own cached venv):
-imported SQL is checked by resolution (a subquery, a CTE, another relation's column or a
-function off the allow-list is reported, never imported and never a traceback), and a metric
-of tether.yaml that names no product is a load error."""
+a model no product of tether.yaml reads is reported, not served, unless imported with
+--new-products (and `tether check` re-reads it alike); imported SQL is checked by resolution
+(a subquery, a CTE, another relation's column or a function off the allow-list is reported,
+never imported and never a traceback); versioned models keep their facts in both reading modes;
+a vanished or grown dbt project is noticed."""
 
 from __future__ import annotations
 
@@ -10,11 +12,15 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import Client
 
 import dbtproject
 from conftest import run_cli
 from tether.config import load_project
+from tether.imports.layer import layer_path
+from tether.serve.server import TetherServer
 
 ENRICHED_SQL = "select * from {{ ref('rentals') }}\n"
 STATIONS_V1 = "select dock_code, dock_name from {{ ref('raw_docks') }}\n"
@@ -84,9 +90,75 @@ def import_dbt(site: Path, *flags: str) -> dict[str, Any]:
     return data
 
 
+def tools_of(project: Path, user: str) -> list[str]:
+    server = TetherServer(load_project(project), stdio_user=user)
+
+    async def go() -> list[str]:
+        async with Client(server.server) as c:
+            return [t.name for t in (await c.list_tools()).tools]
+
+    try:
+        return anyio.run(go)
+    finally:
+        server.close()
+
+
 def skipped(report: dict[str, Any], node: str) -> list[str]:
     return [s["reason"] for s in report["skipped"] + report["metrics_skipped"]
             if s["node"] == node]
+
+
+# --- new products are opt-in ---------------------------------------------------------------------
+
+
+def test_a_model_no_product_reads_is_reported_and_not_served(site: Path) -> None:
+    project = site / "tether"
+    report = import_dbt(site)
+    assert report["products"] == ["rentals"] and report["new_products"] == []
+    [why] = skipped(report, "model.cycling.rentals_enriched")
+    assert "not a product" in why and "--new-products" in why
+    assert run_cli("build", "--project", str(project)).returncode == 0
+    assert run_cli("check", "--project", str(project)).returncode in (0, 10)
+    loaded = load_project(project)
+    assert "rentals_enriched" not in loaded.config.products
+    assert loaded.config.products["rentals"].description  # dbt's facts did merge into rentals
+    listed = tools_of(project, "dee")
+    assert listed and not [t for t in listed if "enriched" in t or "stations" in t], listed
+
+
+def test_new_products_are_added_with_the_flag_reported_and_kept_by_check(site: Path) -> None:
+    project = site / "tether"
+    report = import_dbt(site, "--new-products")
+    assert report["new_products"] == ["docks", "rentals_enriched", "stations"]
+    human = run_cli("import", "dbt", str(site / "dbt"), "--project", str(project),
+                    "--new-products")
+    assert "new product (--new-products): rentals_enriched" in human.stdout
+    # tether check re-reads a moved manifest with the choice the layer recorded
+    manifest = site / "dbt" / "target" / "manifest.json"
+    manifest.write_text(manifest.read_text() + "\n")
+    res = run_cli("check", "--project", str(project), "--json")
+    assert res.returncode in (0, 10), res.stderr
+    layer = json.loads(layer_path(project, "dbt").read_text())
+    assert layer["options"]["new_products"] is True
+    assert {"rentals_enriched", "stations"} <= set(load_project(project).config.products)
+
+
+@pytest.mark.parametrize("mode", ["manifest", "schema.yml"])
+def test_a_versioned_model_keeps_its_description_and_version_facts(site: Path,
+                                                                   mode: str) -> None:
+    if mode == "schema.yml":
+        shutil.rmtree(site / "dbt" / "target")
+    report = import_dbt(site, "--new-products")
+    assert "stations" in report["products"]
+    [why] = skipped(report, "model.cycling.stations.v1")
+    assert "version 1 of stations (latest 2)" in why
+    stations = load_project(site / "tether").config.products["stations"]
+    assert stations.table == "stations_v2"
+    assert stations.description is not None
+    assert stations.description.startswith("Docks as the planning team calls them.")
+    assert "Version 2 of the dbt model stations, the latest; other versions: 1." in (
+        stations.description)
+    assert stations.columns["dock_code"].description == "Code painted on the dock."
 
 
 # --- imported SQL, checked by resolution ------------------------------------------------------------
@@ -178,3 +250,49 @@ def test_a_metric_over_a_name_that_is_no_product_is_a_load_error(site: Path) -> 
     line = yml.read_text().splitlines().index(
         "    measure: \"(select max(s.salary) from salaries s)\"") + 1
     assert f"tether.yaml:{line}" in res.stderr and "names s, which is no product" in res.stderr
+
+
+def test_model_paths_outside_the_dbt_project_are_refused(site: Path) -> None:
+    shutil.rmtree(site / "dbt" / "target")
+    (site / "elsewhere").mkdir()
+    (site / "elsewhere" / "x.sql").write_text("select 1 as x\n")
+    cfg = site / "dbt" / "dbt_project.yml"
+    cfg.write_text(cfg.read_text().replace('model-paths: ["models"]',
+                                           'model-paths: ["models", "../elsewhere"]'))
+    res = run_cli("import", "dbt", str(site / "dbt"), "--project", str(site / "tether"))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "'../elsewhere' is outside the dbt project" in res.stderr
+    assert "dbt_project.yml" in res.stderr
+
+
+# --- inputs that move or vanish ----------------------------------------------------------------------
+
+
+def test_a_model_file_added_in_schema_yml_mode_is_read_by_check(site: Path) -> None:
+    shutil.rmtree(site / "dbt" / "target")
+    project = site / "tether"
+    import_dbt(site)
+    assert run_cli("build", "--project", str(project)).returncode == 0
+    # a model file nobody hashed yet: only the listing of the model folders shows it
+    (site / "dbt" / "models" / "late_returns.sql").write_text(
+        "select * from {{ ref('rentals') }} where state = 'DISPUTED'\n")
+    res = run_cli("check", "--project", str(project), "--json")
+    assert res.returncode in (0, 10), res.stderr
+    layer = json.loads(layer_path(project, "dbt").read_text())
+    assert any(i["path"].endswith("dbt/models/late_returns.sql") for i in layer["inputs"])
+    assert "model.cycling.late_returns" in {s["node"] for s in layer["report"]["skipped"]}
+
+
+def test_a_vanished_dbt_project_says_what_to_do(site: Path) -> None:
+    project = site / "tether"
+    import_dbt(site)
+    assert run_cli("build", "--project", str(project)).returncode == 0
+    shutil.move(site / "dbt", site / "dbt-moved")
+    res = run_cli("check", "--project", str(project))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "the dbt project this layer was imported from is gone" in res.stderr
+    assert "tether import dbt PATH" in res.stderr and ".tether/imports/dbt.json" in res.stderr
+    # doing what it says clears it
+    res = run_cli("import", "dbt", str(site / "dbt-moved"), "--project", str(project))
+    assert res.returncode == 0, res.stderr
+    assert run_cli("check", "--project", str(project)).returncode in (0, 10)

@@ -192,3 +192,67 @@ def test_event_times_compare_as_instants_not_text(second_dir: Path, tmp_path: Pa
     assert layer["jobs"][f"{JOB}/load_{product}"]["outputs"] == ["main.elsewhere"]
     assert layer["datasets"][f"landing.raw_{product}"]["columns"] == {"a": "VARCHAR",
                                                                      "b": "VARCHAR"}
+
+
+def test_a_deleted_events_file_is_a_warning_and_its_edges_stay(second_dir: Path,
+                                                               tmp_path: Path) -> None:
+    d = copy_project(second_dir, tmp_path / "second")
+    assert run_cli("build", "--project", str(d)).returncode == 0
+    project = load_project(d)
+    product, _ = upstream_product(project)
+    events = d / "lineage.jsonl"
+    events.write_text(json.dumps(event(project, product, ["a"], "2026-01-01T00:00:00Z")) + "\n")
+    assert run_cli("import", "openlineage", str(events), "--project", str(d)).returncode == 0
+    assert run_cli("check", "--project", str(d)).returncode in (0, 10)
+    events.unlink()
+    res = run_cli("check", "--project", str(d), "--json")
+    assert res.returncode in (0, 10) and "Traceback" not in res.stderr, res.stderr
+    assert "the OpenLineage events file lineage.jsonl is gone" in res.stderr
+    assert json.loads(res.stdout)["warnings"]
+    edges = json.loads(layer_path(d, "openlineage").read_text())["config"]["lineage"]
+    assert [e["to"] for e in edges] == [product]
+    again = run_cli("check", "--project", str(d))
+    assert again.returncode == 0 and "gone" not in again.stderr  # said once
+
+
+def _waits_on_a_lock(pid: int) -> bool:
+    """Whether process ``pid`` is blocked waiting for a file lock (Linux: /proc/locks lists a
+    waiter with ``->``)."""
+    return any(line.split()[1] == "->" and str(pid) in line.split()
+               for line in Path("/proc/locks").read_text().splitlines() if len(line.split()) > 2)
+
+
+@pytest.mark.skipif(not Path("/proc/locks").is_file(), reason="needs Linux's /proc/locks")
+def test_an_import_waits_for_the_layer_lock_and_loses_no_events(second_dir: Path,
+                                                                tmp_path: Path) -> None:
+    """`tether import openlineage` takes the layer's lock before it reads the layer it folds
+    into: while another writer holds it, the import waits, then folds into what that writer
+    left (so neither loses the other's events)."""
+    import subprocess
+    import time
+
+    from tether.profiling.layers import fold_openlineage, layer_lock
+
+    d = copy_project(second_dir, tmp_path / "second")
+    project = load_project(d)
+    product, _ = upstream_product(project)
+    lines = []
+    for n in range(2):
+        ev = event(project, product, ["a"], f"2026-01-0{n + 1}T00:00:00Z")
+        ev["job"]["name"] = f"job_{n}"
+        lines.append(json.dumps(ev) + "\n")
+    (tmp_path / "events.jsonl").write_text(lines[0])
+    with layer_lock(d, "openlineage"):
+        proc = subprocess.Popen([TETHER, "import", "openlineage", str(tmp_path / "events.jsonl"),
+                                 "--project", str(d)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not _waits_on_a_lock(proc.pid):
+            assert proc.poll() is None, "the import ran without waiting for the lock"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        fold_openlineage(d, lines[1], "http")  # the other writer, while the import waits
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    layer = json.loads(layer_path(d, "openlineage").read_text())
+    assert sorted(layer["jobs"]) == [f"{JOB}/job_0", f"{JOB}/job_1"]

@@ -44,6 +44,9 @@ class InputFile(_M):
     path: str = Field(description="The file read, as given (relative to the project when under "
                       "it).")
     sha256: str = Field(description="Its sha256 when it was read.")
+    listing: bool = Field(default=False, description="The path is a dbt project whose model "
+                          "folders' listing (names and sizes) was hashed: a file added there "
+                          "moves it.")
 
 
 class ImportLayer(_M):
