@@ -256,3 +256,14 @@ def test_an_import_waits_for_the_layer_lock_and_loses_no_events(second_dir: Path
     assert proc.returncode == 0, err
     layer = json.loads(layer_path(d, "openlineage").read_text())
     assert sorted(layer["jobs"]) == [f"{JOB}/job_0", f"{JOB}/job_1"]
+
+
+def test_a_second_admin_token_says_it_replaced_the_first(second_dir: Path,
+                                                         tmp_path: Path) -> None:
+    d = copy_project(second_dir, tmp_path / "second")
+    first = run_cli("token", "add", "emitter", "--admin", "--project", str(d))
+    assert first.returncode == 0 and "replaced" not in first.stderr
+    second = run_cli("token", "add", "emitter", "--admin", "--project", str(d))
+    said = " ".join(second.stderr.split())  # the console wraps long lines
+    assert second.returncode == 0
+    assert "replaced emitter's previous token (admin)" in said and "no longer works" in said
