@@ -38,7 +38,8 @@ def site(built: Path, tmp_path: Path) -> Path:
     (root / "dbt" / "profiles.yml").write_text(
         dbtproject.PROFILES_YML.format(db=root / "warehouse.duckdb"))
     project = dbtproject.tether_project(root)
-    res = run_cli("import", "dbt", str(root / "dbt"), "--project", str(project), "--json")
+    res = run_cli("import", "dbt", str(root / "dbt"), "--project", str(project), "--json",
+                  "--new-products")  # tether.yaml declares no product: dbt's models become them
     assert res.returncode == 0, res.stderr
     (root / "import.json").write_text(res.stdout)
     return root
@@ -65,7 +66,8 @@ def test_import_reports_declared_and_observed_values(site: Path) -> None:
     assert layer["inputs"][0]["sha256"] == hashlib.sha256(manifest.read_bytes()).hexdigest()
     assert layer["inputs"][1]["path"].endswith("catalog.json")
     # the human form says the same
-    res = run_cli("import", "dbt", str(site / "dbt"), "--project", str(site / "tether"))
+    res = run_cli("import", "dbt", str(site / "dbt"), "--project", str(site / "tether"),
+                  "--new-products")
     assert res.returncode == 0 and "LOST" in res.stdout and "DISPUTED" in res.stdout
 
 
@@ -177,6 +179,13 @@ def test_a_changed_dbt_description_is_a_wording_event(site: Path) -> None:
     assert (rentals["outcome"], rentals["change_kind"]) == ("published", "wording")
     assert "the description of rentals changed" in rentals["change_note"]
     assert "unlock to dock" in tool(site, "rentals_by_attributes")["description"]
+    # tether diff shows the sentence the re-read description changed, between the versions
+    diff = run_cli("diff", "rentals_by_attributes", "1.0.0", rentals["version"], "--project",
+                   str(project), "--json")
+    assert diff.returncode == 0, diff.stderr
+    lines = json.loads(diff.stdout)["description"]
+    assert "-One row per bicycle rental, from unlock to return." in lines
+    assert "+One row per bicycle rental, unlock to dock." in lines
 
 
 def test_tether_yaml_overrides_the_layer_key_by_key_and_explain_says_which(site: Path) -> None:
@@ -207,7 +216,8 @@ def test_tether_yaml_overrides_the_layer_key_by_key_and_explain_says_which(site:
 def test_schema_yml_files_are_read_when_there_is_no_manifest(site: Path) -> None:
     shutil.rmtree(site / "dbt" / "target")
     project = site / "tether"
-    res = run_cli("import", "dbt", str(site / "dbt"), "--project", str(project), "--json")
+    res = run_cli("import", "dbt", str(site / "dbt"), "--project", str(project), "--json",
+                  "--new-products")
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     assert report["products"] == ["docks", "rentals"]

@@ -176,3 +176,40 @@ def test_the_importers_sit_at_layer_zero() -> None:
             found += [(path.name, n) for n in names
                       if n.startswith("tether") and not n.startswith(allowed)]
     assert not found, found
+
+
+def test_exclusive_keys_apply_to_their_own_mappings_only() -> None:
+    """`table`/`sql` exclude each other in a product, not as the names of two columns."""
+    lower = {"products": {"p": {"table": "t", "columns": {"sql": {"description": "imported"}},
+                                "freshness": {"column": "loaded_at"}}}}
+    higher = {"products": {"p": {"columns": {"table": {"description": "typed"}},
+                                 "freshness": {"load_time": True}}}}
+    out = merge(lower, higher)["products"]["p"]
+    assert out["table"] == "t"
+    assert out["columns"] == {"sql": {"description": "imported"},
+                              "table": {"description": "typed"}}
+    assert out["freshness"] == {"load_time": True}  # that group still holds where it belongs
+
+
+def test_a_symlinked_glossary_document_is_not_read(second: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.md"
+    outside.write_text("# secret term\nRead from outside the folder.\n")
+    folder = second / "glossary"
+    folder.mkdir()
+    (folder / "plain-term.md").write_text("A term of the folder.\n")
+    (folder / "linked-term.md").symlink_to(outside)
+    (folder / "sub").symlink_to(tmp_path, target_is_directory=True)
+    p = second / "tether.yaml"
+    p.write_text(p.read_text() + "\nglossary_dir: glossary\n")
+    glossary = load_project(second).config.glossary
+    assert "plain term" in glossary
+    assert "secret term" not in glossary and "linked term" not in glossary
+
+
+def test_a_failed_layer_write_is_an_error_and_leaves_no_temporary(tmp_path: Path) -> None:
+    path = layer_path(tmp_path, "dbt")
+    path.mkdir(parents=True)  # a folder where the file goes: the rename must fail
+    with pytest.raises(ConfigError) as e:
+        write_layer(tmp_path, layer_with({}))
+    assert ".tether/imports/dbt.json" in e.value.paragraph()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["dbt.json"]

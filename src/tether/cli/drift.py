@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tether.cli.options import JsonOpt, ProjectOpt
-from tether.cli.output import out, print_json, progress
+from tether.cli.output import err, out, print_json, progress
 from tether.config import Project, load_project
 from tether.drift.check import CheckResult, decide
 from tether.drift.check import check as run_check
@@ -40,6 +40,8 @@ def check(project: Path = ProjectOpt, as_json: bool = JsonOpt,
     if result.publication is not None and proj.config.eval.regression_suite:
         regression = _regression(proj, result.publication, quiet=as_json)
     code = result.exit_code
+    for w in result.warnings:
+        err.print(f"warning: {escape(w)}")
     if regression is not None and regression.flipped and code in (0, 10):
         code = 11  # a flipped regression case waits for a person, like a review
     if as_json:

@@ -26,18 +26,23 @@ import_app = typer.Typer(help="Read meaning from where it already lives (a dbt p
 def import_dbt(
     path: Path = typer.Argument(..., help="The dbt project directory (or its "
                                 "target/manifest.json)."),
+    new_products: bool = typer.Option(
+        False, "--new-products", help="Make a product of each model no product of tether.yaml "
+        "reads (by default such models are reported and not served: a new product has none "
+        "of tether.yaml's row filters or masks, and tether check would publish its tool)."),
     project: Path = ProjectOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Import a dbt project (target/manifest.json, catalog.json when present, else its
     schema.yml files) into .tether/imports/dbt.json; tether.yaml overrides it key by key.
-    Reports declared values never seen and seen values never declared. Exit 2 on bad input
-    (the previous layer is kept)."""
+    Facts merge into the products tether.yaml declares; other models are reported unless
+    --new-products. Reports declared values never seen and seen values never declared. Exit 2
+    on bad input (the previous layer is kept)."""
     from tether.imports.dbt import read_dbt
     from tether.profiling.layers import write_import
 
     proj = load_project(project)
-    layer = read_dbt(proj, path)
+    layer = read_dbt(proj, path, new_products=new_products)
     _, report = write_import(proj, layer)
     if as_json:
         print_json({"layer": str(layer_path(proj.root, "dbt").relative_to(proj.root)),
@@ -58,8 +63,8 @@ def import_openlineage(
     an invalid event (nothing is imported; the previous layer is kept)."""
     import sys
 
-    from tether.imports.openlineage import KIND, read_file
-    from tether.profiling.layers import write_import
+    from tether.imports.openlineage import KIND
+    from tether.profiling.layers import fold_openlineage
     from tether.textfiles import read_text
 
     proj = load_project(project)
@@ -72,9 +77,7 @@ def import_openlineage(
             shown = str(path.relative_to(proj.root))
         except ValueError:
             shown = str(path)
-    previous = next((la for la in proj.layers if la.kind == KIND), None)
-    layer = read_file(proj, previous, shown, text)
-    write_import(proj, layer)
+    layer, _ = fold_openlineage(proj.root, text, shown)  # under the layer's lock, as a POST
     summary = {"layer": str(layer_path(proj.root, KIND).relative_to(proj.root)),
                "jobs": len(layer.jobs), "datasets": sorted(layer.datasets),
                "edges": layer.config.get("lineage", [])}
@@ -93,6 +96,10 @@ def _dbt_summary(proj: Project, report: dict[str, Any], source: str) -> None:
               f"{layer_path(proj.root, 'dbt').relative_to(proj.root)}: products "
               f"{escape(', '.join(report['products']) or '(none)')}; metrics "
               f"{escape(', '.join(report['metrics']) or '(none)')}")
+    for name in report.get("new_products", []):
+        out.print(f"  new product (--new-products): {escape(name)}: none of tether.yaml's row "
+                  "filters or masks name it; declare them before tether check publishes its "
+                  "tool")
     for s in report.get("skipped", []) + report.get("metrics_skipped", []):
         out.print(f"  not imported: {escape(s['node'])}: {escape(s['reason'])}")
     for name in report.get("not_in_warehouse", []):

@@ -97,12 +97,18 @@ def token_add(
                                "user of policies.users, and reads no data unless it is one)."),
     project: Path = ProjectOpt,
 ) -> None:
-    """Create a token for USER and print it once (it is stored hashed)."""
+    """Create a token for USER and print it once (it is stored hashed). A user holds one token:
+    an existing one is replaced (and says so)."""
     proj, store = _store(project)
     if not admin or runner:
         role_of(proj.config, user)
+    before = next((r for r in store.list() if r["user"] == user), None)
     token = store.add(user, runner=runner, admin=admin)
     kinds = [k for k, on in (("runner", runner), ("admin", admin)) if on]
+    if before is not None:  # one token per user: the old one stops working now
+        was = [k for k in ("runner", "admin") if before[k]]
+        err.print(f"replaced {user}'s previous token{' (' + ', '.join(was) + ')' if was else ''}"
+                  f", made {before['created'] or 'earlier'}: it no longer works")
     err.print(f"token for {user}{' (' + ', '.join(kinds) + ')' if kinds else ''}; shown once, "
               "store it now:")
     print(token)

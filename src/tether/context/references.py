@@ -187,6 +187,7 @@ def _metric_problems(c: TetherConfig, name: str, m: MetricConfig) -> list[Proble
         elif table not in c.products:
             out.append((loc, f"metric {name!r}: {ref!r} names unknown product {table!r}. "
                         + did_you_mean(table, c.products)))
+    out += _metric_sql_problems(c, name, m)
     window = m.window or ("period" if m.calendar else "trailing")
     if window == "period" and not m.calendar:
         out.append((("metrics", name, "window"), f"metric {name!r}: window: period needs "
@@ -194,6 +195,34 @@ def _metric_problems(c: TetherConfig, name: str, m: MetricConfig) -> list[Proble
     if window in ("period", "trailing") and not m.time:
         out.append((("metrics", name), f"metric {name!r}: a {window} window needs `time:` "
                     "(product.column), or set window: current"))
+    return out
+
+
+def _metric_sql_problems(c: TetherConfig, name: str, m: MetricConfig) -> list[Problem]:
+    """Every table a metric's SQL qualifies a column with is a product: a metric reads products
+    only (an alias of a subquery's table is not one, and generation would have nothing to
+    build its FROM, freshness or policy from)."""
+    import sqlglot
+    from sqlglot import exp
+
+    out: list[Problem] = []
+    parts: list[tuple[Loc, str | None]] = [
+        (("metrics", name, "measure"), m.measure), (("metrics", name, "predicate"), m.predicate)]
+    parts += [(("metrics", name, "outputs", o), v.sql) for o, v in m.outputs.items()]
+    for loc, sql in parts:
+        if not sql:
+            continue
+        try:
+            tree = sqlglot.parse_one(sql)
+        except (sqlglot.errors.SqlglotError, RecursionError, ValueError):
+            continue  # a measure that does not parse is reported where it is built
+        unknown = sorted({col.table for col in tree.find_all(exp.Column)
+                          if col.table and col.table not in c.products})
+        if unknown:
+            out.append((loc, f"metric {name!r}: {loc[-1]} names {', '.join(unknown)}, which "
+                        f"{'is no product' if len(unknown) == 1 else 'are no products'}. "
+                        "Qualify its columns as product.column of declared products. "
+                        + did_you_mean(unknown[0], c.products)))
     return out
 
 

@@ -60,6 +60,8 @@ class CheckResult:
     outcomes: list[Outcome] = field(default_factory=list)
     publication: int | None = None
     reviews: list[int] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """What the pass noticed that is no error (an imported input that is gone, its facts kept)."""
 
     @property
     def exit_code(self) -> int:
@@ -72,7 +74,7 @@ class CheckResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"exit_code": self.exit_code, "publication": self.publication,
-                "reviews": self.reviews, "events": self.events,
+                "reviews": self.reviews, "warnings": self.warnings, "events": self.events,
                 "tools": [o.__dict__ for o in self.outcomes]}
 
 
@@ -81,14 +83,16 @@ def check(project: Project, progress: Callable[[str], None] | None = None,
     """One pass. Products whose probe moved nothing keep their last profile (probe.py);
     ``full`` profiles every product."""
     note = progress or (lambda _m: None)
-    project, again = refresh_all(project)  # an import whose input moved is read again first
+    project, again, warnings = refresh_all(project)  # a moved import input is read again first
     if again:
         note(f"re-read the {', '.join(again)} import")
     registry = open_registry(project)
     try:
-        return run_pass(project, registry, note, full)
+        result = run_pass(project, registry, note, full)
     finally:
         registry.close()
+    result.warnings = warnings + result.warnings
+    return result
 
 
 def run_pass(project: Project, registry: Registry, note: Callable[[str], None],

@@ -7,9 +7,14 @@ SQL checksum, so a changed model is a changed transform); column ``meta`` (``uni
 ``classification``); model versions and ``deprecation_date``; contracts; semantic models and
 metrics (imports/dbt_semantic.py). Every key records the dbt node it came from.
 
-A model is matched to the tether.yaml product reading its relation; a model no product reads
-becomes a product of its own name (its latest version, for a versioned model). Nothing typed in
-tether.yaml is overwritten: the layer sits under it.
+A model is matched to the tether.yaml product reading its relation, and its facts merge into that
+product. A model no product reads is reported, not served: a new product would have no row
+filter, mask or restriction of tether.yaml's, and the next `tether check` would publish its tool
+(a model built ``select * from`` a row-filtered product would hand every caller every row). With
+``new_products`` (`tether import dbt PATH --new-products`) such a model becomes a product of its
+own name (its latest version, for a versioned model), and the layer records the choice so that
+`tether check` reads the input again alike. Nothing typed in tether.yaml is overwritten: the
+layer sits under it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 from tether.config import Project
 from tether.imports.dbt_files import (
     find_inputs,
+    listing_digest,
     read_catalog,
     read_manifest,
     read_schema_files,
@@ -34,8 +40,9 @@ CLASSIFICATIONS = ("public", "internal", "pii", "restricted")
 Origins = list[tuple[list[str | int], str]]
 
 
-def read_dbt(project: Project, path: Path) -> ImportLayer:
-    """The dbt layer for the project at ``path`` (a dbt project directory or a manifest)."""
+def read_dbt(project: Project, path: Path, new_products: bool = False) -> ImportLayer:
+    """The dbt layer for the project at ``path`` (a dbt project directory or a manifest);
+    ``new_products``: a model no product of tether.yaml reads becomes one."""
     manifest, root = find_inputs(path)
     inputs: list[InputFile] = []
     if manifest is not None:
@@ -49,10 +56,13 @@ def read_dbt(project: Project, path: Path) -> ImportLayer:
         dbt, files = read_schema_files(root)
         inputs += [InputFile(path=_shown(project, root / rel), sha256=sha256(b))
                    for rel, b in sorted(files.items())]
-    layer = to_layer(project, dbt)
+        inputs.append(InputFile(path=_shown(project, root), sha256=listing_digest(root),
+                                listing=True))
+    layer = to_layer(project, dbt, new_products)
     layer.inputs = inputs
     layer.options = {"path": _shown(project, Path(path).resolve()),
-                     "read": "manifest" if manifest is not None else "schema.yml"}
+                     "read": "manifest" if manifest is not None else "schema.yml",
+                     "new_products": new_products}
     return layer
 
 
@@ -63,29 +73,32 @@ def _shown(project: Project, path: Path) -> str:
         return str(path.resolve())
 
 
-def to_layer(project: Project, dbt: DbtProject) -> ImportLayer:
-    products = match_products(project, dbt)
+def to_layer(project: Project, dbt: DbtProject, new_products: bool = False) -> ImportLayer:
+    products = match_products(project, dbt, new_products)
     config: dict[str, Any] = {"products": {}}
     origins: Origins = []
     skipped: list[dict[str, str]] = []
     for node in dbt.models():
         name = products.get(node.unique_id)
         if name is None:
-            skipped.append({"node": node.unique_id, "reason": _why_not(project, dbt, node)})
+            skipped.append({"node": node.unique_id,
+                            "reason": _why_not(project, node, new_products)})
             continue
         config["products"][name] = product_facts(project, dbt, node, name)
         origins.append((["products", name], node.unique_id))
     _tests(dbt, products, config, origins)
     config["lineage"] = lineage_edges(project, dbt, products)
     origins += [(["lineage", i], e["via"][len("dbt:"):]) for i, e in enumerate(config["lineage"])]
-    semantic = semantic_layer(dbt, products, config["products"])
+    semantic = semantic_layer(dbt, products, config["products"], dialect=dbt.adapter_type)
     for key in ("metrics", "glossary"):
         if semantic.config.get(key):
             config[key] = semantic.config[key]
     origins += semantic.origins
     for key in [k for k, v in config.items() if not v]:
         del config[key]
+    typed = project.typed.get("products") or {}
     report = {"models": len(dbt.models()), "products": sorted(set(products.values())),
+              "new_products": sorted({p for p in products.values() if p not in typed}),
               "skipped": skipped, "metrics": sorted(config.get("metrics", {})),
               "metrics_skipped": semantic.skipped}
     return ImportLayer(kind=KIND, imported_at=now_stamp(project.config.clock), config=config,
@@ -116,9 +129,11 @@ def _key(project: Project, table: str) -> tuple[str, str]:
     return schema, parts[-1].lower()
 
 
-def match_products(project: Project, dbt: DbtProject) -> dict[str, str]:
-    """dbt node id -> product name: the typed product reading the model's relation, else a new
-    product named after the model (the latest version only; no time spine, no ephemeral)."""
+def match_products(project: Project, dbt: DbtProject, new_products: bool = False
+                   ) -> dict[str, str]:
+    """dbt node id -> product name: the typed product reading the model's relation; with
+    ``new_products``, else a new product named after the model (the latest version only; no
+    time spine, no ephemeral)."""
     typed = project.typed.get("products") or {}
     by_table = {_key(project, str(p["table"])): name for name, p in typed.items()
                 if isinstance(p, dict) and p.get("table")}
@@ -129,13 +144,19 @@ def match_products(project: Project, dbt: DbtProject) -> dict[str, str]:
         found = by_table.get(_key(project, relation_text(project, node.schema_, node.relation)))
         if found is not None:
             out[node.unique_id] = found
-        elif (node.time_spine is None and node.name not in typed
+        elif (new_products and node.time_spine is None and node.name not in typed
               and node.version in (None, node.latest_version)):
             out[node.unique_id] = node.name
     return out
 
 
-def _why_not(project: Project, dbt: DbtProject, node: DbtNode) -> str:
+NOT_A_PRODUCT = ("not a product: no product of tether.yaml reads its relation ({}); declare it "
+                 "in tether.yaml (with its row filters and masks), or import with "
+                 "--new-products")
+
+
+def _why_not(project: Project, node: DbtNode, new_products: bool) -> str:
+    shown = relation_text(project, node.schema_, node.relation)
     if node.config.materialized == "ephemeral":
         return "ephemeral: no relation in the warehouse"
     if node.time_spine is not None:
@@ -143,9 +164,10 @@ def _why_not(project: Project, dbt: DbtProject, node: DbtNode) -> str:
     if node.version not in (None, node.latest_version):
         return (f"version {node.version} of {node.name} (latest {node.latest_version}); add a "
                 "product for its relation to serve it")
+    if not new_products:
+        return NOT_A_PRODUCT.format(shown)
     return (f"tether.yaml's product {node.name} reads another relation; name the model's "
-            f"relation ({relation_text(project, node.schema_, node.relation)}) in a product to "
-            "merge them")
+            f"relation ({shown}) in a product to merge them")
 
 
 def product_facts(project: Project, dbt: DbtProject, node: DbtNode, name: str) -> dict[str, Any]:

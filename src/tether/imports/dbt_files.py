@@ -85,7 +85,9 @@ def read_manifest(path: Path) -> tuple[DbtProject, bytes]:
             where=f"{path} (metadata.dbt_schema_version)",
             hint="Build the project with a dbt version that writes one of those, or import "
             "its schema.yml files by moving target/manifest.json away.")
-    project = DbtProject(package=raw["metadata"].get("project_name"))
+    adapter = raw["metadata"].get("adapter_type")
+    project = DbtProject(package=raw["metadata"].get("project_name"),
+                         adapter_type=str(adapter) if adapter else None)
     project.nodes = _section(raw, "nodes", DbtNode, path)
     project.sources = _section(raw, "sources", DbtSource, path)
     project.semantic_models = _section(raw, "semantic_models", SemanticModel, path)
@@ -127,43 +129,98 @@ _SOURCE = re.compile(r"\{\{\s*source\(\s*['\"]([^'\"]+)['\"]\s*,\s*['\"]([^'\"]+
 _SKIP_DIRS = {"target", "dbt_packages", "dbt_modules", "logs", ".venv"}
 
 
+def model_paths(root: Path) -> list[Path]:
+    """The folders dbt_project.yml's ``model-paths`` name, each inside the project: an entry that
+    resolves outside it (``../elsewhere``, a symlink out) is an error naming it, so an import
+    never reads, hashes or reports files the dbt project does not hold."""
+    settings = _yaml_file(root / "dbt_project.yml") or {}
+    paths = settings.get("model-paths") or settings.get("source-paths") or ["models"]
+    if not isinstance(paths, list):
+        raise ConfigError("model-paths must be a list of folders.",
+                          where=str(root / "dbt_project.yml"), hint="Fix dbt_project.yml.")
+    base = root.resolve()
+    out = []
+    for folder in paths:
+        resolved = (root / str(folder)).resolve()
+        if not resolved.is_relative_to(base):
+            raise ConfigError(f"model-paths entry {str(folder)!r} is outside the dbt project "
+                              f"({resolved}).", where=str(root / "dbt_project.yml"),
+                              hint="Name folders inside the project; tether reads nothing "
+                              "outside the dbt project it is given.")
+        out.append(root / str(folder))
+    return out
+
+
+def model_files(root: Path) -> list[Path]:
+    """Every file under the model paths, sorted, skipping dbt's own output folders and any file
+    that resolves outside the project (a symlink out of it)."""
+    base = root.resolve()
+    out = []
+    for folder in model_paths(root):
+        for f in sorted(folder.rglob("*")):
+            if (_SKIP_DIRS & set(f.relative_to(root).parts) or not f.is_file()
+                    or not f.resolve().is_relative_to(base)):
+                continue
+            out.append(f)
+    return out
+
+
+def listing_digest(root: Path) -> str:
+    """sha256 of the model paths' listing (each file's path and size): a file added or removed
+    under them changes it, which the hashes of the files read cannot show."""
+    lines = [f"{f.relative_to(root)}\t{f.stat().st_size}\n" for f in model_files(root)]
+    return sha256("".join(sorted(lines)).encode())
+
+
 def read_schema_files(root: Path) -> tuple[DbtProject, dict[str, bytes]]:
-    """The project as its dbt_project.yml, model SQL and schema YAML files declare it."""
+    """The project as its dbt_project.yml, model SQL and schema YAML files declare it; the
+    files read (dbt_project.yml among them), by path relative to ``root``."""
     settings = _yaml_file(root / "dbt_project.yml") or {}
     package = str(settings.get("name") or root.name)
-    paths = settings.get("model-paths") or settings.get("source-paths") or ["models"]
     files: dict[str, bytes] = {}
+    if (root / "dbt_project.yml").is_file():  # its model-paths say which files are read
+        files["dbt_project.yml"] = read_bytes(root / "dbt_project.yml", "dbt_project.yml")
     project = DbtProject(package=package)
-    sql: dict[str, tuple[str, str]] = {}  # model name -> (file, text)
-    for folder in paths:
-        for f in sorted((root / str(folder)).rglob("*")):
-            if _SKIP_DIRS & set(f.relative_to(root).parts) or not f.is_file():
-                continue
-            rel = str(f.relative_to(root))
-            if f.suffix == ".sql":
-                data = read_bytes(f, "a dbt model", name=rel)
-                files[rel] = data
-                sql[f.stem] = (rel, decode_text(data, f, "a dbt model", name=rel))
-            elif f.suffix in (".yml", ".yaml"):
-                data = read_bytes(f, "a dbt schema file", name=rel)
-                files[rel] = data
-                _schema_file(project, package, rel,
-                             load_yaml(decode_text(data, f, "a dbt schema file", name=rel), rel,
-                                       hint="Fix the YAML on that line; dbt would refuse it "
-                                       "too.") or {})
-    for name, (rel, text) in sql.items():
-        uid = f"model.{package}.{name}"
+    sql: dict[str, tuple[str, str]] = {}  # file stem -> (file, text)
+    versions = _Versions()
+    for f in model_files(root):
+        rel = str(f.relative_to(root))
+        if f.suffix == ".sql":
+            data = read_bytes(f, "a dbt model", name=rel)
+            files[rel] = data
+            sql[f.stem] = (rel, decode_text(data, f, "a dbt model", name=rel))
+        elif f.suffix in (".yml", ".yaml"):
+            data = read_bytes(f, "a dbt schema file", name=rel)
+            files[rel] = data
+            _schema_file(project, package, rel, versions,
+                         load_yaml(decode_text(data, f, "a dbt schema file", name=rel), rel,
+                                   hint="Fix the YAML on that line; dbt would refuse it "
+                                   "too.") or {})
+    built = set()
+    for stem, (rel, text) in sql.items():
+        uid = versions.by_stem.get(stem, f"model.{package}.{stem}")
+        built.add(uid)
         node = project.nodes.setdefault(uid, DbtNode(unique_id=uid, resource_type="model",
-                                                     name=name))
+                                                     name=stem))
         node.original_file_path = rel
         node.checksum = node.checksum or _checksum(text)
         node.depends_on.nodes = sorted(
-            {f"model.{package}.{r[0]}" for r in _REF.findall(text)}
+            {versions.latest.get(r[0], f"model.{package}.{r[0]}") for r in _REF.findall(text)}
             | {f"source.{package}.{s}.{t}" for s, t in _SOURCE.findall(text)})
     for uid in [u for u, n in project.nodes.items() if n.resource_type == "model"
-                and n.name not in sql]:
+                and u not in built]:
         del project.nodes[uid]  # documented in YAML, but no model file builds it
     return project, files
+
+
+class _Versions:
+    """Versioned models as schema YAML declares them: dbt builds version V of model M from
+    ``M_vV.sql`` (or the version's ``defined_in``) into the relation ``M_vV``, as the node
+    ``model.PKG.M.vV``; ``ref('M')`` is the latest version."""
+
+    def __init__(self) -> None:
+        self.by_stem: dict[str, str] = {}  # file stem -> node id
+        self.latest: dict[str, str] = {}  # model name -> its latest version's node id
 
 
 def _checksum(text: str) -> Any:
@@ -179,13 +236,14 @@ def _yaml_file(path: Path) -> Any:
                      str(path.name))
 
 
-def _schema_file(project: DbtProject, package: str, rel: str, doc: Any) -> None:
+def _schema_file(project: DbtProject, package: str, rel: str, versions: _Versions,
+                 doc: Any) -> None:
     if not isinstance(doc, dict):
         raise ConfigError("a dbt schema file must be a mapping (version:, models:, ...).",
                           where=f"{rel}:1", hint="Fix the file; dbt would refuse it too.")
     try:
-        for i, m in enumerate(doc.get("models") or []):
-            _yaml_model(project, package, rel, i, m)
+        for m in doc.get("models") or []:
+            _yaml_model(project, package, rel, m, versions)
         for s in doc.get("sources") or []:
             for t in s.get("tables") or []:
                 uid = f"source.{package}.{s['name']}.{t['name']}"
@@ -209,10 +267,9 @@ def _schema_file(project: DbtProject, package: str, rel: str, doc: Any) -> None:
                           where=rel, hint="Fix the file (`dbt parse` names the place too).") from None
 
 
-def _yaml_model(project: DbtProject, package: str, rel: str, index: int, m: dict[str, Any]) -> None:
+def _yaml_model(project: DbtProject, package: str, rel: str, m: dict[str, Any],
+                versions: _Versions) -> None:
     name = m["name"]
-    uid = f"model.{package}.{name}"
-    latest = m.get("latest_version")
     columns = {}
     tests: list[tuple[str, dict[str, Any]]] = []
     for c in m.get("columns") or []:
@@ -221,13 +278,38 @@ def _yaml_model(project: DbtProject, package: str, rel: str, index: int, m: dict
                                                   "data_type")})
         for t in [*(c.get("tests") or []), *(c.get("data_tests") or [])]:
             tests.append((c["name"], t if isinstance(t, dict) else {str(t): {}}))
-    project.nodes[uid] = DbtNode.model_validate({
-        "unique_id": uid, "resource_type": "model", "name": name,
-        "description": m.get("description") or "", "meta": m.get("meta") or {},
-        "config": m.get("config") or {}, "columns": columns,
-        "latest_version": latest, "deprecation_date": m.get("deprecation_date"),
-        "alias": (m.get("config") or {}).get("alias"), "time_spine": m.get("time_spine"),
-        "original_file_path": rel})
+    listed = [str(v["v"]) for v in m.get("versions") or []]
+    latest = str(m["latest_version"]) if m.get("latest_version") is not None else (
+        max(listed, key=_version_order) if listed else None)
+    node = {"resource_type": "model", "name": name, "description": m.get("description") or "",
+            "meta": m.get("meta") or {}, "config": m.get("config") or {}, "columns": columns,
+            "latest_version": latest, "deprecation_date": m.get("deprecation_date"),
+            "alias": (m.get("config") or {}).get("alias"), "time_spine": m.get("time_spine"),
+            "original_file_path": rel}
+    uids = []
+    for v in m.get("versions") or [None]:
+        uid = f"model.{package}.{name}" if v is None else f"model.{package}.{name}.v{v['v']}"
+        this = dict(node)
+        if v is not None:  # a version may say its own description, file and alias
+            stem = str(v.get("defined_in") or f"{name}_v{v['v']}")
+            this |= {"version": str(v["v"]), "alias": (v.get("config") or {}).get("alias")
+                     or f"{name}_v{v['v']}", "description": v.get("description")
+                     or node["description"]}
+            versions.by_stem[stem] = uid
+            if str(v["v"]) == latest:
+                versions.latest[name] = uid
+        project.nodes[uid] = DbtNode.model_validate({**this, "unique_id": uid})
+        uids.append(uid)
+    for uid in uids:
+        _yaml_tests(project, package, uid, name, tests)
+
+
+def _version_order(v: str) -> tuple[int, str]:
+    return (int(v), v) if v.isdigit() else (0, v)
+
+
+def _yaml_tests(project: DbtProject, package: str, uid: str, name: str,
+                tests: list[tuple[str, dict[str, Any]]]) -> None:
     for n, (column, test) in enumerate(tests):
         kind, args = next(iter(test.items()))
         args = dict(args or {})
@@ -236,7 +318,7 @@ def _yaml_model(project: DbtProject, package: str, rel: str, index: int, m: dict
         to = _REF.search("{{ " + str(args.get("to", "")) + " }}")
         if to:
             deps.append(f"model.{package}.{to.group(1)}")
-        tid = f"test.{package}.{kind}_{name}_{column}.{n}"
+        tid = f"test.{package}.{kind}_{uid.split('.', 2)[2]}_{column}.{n}"
         project.nodes[tid] = DbtNode.model_validate({
             "unique_id": tid, "resource_type": "test", "name": kind, "attached_node": uid,
             "column_name": column, "depends_on": {"nodes": deps},

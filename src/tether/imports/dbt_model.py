@@ -201,6 +201,9 @@ class DbtProject(_Dbt):
     """Everything read, from either input."""
 
     package: str | None = None
+    adapter_type: str | None = None
+    """The warehouse dbt builds into (the manifest's ``metadata.adapter_type``; unknown without
+    one): the SQL dialect imported expressions are checked in."""
     nodes: dict[str, DbtNode] = Field(default_factory=dict)
     sources: dict[str, DbtSource] = Field(default_factory=dict)
     semantic_models: dict[str, SemanticModel] = Field(default_factory=dict)

@@ -1,12 +1,17 @@
 """dbt semantic models and metrics (MetricFlow YAML) as tether metrics and glossary terms.
 
 A simple metric over a measure becomes a metric whose measure is the aggregate over the
-product's column (``sum(orders.amount_cents)``) and whose predicate is the metric's filter with
+product's column (``sum(parcels.weight_grams)``) and whose predicate is the metric's filter with
 each ``{{ Dimension('entity__name') }}``, ``{{ TimeDimension(...) }}`` and ``{{ Entity(...) }}``
 replaced by the product's column; the metric's label names a glossary term holding the same
 definition. A semantic model's time dimensions are the product's time columns (read as UTC
 unless tether.yaml says otherwise) and its default aggregation time is the metric's time.
 Metrics of other types (ratio, derived, cumulative, conversion) are reported, not imported.
+
+Every expression read (a measure's, dimension's or entity's ``expr``, a filter) is checked by
+resolution (imports/sqlcheck.py) before it is used: one that reads anything but its product's
+columns, or calls a function off the allow-list, is reported with the metric it would have
+fed, never imported and never raised.
 """
 
 from __future__ import annotations
@@ -15,10 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlglot
-from sqlglot import exp
-
 from tether.imports.dbt_model import DbtProject, Measure, Metric, SemanticModel
+from tether.imports.sqlcheck import Refused, checked_expr, columns_of
 
 AGGREGATES = {"sum": "SUM({})", "count": "COUNT({})", "count_distinct": "COUNT(DISTINCT {})",
               "average": "AVG({})", "avg": "AVG({})", "min": "MIN({})", "max": "MAX({})",
@@ -40,24 +43,30 @@ class _Model:
     sm: SemanticModel
     product: str
     columns: dict[str, str]  # dimension / entity name -> its SQL over the product
+    refused: dict[str, str]  # dimension / entity name -> why its expr was refused
+    check: _Checker  # how its measures' and filters' SQL is checked
 
 
 def semantic_layer(dbt: DbtProject, products: dict[str, str],
-                   facts: dict[str, dict[str, Any]]) -> Semantic:
+                   facts: dict[str, dict[str, Any]], dialect: str | None = None) -> Semantic:
+    """The metrics and glossary terms of ``dbt``'s semantic layer over ``products`` (node id ->
+    product); time columns go into ``facts``. ``dialect``: the warehouse's SQL dialect, for the
+    function allow-list (None: only functions every dialect allows)."""
     out = Semantic()
     models: dict[str, _Model] = {}
     measures: dict[str, tuple[Measure, _Model]] = {}
     for sm in dbt.semantic_models.values():
-        product = next((products[n] for n in sm.depends_on.nodes if n in products), None)
-        if product is None:
+        node = next((n for n in sm.depends_on.nodes if n in products), None)
+        if node is None:
             out.skipped.append({"node": sm.unique_id, "reason": "its model is no product"})
             continue
-        cols = {d.name: qualify(d.expr or d.name, product) for d in sm.dimensions}
-        cols |= {e.name: qualify(e.expr or e.name, product) for e in sm.entities}
-        model = models[sm.name] = _Model(sm, product, cols)
+        known = dbt.catalog.columns(node) if dbt.catalog else None
+        check = _Checker(products[node], dialect,
+                         {c.lower() for c in known} if known is not None else None)
+        model = models[sm.name] = _model(sm, check, out)
         for m in sm.measures:
             measures[m.name] = (m, model)
-        _time_columns(sm, product, facts, out)
+        _time_columns(sm, model, facts, out)
     metrics: dict[str, Any] = {}
     glossary: dict[str, Any] = {}
     for metric in sorted(dbt.metrics.values(), key=lambda m: m.name):
@@ -80,19 +89,41 @@ class _Skip(Exception):
     pass
 
 
-def qualify(sql: str, product: str) -> str:
-    """``sql`` with every unqualified column qualified by ``product``."""
-    tree = sqlglot.parse_one(sql)
-    for col in tree.find_all(exp.Column):
-        if not col.table:
-            col.set("table", exp.to_identifier(product))
-    return tree.sql()
+@dataclass
+class _Checker:
+    """How one semantic model's expressions are checked: its product, the dialect, and the
+    relation's columns when a catalog lists them."""
+
+    product: str
+    dialect: str | None
+    known: set[str] | None
+
+    def __call__(self, sql: str, what: str) -> str:
+        try:
+            return checked_expr(sql, self.product, self.dialect, self.known)
+        except Refused as e:
+            raise _Skip(f"{what}: {e}") from None
 
 
-def _time_columns(sm: SemanticModel, product: str, facts: dict[str, dict[str, Any]],
+def _model(sm: SemanticModel, check: _Checker, out: Semantic) -> _Model:
+    """The semantic model's dimensions and entities as SQL over its product; one whose expr is
+    refused is reported and left out (a metric that needs it is reported in turn)."""
+    model = _Model(sm, check.product, {}, {}, check)
+    for kind, items in (("dimension", sm.dimensions), ("entity", sm.entities)):
+        for d in items:
+            try:
+                model.columns[d.name] = check(d.expr or d.name, f"its {kind} {d.name}")
+            except _Skip as e:
+                model.refused[d.name] = str(e)
+                out.skipped.append({"node": sm.unique_id, "reason": str(e)})
+    return model
+
+
+def _time_columns(sm: SemanticModel, model: _Model, facts: dict[str, dict[str, Any]],
                   out: Semantic) -> None:
     times = [d.expr or d.name for d in sm.dimensions if d.type == "time"
-             and re.fullmatch(r"\w+", d.expr or d.name)]
+             and d.name in model.columns and re.fullmatch(r"\w+", d.expr or d.name)]
+    product = model.product
     if not times or product not in facts:
         return
     target = facts[product]
@@ -119,13 +150,16 @@ def _metric(metric: Metric, measures: dict[str, tuple[Measure, _Model]],
     if template is None:
         raise _Skip(f"its measure aggregates with {measure.agg!r}, which tether does not "
                     "translate")
-    column_sql = qualify(measure.expr or measure.name, model.product)
-    measure_sql = template.format(column_sql)
+    check = model.check
+    column_sql = check(measure.expr or measure.name, f"its measure {measure.name}'s expr")
+    measure_sql = check(template.format(column_sql), f"its measure {measure.name}")
     filters = [w.where_sql_template for f in (metric.filter, ref.filter) if f
                for w in f.where_filters]
     predicate = " AND ".join(f"({_translate(f, model, models)})" for f in filters) or None
     if predicate is not None and len(filters) == 1:
         predicate = predicate[1:-1]
+    if predicate is not None:  # the template's own text, around the columns, is SQL from outside
+        predicate = check(predicate, "its filter")
     entry: dict[str, Any] = {"measure": measure_sql,
                              "description": (metric.description or metric.label
                                              or metric.name).strip()}
@@ -133,6 +167,8 @@ def _metric(metric: Metric, measures: dict[str, tuple[Measure, _Model]],
         entry["predicate"] = predicate
     time = measure.agg_time_dimension or (
         model.sm.defaults.agg_time_dimension if model.sm.defaults else None)
+    if time in model.refused:
+        raise _Skip(f"its time dimension {time} was refused ({model.refused[time]})")
     time_col = model.columns.get(time or "")
     if time_col and re.fullmatch(r"\w+\.\w+", time_col):
         entry["time"] = time_col
@@ -140,7 +176,7 @@ def _metric(metric: Metric, measures: dict[str, tuple[Measure, _Model]],
         entry["window"] = "current"
     pinned = _fields([predicate or ""])  # a cut by what the filter fixes says nothing
     categorical = [d for d in model.sm.dimensions if d.type == "categorical"
-                   and re.fullmatch(r"\w+\.\w+", model.columns[d.name])
+                   and d.name in model.columns and re.fullmatch(r"\w+\.\w+", model.columns[d.name])
                    and model.columns[d.name] not in pinned]
     if len(categorical) == 1:  # several would cut every answer by all of them at once
         entry["dimensions"] = [model.columns[categorical[0].name]]
@@ -168,6 +204,9 @@ def _translate(template: str, model: _Model, models: dict[str, _Model]) -> str:
         if kind == "Entity":
             name, entity = ref, ""
         owner = _owner(entity, model, models)
+        if name in owner.refused:
+            raise _Skip(f"its filter names {kind}({ref!r}), which was refused "
+                        f"({owner.refused[name]})")
         if name not in owner.columns:
             raise _Skip(f"its filter names {kind}({ref!r}), which its semantic model does "
                         "not declare")
@@ -176,10 +215,7 @@ def _translate(template: str, model: _Model, models: dict[str, _Model]) -> str:
     sql = _CALL.sub(column, template)
     if "{{" in sql:
         raise _Skip(f"its filter uses a template tether does not translate: {template!r}")
-    try:
-        return sqlglot.parse_one(sql).sql()
-    except sqlglot.errors.SqlglotError:
-        raise _Skip(f"its filter is not SQL tether can read: {template!r}") from None
+    return sql  # checked whole by the caller, with the measure's product
 
 
 def _owner(entity: str, model: _Model, models: dict[str, _Model]) -> _Model:
@@ -206,9 +242,7 @@ def _unit(metric: Metric, measure: Measure, model: _Model, facts: dict[str, dict
 
 
 def _fields(sqls: list[str]) -> set[str]:
-    out = set()
-    for sql in sqls:
-        if sql:
-            out |= {f"{c.table}.{c.name}" for c in sqlglot.parse_one(sql).find_all(exp.Column)
-                    if c.table}
-    return out
+    try:
+        return columns_of(sqls)
+    except Refused as e:  # every caller's SQL was checked already; a parse failure is still no crash
+        raise _Skip(str(e)) from None

@@ -3,9 +3,11 @@
 A file is YAML front matter between ``---`` lines (the keys of a tether.yaml glossary term:
 ``predicate`` or ``measure``, ``fields``, ``synonyms``, ``owner``) and a body, which is the
 term's definition. The term is named by the body's first ``# Heading`` when it has one, else by
-the file's name (``active-customer.md`` is "active customer"). The folder is read every time
+the file's name (``late-parcel.md`` is "late parcel"). The folder is read every time
 the project loads (a layer above the imports, below tether.yaml), so an edit is seen by the next
-``tether check``; every key records the file and line it came from.
+``tether check``; every key records the file and line it came from. A symbolic link, and any file
+that resolves outside the folder, is skipped: a definition is read from the folder named, never
+from wherever a link points (another project's files, a secret).
 
 Layer 0: files in, a layer out; nothing is written.
 """
@@ -39,6 +41,8 @@ def read_glossary_dir(root: Path, folder: str) -> ImportLayer:
     origins: list[tuple[list[str | int], str]] = []
     inputs = []
     for path in sorted(base.rglob("*.md")):
+        if path.is_symlink() or not path.is_file() or not path.resolve().is_relative_to(base):
+            continue
         shown = _shown(root, path)
         name, term, lines = read_term(path, shown)
         if name in terms:

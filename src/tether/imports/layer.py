@@ -44,6 +44,9 @@ class InputFile(_M):
     path: str = Field(description="The file read, as given (relative to the project when under "
                       "it).")
     sha256: str = Field(description="Its sha256 when it was read.")
+    listing: bool = Field(default=False, description="The path is a dbt project whose model "
+                          "folders' listing (names and sizes) was hashed: a file added there "
+                          "moves it.")
 
 
 class ImportLayer(_M):
@@ -110,15 +113,43 @@ def read_layers(root: Path) -> list[ImportLayer]:
 
 
 def write_layer(root: Path, layer: ImportLayer) -> Path:
-    """Write the layer atomically (a temporary file, then a rename): a reader sees the old
-    layer or the new one, never half of one."""
+    """Write the layer atomically (a temporary file, flushed to disk, then a rename): a reader
+    sees the old layer or the new one, never half of one, also after a crash; a failed write
+    leaves no temporary behind."""
     path = layer_path(root, layer.kind)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-    tmp.write_text(json.dumps(layer.model_dump(mode="json"), indent=1, sort_keys=True) + "\n",
-                   encoding="utf-8")
-    os.replace(tmp, path)
+    data = json.dumps(layer.model_dump(mode="json"), indent=1, sort_keys=True) + "\n"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # the bytes are on disk before the name points at them
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"the {layer.kind} import layer could not be written "
+                          f"({e.strerror or e}).", where=str(IMPORTS_DIR / path.name),
+                          hint="Check the disk's space and the folder's permissions; the "
+                          "previous layer was kept.") from None
+    except BaseException:  # interrupted: no temporary left behind, the old layer in place
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)  # and the rename itself survives a crash
     return path
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return  # a platform that cannot open a folder: the rename is as durable as it gets
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def now_stamp(clock: dt.datetime | None = None) -> str:
@@ -129,29 +160,42 @@ def now_stamp(clock: dt.datetime | None = None) -> str:
 
 # Keys of which a mapping holds at most one: when a higher layer sets one of a group, a lower
 # layer's keys of that group are dropped (tether.yaml's `sql:` replaces an imported `table:`).
-EXCLUSIVE: tuple[frozenset[str], ...] = (
-    frozenset({"table", "sql"}), frozenset({"unit", "unit_column"}),
-    frozenset({"column", "load_time"}),
-)
+# Each group belongs to one kind of mapping, found by its path: elsewhere the same words are
+# names (a column called `table` under `columns:` must not drop an imported column `sql`).
+EXCLUSIVE: dict[tuple[str, ...], frozenset[str]] = {
+    ("products", "*"): frozenset({"table", "sql"}),
+    ("products", "*", "columns", "*"): frozenset({"unit", "unit_column"}),
+    ("products", "*", "freshness"): frozenset({"column", "load_time"}),
+}
 UNION_LISTS = ("lineage", "relationships")
 """Top-level lists whose items add up across layers (an edge is a fact, whoever read it)."""
 RESTRICTED = "restricted"
 
 
-def merge(lower: dict[str, Any], higher: dict[str, Any], top: bool = True) -> dict[str, Any]:
-    """``higher`` over ``lower``, key by key (a new dict; neither is changed)."""
+def _exclusive(path: tuple[str, ...]) -> frozenset[str]:
+    for pattern, group in EXCLUSIVE.items():
+        if len(pattern) == len(path) and all(p in ("*", q) for p, q in zip(pattern, path,
+                                                                          strict=True)):
+            return group
+    return frozenset()
+
+
+def merge(lower: dict[str, Any], higher: dict[str, Any], path: tuple[str, ...] = ()
+          ) -> dict[str, Any]:
+    """``higher`` over ``lower``, key by key (a new dict; neither is changed); ``path``: where
+    the two mappings sit in tether.yaml (``()`` for the whole file)."""
     out = copy.deepcopy(lower)
-    for group in EXCLUSIVE:
-        if group & set(higher):
-            for k in group - set(higher):
-                out.pop(k, None)
+    group = _exclusive(path)
+    if group & set(higher):
+        for k in group - set(higher):
+            out.pop(k, None)
     for key, value in higher.items():
         below = out.get(key)
-        if top and key in UNION_LISTS and isinstance(value, list) and isinstance(below, list):
+        if not path and key in UNION_LISTS and isinstance(value, list) and isinstance(below, list):
             seen = {_edge_key(v) for v in value}
             out[key] = copy.deepcopy(value) + [v for v in below if _edge_key(v) not in seen]
         elif isinstance(value, dict) and isinstance(below, dict):
-            out[key] = merge(below, value, top=False)
+            out[key] = merge(below, value, (*path, str(key)))
         elif key == "classification" and below == RESTRICTED:
             continue  # restricted stays restricted: no layer, tether.yaml included, lifts it
         else:

@@ -9,15 +9,19 @@ below it.
 
 Events accumulate: the layer is the fold of every event received (from files, stdin or
 ``POST /api/v1/lineage``), a newer event about a job or a dataset superseding an older one, so
-folding the same events twice gives the same layer.
+folding the same events twice gives the same layer. "Newer" compares ``eventTime`` as the
+instant it names (an ISO 8601 time with its offset; one without an offset, or no time at all,
+is an invalid event): as text, ``...T10:00:00+02:00`` would sort after ``...T09:00:00Z``, which
+is an hour later.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tether.config import Project
 from tether.errors import ConfigError
@@ -62,6 +66,36 @@ class RunEvent(_OL):
     inputs: list[Dataset] = Field(default_factory=list)
     outputs: list[Dataset] = Field(default_factory=list)
 
+    @field_validator("eventTime")
+    @classmethod
+    def _instant(cls, v: str) -> str:
+        instant(v)  # raises ValueError, which pydantic reports with the event's place
+        return v
+
+    @property
+    def when(self) -> dt.datetime:
+        return instant(self.eventTime)
+
+
+def instant(text: str) -> dt.datetime:
+    """An eventTime as the aware datetime it names; ValueError when it is none."""
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an ISO 8601 date and time") from None
+    if when.tzinfo is None:
+        raise ValueError(f"{text!r} has no UTC offset (write Z or +hh:mm)")
+    return when
+
+
+def _seen_at(seen: dict[str, Any] | None) -> dt.datetime | None:
+    """When a folded job or dataset was last seen; None for none (or a record an older tether
+    wrote with a time it could not read: any valid event supersedes it)."""
+    try:
+        return instant(str(seen["event_time"])) if seen else None
+    except (ValueError, KeyError):
+        return None
+
 
 def parse_events(text: str, where: str) -> list[RunEvent]:
     """Events from JSON lines (or one JSON array or object); an invalid one names the line."""
@@ -88,14 +122,17 @@ def _event(item: Any, where: str, n: int, unit: str) -> RunEvent:
     try:
         return RunEvent.model_validate(item)
     except ValidationError as e:
-        first = e.errors()[0]
-        place = ".".join(str(p) for p in first["loc"]) or "(the event)"
-        raise _bad(where, n, f"not an OpenLineage run event: {place}: {first['msg']}",
-                   unit) from None
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(the event)'}: "
+                             f"{err['msg']}" for err in e.errors()[:3])
+        raise _bad(where, n, f"not an OpenLineage run event: {problems}", unit) from None
+
+
+class InvalidEvents(ConfigError):
+    """The events themselves are invalid (the sender's to fix), not the project."""
 
 
 def _bad(where: str, n: int, what: str, unit: str = "line") -> ConfigError:
-    return ConfigError(f"{unit} {n}: {what}.", where=f"{where}:{n}" if unit == "line" else where,
+    return InvalidEvents(f"{unit} {n}: {what}.", where=f"{where}:{n}" if unit == "line" else where,
                        hint="Each line must be one OpenLineage RunEvent (eventTime, job "
                        "{namespace, name}, inputs, outputs); nothing was imported and the "
                        "previous layer was kept.")
@@ -105,19 +142,19 @@ def fold(project: Project, layer: ImportLayer | None, events: list[RunEvent]) ->
     """``layer`` (or an empty one) with ``events`` folded in, its config rebuilt."""
     out = (layer.model_copy(deep=True) if layer is not None
            else ImportLayer(kind=KIND, imported_at=now_stamp(project.config.clock)))
-    for ev in sorted(events, key=lambda e: e.eventTime):
+    for ev in sorted(events, key=lambda e: e.when):
         job = f"{ev.job.namespace}/{ev.job.name}"
         if ev.inputs or ev.outputs:
-            seen = out.jobs.get(job)
-            if seen is None or seen["event_time"] <= ev.eventTime:
+            seen_at = _seen_at(out.jobs.get(job))
+            if seen_at is None or seen_at <= ev.when:
                 out.jobs[job] = {"event_time": ev.eventTime,
                                  "inputs": sorted({d.name for d in ev.inputs}),
                                  "outputs": sorted({d.name for d in ev.outputs})}
         for d in [*ev.inputs, *ev.outputs]:
             if d.facets.schema_ is None:
                 continue
-            seen = out.datasets.get(d.name)
-            if seen is None or seen["event_time"] <= ev.eventTime:
+            seen_at = _seen_at(out.datasets.get(d.name))
+            if seen_at is None or seen_at <= ev.when:
                 out.datasets[d.name] = {"namespace": d.namespace, "event_time": ev.eventTime,
                                         "columns": {f.name: f.type or "" for f in
                                                     d.facets.schema_.fields}}

@@ -3,42 +3,100 @@
 A layer is written only once the project loads with it (merged under tether.yaml, every
 reference checked); any error leaves the previous layer as it was. ``tether check`` calls
 :func:`refresh` first: a layer whose input's hash moved is read again, the same way.
+
+Every writer of a layer holds its kind's lock (:func:`layer_lock`) from the moment it reads the
+layer it builds on to the moment it writes: folding events into the OpenLineage layer is a
+read-modify-write, and two writers at once (a POST, `tether import openlineage`, the re-read of
+`tether check`) would otherwise lose one another's events.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import fcntl
+import hashlib
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from tether.config import Project, load_project
 from tether.errors import ConfigError
-from tether.imports.layer import ImportLayer, layer_path, sha256_file, write_layer
+from tether.imports.layer import (
+    IMPORTS_DIR,
+    ImportLayer,
+    InputFile,
+    layer_path,
+    sha256_file,
+    write_layer,
+)
 from tether.profiling.declared import declared_values, verify_layer
 
 Reader = Callable[[Project, ImportLayer], ImportLayer]
+_HELD = threading.local()
+
+
+@contextmanager
+def layer_lock(root: Path, kind: str) -> Iterator[None]:
+    """Hold the file lock of ``kind``'s layer (across processes); re-entrant within a thread,
+    so the shared write path may take it again under a caller that already holds it."""
+    key = (str(root.resolve()), kind)
+    held: set[tuple[str, str]] = _HELD.__dict__.setdefault("keys", set())
+    if key in held:
+        yield
+        return
+    path = layer_path(root, kind).with_name(f".{kind}.lock")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:  # closing the file releases the lock
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
 
 
 def write_import(project: Project, layer: ImportLayer) -> tuple[Project, dict[str, Any]]:
     """Verify ``layer`` against the source, load the project with it, write it; the project as
     loaded with it and what the import found (declared values against observed ones)."""
-    found = verify_layer(project, layer)
-    layer.report = {**layer.report, **found}
-    loaded = load_project(project.root, with_layer=layer)  # raises: nothing is written
-    found["declared_values"] = declared_values(loaded) if layer.kind == "dbt" else []
-    layer.report["declared_values"] = found["declared_values"]
-    write_layer(project.root, layer)
+    with layer_lock(project.root, layer.kind):
+        found = verify_layer(project, layer)
+        layer.report = {**layer.report, **found}
+        loaded = load_project(project.root, with_layer=layer)  # raises: nothing is written
+        found["declared_values"] = declared_values(loaded) if layer.kind == "dbt" else []
+        layer.report["declared_values"] = found["declared_values"]
+        write_layer(project.root, layer)
     return load_project(project.root), {**layer.report}
+
+
+def _where(project: Project, i: InputFile) -> Path:
+    return _path(project, i.path)
+
+
+def gone(project: Project, layer: ImportLayer) -> list[str]:
+    """Inputs of ``layer`` that are no longer there (stdin and POSTed events never are)."""
+    out = []
+    for i in layer.inputs:
+        if i.path in ("-", "http"):
+            continue
+        path = _where(project, i)
+        if not (path.is_dir() if i.listing else path.is_file()):
+            out.append(i.path)
+    return out
 
 
 def moved(project: Project, layer: ImportLayer) -> list[str]:
     """Inputs of ``layer`` whose file changed (or is gone) since it was read."""
+    from tether.imports.dbt_files import listing_digest
+
+    missing = set(gone(project, layer))
     out = []
     for i in layer.inputs:
         if i.path in ("-", "http"):  # stdin and POSTed events: nothing to read again
             continue
-        path = Path(i.path) if Path(i.path).is_absolute() else project.root / i.path
-        if not path.is_file() or sha256_file(path) != i.sha256:
+        path = _where(project, i)
+        if i.path in missing or i.sha256 != (listing_digest(path) if i.listing
+                                             else sha256_file(path)):
             out.append(i.path)
     if layer.kind == "dbt" and layer.options.get("read") == "schema.yml":
         base = _path(project, str(layer.options.get("path", "")))
@@ -47,28 +105,60 @@ def moved(project: Project, layer: ImportLayer) -> list[str]:
     return out
 
 
-def refresh(project: Project, readers: dict[str, Reader]) -> tuple[Project, list[str]]:
-    """Read again every layer whose input moved; the project reloaded, and the kinds re-read."""
-    again = []
-    for layer in project.layers:
-        if layer.kind not in readers or not layer_path(project.root, layer.kind).is_file():
+def refresh(project: Project, readers: dict[str, Reader]
+            ) -> tuple[Project, list[str], list[str]]:
+    """Read again every layer whose input moved; the project reloaded, the kinds re-read, and
+    warnings (an events file that is gone: its events stay folded in the layer)."""
+    again: list[str] = []
+    warnings: list[str] = []
+    for kind in [la.kind for la in project.layers]:
+        if kind not in readers or not layer_path(project.root, kind).is_file():
             continue
-        if moved(project, layer):
-            try:
-                new = readers[layer.kind](project, layer)
-            except ConfigError as e:
-                e.hint = ((e.hint or "") + f" (tether check re-reads {layer.kind} inputs whose "
-                          "hash moved; the previous layer was kept.)").strip()
-                raise
-            project, _ = write_import(project, new)
-            again.append(layer.kind)
-    return project, again
+        layer = next((la for la in project.layers if la.kind == kind), None)
+        if layer is None or not moved(project, layer):  # looked at without the lock: cheap
+            continue
+        with layer_lock(project.root, kind):
+            project = load_project(project.root)  # the layer as the last writer left it
+            latest = next((la for la in project.layers if la.kind == kind), None)
+            if latest is None or not moved(project, latest):
+                continue
+            project, _ = write_import(project, _read_again(project, latest, readers[kind],
+                                                           warnings))
+            again.append(kind)
+    return project, again, warnings
+
+
+def _read_again(project: Project, layer: ImportLayer, reader: Reader, warnings: list[str]
+                ) -> ImportLayer:
+    """``layer`` read again by ``reader``; a vanished input is an error naming what to do (a dbt
+    project) or a warning (an events file: its events are already folded in)."""
+    where = str(IMPORTS_DIR / f"{layer.kind}.json")
+    missing = gone(project, layer)
+    if layer.kind == "dbt" and not _path(project, str(layer.options.get("path", "."))).exists():
+        raise ConfigError(f"the dbt project this layer was imported from is gone "
+                          f"({layer.options.get('path')}).", where=where,
+                          hint=f"Import it again from where it is now with `tether import dbt "
+                          f"PATH`, or delete {where} to drop what it imported.")
+    if layer.kind == "openlineage" and missing:
+        for name in missing:
+            warnings.append(f"the OpenLineage events file {name} is gone: its events stay "
+                            f"folded in {where}, and it is no longer watched")
+        layer = layer.model_copy(deep=True)
+        layer.inputs = [i for i in layer.inputs if i.path not in missing]
+    try:
+        return reader(project, layer)
+    except ConfigError as e:
+        e.hint = ((e.hint or "") + f" (tether check re-reads {layer.kind} inputs whose hash "
+                  f"moved; the previous layer was kept: import again, or delete {where}.)"
+                  ).strip()
+        raise
 
 
 def _reread_dbt(project: Project, layer: ImportLayer) -> ImportLayer:
     from tether.imports.dbt import read_dbt
 
-    return read_dbt(project, _path(project, str(layer.options.get("path", "."))))
+    return read_dbt(project, _path(project, str(layer.options.get("path", "."))),
+                    new_products=layer.options.get("new_products") is True)
 
 
 def _reread_openlineage(project: Project, layer: ImportLayer) -> ImportLayer:
@@ -89,35 +179,34 @@ READERS: dict[str, Reader] = {"dbt": _reread_dbt, "openlineage": _reread_openlin
 """How each kind of layer is read again from its recorded input."""
 
 
-def refresh_all(project: Project) -> tuple[Project, list[str]]:
+def refresh_all(project: Project) -> tuple[Project, list[str], list[str]]:
     """:func:`refresh` with every kind's reader."""
     return refresh(project, READERS)
 
 
-def post_openlineage(root: Path, text: str, where: str = "POST /api/v1/lineage") -> int:
-    """Fold POSTed OpenLineage events into the project's layer, one writer at a time (a file
-    lock: two emitters posting at once must not lose one's events); the number of events."""
-    import fcntl
-
+def fold_openlineage(root: Path, text: str, shown: str, where: str | None = None
+                     ) -> tuple[ImportLayer, int]:
+    """Fold OpenLineage events (``text``, from the input ``shown``: a file, ``-`` or ``http``)
+    into the project's layer under its lock, so two writers never lose one another's events;
+    the layer written and the number of events. Invalid events raise before anything is
+    read or written (``where`` names them in the error; default ``shown``)."""
     from tether.imports.openlineage import KIND, fold, parse_events
 
-    events = parse_events(text, where)
-    lock_path = layer_path(root, KIND).with_name(".openlineage.lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    events = parse_events(text, where or shown)
+    with layer_lock(root, KIND):
         project = load_project(root)  # the layer as the last writer left it
         previous = next((la for la in project.layers if la.kind == KIND), None)
         layer = fold(project, previous, events)
-        import hashlib
-
-        from tether.imports.layer import InputFile
-
         digest = hashlib.sha256(text.encode()).hexdigest()
-        layer.inputs = [i for i in layer.inputs if i.path != "http"] + [
-            InputFile(path="http", sha256=digest)]
+        layer.inputs = [i for i in layer.inputs if i.path != shown] + [
+            InputFile(path=shown, sha256=digest)]
         write_import(project, layer)
-    return len(events)
+    return layer, len(events)
+
+
+def post_openlineage(root: Path, text: str, where: str = "POST /api/v1/lineage") -> int:
+    """Fold POSTed OpenLineage events into the project's layer; the number of events."""
+    return fold_openlineage(root, text, "http", where)[1]
 
 
 def _path(project: Project, text: str) -> Path:

@@ -4,10 +4,14 @@ A runner or admin token (`tether token add NAME --admin`) may post run events (o
 an array, or JSON lines); they are folded into the openlineage import layer as `tether import
 openlineage` would, and the next `tether check` sees the edges and schemas. A user's token is
 refused (403); no token, 401; an invalid event, 400 naming the line, and nothing is imported.
+Any other failure (the project does not load with the events folded in) is the server's: its
+paragraph, which names the project's files, goes to the server's log, and the sender gets a 500
+that names no path.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,7 @@ from starlette.routing import Route
 from tether.errors import TetherError
 from tether.serve.identity import ADMIN_SCOPE, RUNNER_SCOPE
 
+log = logging.getLogger("tether.serve.lineage")
 PATH = "/api/v1/lineage"
 MAX_BODY = 16 * 1024 * 1024
 """Largest request accepted (a batch of run events is kilobytes)."""
@@ -50,12 +55,18 @@ def lineage_route(root: Path) -> Route:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             return JSONResponse({"error": "the body must be UTF-8 JSON"}, status_code=400)
+        from tether.imports.openlineage import InvalidEvents
         from tether.profiling.layers import post_openlineage
 
         try:
             count = await anyio.to_thread.run_sync(post_openlineage, root, text)
-        except TetherError as e:
+        except InvalidEvents as e:  # names the body's line only
             return JSONResponse({"error": e.paragraph()}, status_code=400)
+        except TetherError as e:
+            log.error("POST %s: the events could not be folded in: %s", PATH, e.paragraph())
+            return JSONResponse({"error": "the events are valid, but the server could not fold "
+                                 "them into its lineage layer (the project does not load with "
+                                 "them); its log says why"}, status_code=500)
         return JSONResponse({"accepted": count}, status_code=200)
 
     return Route(PATH, endpoint=endpoint, methods=["POST"])

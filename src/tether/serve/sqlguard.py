@@ -28,6 +28,8 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from tether.context.sqlfunctions import SESSION_NAMES as _SESSION_NAMES
+from tether.context.sqlfunctions import disallowed_function
 from tether.policy.entitle import NOT_YOURS, Entitled, Refusal
 
 
@@ -46,47 +48,6 @@ _FORBIDDEN_NODES: tuple[type[exp.Expr], ...] = tuple(
     ) if hasattr(exp, n)
 )
 
-# Functions sqlglot knows by type: what analytics over a few products needs, nothing that
-# reads outside the query (files, settings, the server, other SQL) or changes anything.
-_TYPED = frozenset(n for n in """
-Count Sum Avg Min Max Stddev StddevSamp StddevPop Variance VariancePop Median PercentileCont
-PercentileDisc ApproxDistinct ApproxQuantile Quantile GroupConcat ArrayAgg List LogicalAnd
-LogicalOr AnyValue First Last ArgMax ArgMin CountIf Corr CovarPop CovarSamp RegrSlope
-RegrIntercept Mode SumIf AvgIf
-RowNumber Rank DenseRank PercentRank CumeDist Ntile Lag Lead FirstValue LastValue NthValue
-Abs Round Floor Ceil Sqrt Pow Exp Ln Log Sign Trunc Greatest Least Cbrt Pi IsNan IsInf
-Lower Upper Length Substring Trim Concat ConcatWs Replace Left Right StrPosition SplitPart Split
-RegexpLike RegexpILike RegexpExtract RegexpReplace Initcap Reverse StartsWith EndsWith Contains
-MD5 SHA2 SHA2Digest Ascii Chr Format ToChar TimeToStr StrToTime StrToDate Translate
-Levenshtein StringToArray ArrayToString
-TimestampTrunc DateTrunc Extract DateDiff DateAdd DateSub TimestampAdd TimestampSub
-TimestampDiff CurrentDate CurrentTimestamp CurrentTime Localtimestamp DateFromParts UnixToTime
-TimeToUnix Year Month Day Quarter Week WeekOfYear DayOfWeek DayOfWeekIso DayOfMonth DayOfYear
-Hour Minute Second LastDay Monthname Dayname Date DateBin TsOrDsToDate TsOrDsAdd
-Coalesce Nullif If Case Cast TryCast Typeof Array Explode Unnest ArraySize ArrayContains
-StructExtract JSONExtract JSONExtractScalar JSONBExtract JSONBExtractScalar Exists
-GenerateSeries ExplodingGenerateSeries Struct ToArray Filter Bracket
-""".split())
-
-# Functions sqlglot does not know by type, per dialect, by name.
-_ANONYMOUS: dict[str, frozenset[str]] = {
-    "duckdb": frozenset("""
-        date_part datepart epoch_ms epoch_us make_timestamp make_time isoyear yearweek weekday
-        dayofmonth list_value struct_pack octet_length bit_length product fsum every histogram
-        btrim now age list_sort list_distinct list_contains array_sort array_distinct cardinality
-        strip_accents nullif ifnull range generate_series date_sub date_add to_json json_extract_string
-        list_extract array_extract element_at regexp_split_to_array string_agg
-        """.split()),
-    "postgres": frozenset("""
-        date_part age make_date make_timestamp make_interval justify_days justify_hours
-        justify_interval date_bin octet_length bit_length every quantile_cont cardinality
-        array_length array_position array_remove array_append regexp_matches regexp_split_to_array
-        to_json jsonb_extract_path_text json_extract_path_text jsonb_array_length
-        json_array_length nullif isfinite width_bucket string_agg
-        """.split()),
-}
-_SESSION_NAMES = frozenset({"user", "current_user", "current_role", "session_user", "system_user",
-                            "current_schema", "current_catalog", "current_database"})
 _TABLE_FUNCTIONS = (exp.GenerateSeries, exp.ExplodingGenerateSeries)
 _TABLE_FUNCTION_NAMES = frozenset({"range", "generate_series"})
 
@@ -204,20 +165,11 @@ def _function_name(node: exp.Func) -> str:
 
 
 def _check_functions(query: exp.Query, dialect: str) -> None:
-    allowed = _ANONYMOUS.get(dialect, frozenset())
-    for node in query.find_all(exp.Func):
-        if isinstance(node, exp.Connector):
-            continue  # AND, OR, XOR: operators, though sqlglot types them as functions
-        if isinstance(node, exp.Anonymous):
-            if str(node.this).lower() not in allowed:
-                raise Refusal("function_not_allowed", f"function {node.this}() is not allowed "
-                              "in run_sql", hint="Use plain SQL over the data products: "
-                              "aggregates, window, string, date and math functions.")
-        elif type(node).__name__ not in _TYPED:
-            name = node.sql_name() if hasattr(node, "sql_name") else type(node).__name__
-            raise Refusal("function_not_allowed", f"function {name}() is not allowed in run_sql",
-                          hint="Use plain SQL over the data products: aggregates, window, "
-                          "string, date and math functions.")
+    name = disallowed_function(query, dialect)
+    if name is not None:
+        raise Refusal("function_not_allowed", f"function {name}() is not allowed in run_sql",
+                      hint="Use plain SQL over the data products: aggregates, window, string, "
+                      "date and math functions.")
     # the server's own names, written without parentheses (`SELECT user`), and casts to the
     # catalog's object identifier types (`'t'::regclass`) report the server, not the data
     for col in query.find_all(exp.Column):
