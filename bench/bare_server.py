@@ -12,6 +12,10 @@ with as_of from `as_of_sql`, which it runs at most once per AS_OF_TTL seconds pe
 parameters, as tether caches as_of (none when as_of_sql is null: tether then takes as_of from the
 database file's time).
 
+STATEMENTS.json may also hold `_schemas`: {path: the output schema tether's tool declares}; such
+a path is served with that schema (the client then checks the same rows on both sides) and again
+as PATH_plain without one.
+
 Usage: python bench/bare_server.py WAREHOUSE.duckdb STATEMENTS.json [--http PORT]"""
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ AS_OF_TTL = 2.0  # seconds, as tether's Executor.freshness_ttl
 con = duckdb.connect(sys.argv[1], read_only=True)
 with open(sys.argv[2], encoding="utf-8") as f:
     STATEMENTS: dict[str, dict[str, dict[str, Any]]] = json.load(f)
+# optional: the output schema the benchmarked tether tool declares, per path, so that the client
+# checks the same rows against the same schema on both sides (then the ratio is the servers');
+# each such path is also served as PATH_plain with none, as a schema-less server would be
+SCHEMAS: dict[str, dict[str, Any]] = STATEMENTS.pop("_schemas", {})  # type: ignore[assignment]
 as_of_cache: dict[str, tuple[float, str | None]] = {}
 
 
@@ -68,14 +76,18 @@ def as_of(stmt: dict[str, Any]) -> str | None:
 
 
 async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
-    return types.ListToolsResult(tools=[types.Tool(
-        name=name, description=f"The {name} benchmark call.",
-        input_schema={"type": "object"}) for name in STATEMENTS])
+    tools = [types.Tool(name=name, description=f"The {name} benchmark call.",
+                        input_schema={"type": "object"}, output_schema=SCHEMAS.get(name))
+             for name in STATEMENTS]
+    tools += [types.Tool(name=f"{name}_plain", description=f"The {name} benchmark call.",
+                         input_schema={"type": "object"}) for name in SCHEMAS]
+    return types.ListToolsResult(tools=tools)
 
 
 async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
                     ) -> types.CallToolResult:
-    stmt = STATEMENTS[params.name][json.dumps(params.arguments or {}, sort_keys=True)]
+    stmt = STATEMENTS[params.name.removesuffix("_plain")][
+        json.dumps(params.arguments or {}, sort_keys=True)]
     cur = con.cursor()
     cur.execute(stmt["sql"], stmt["params"] or None)
     names = [d[0] for d in cur.description or []]

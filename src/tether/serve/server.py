@@ -370,7 +370,8 @@ class TetherServer:
             rows, as_of = result.get("row_count"), result.get("as_of")
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=answer.sentence(plan, result)),
-                         types.TextContent(type="text", text=json.dumps(result, default=str))],
+                         types.TextContent(type="text", text=json.dumps(
+                             result, default=str, separators=(",", ":")))],
                 structured_content=result, _meta={
                     CONTEXT_KEY: {"version": entry.version},
                     EVIDENCE_KEY: answered.evidence.model_dump(mode="json")})
