@@ -21,6 +21,7 @@ import duckdb
 from tether.config import load_project
 from tether.demo import init_demo
 from tether.profiling import profile_product
+from tether.sources.duckdb import READ_ONLY_CONFIG
 
 TABLES = ("order_lines", "orders", "deals")
 """order_lines is the benchmark of record (>= 10M rows); the others show wider tables."""
@@ -39,7 +40,9 @@ def main() -> int:
         print(f"built demo at scale {args.scale} in {time.perf_counter() - t0:.1f}s")
     project = load_project(args.dir)
     db = args.dir / "warehouse.duckdb"
-    con = duckdb.connect(str(db), read_only=True)
+    # the configuration tether's own read-only connection uses: DuckDB refuses a second
+    # connection to one file in one process with another
+    con = duckdb.connect(str(db), read_only=True, config=dict(READ_ONLY_CONFIG))
     threads = con.execute("SELECT current_setting('threads')").fetchall()[0][0]
     print(f"DuckDB {duckdb.__version__}, {threads} threads, median of {args.repeat} interleaved runs")
     print(f"{'table':<14}{'rows':>12}{'SUMMARIZE s':>14}{'tether s':>11}{'ratio':>8}")
