@@ -5,6 +5,7 @@ it. On a small warehouse of its own (a clinic's appointments), with nothing of t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -150,3 +151,53 @@ def test_a_predicate_edited_without_a_word_of_its_definition_is_a_reviewed_versi
     assert tool.version.startswith("2.")  # semantic: major
     assert new in str(QueryPlan.model_validate(tool.plan).select)
     assert old not in str(QueryPlan.model_validate(tool.plan).select)
+
+
+@pytest.mark.parametrize("warehouse", ["demo", "second"])
+def test_a_mask_whose_mode_changes_is_a_policy_change(warehouse: str, demo_dir: Path,
+                                                      second_dir: Path, tmp_path: Path) -> None:
+    """Every role's first mask switched to another mode (a hash that becomes a redaction
+    changes no column's type): what a caller reads changed, so a person decides before any
+    server enforces it, and the tool's column says the new mode."""
+    from conftest import copy_project
+
+    d = copy_project(demo_dir if warehouse == "demo" else second_dir, tmp_path / warehouse)
+    build(load_project(d))
+    config = yaml.safe_load((d / "tether.yaml").read_text())
+    role, rules = next((n, r["masks"]) for n, r in config["policies"]["roles"].items()
+                       if r.get("masks"))
+    column, mode = next(iter(rules.items()))
+    other = {"redact": "hash", "hash": "redact", "null": "redact"}[mode]
+    rules[column] = other
+    (d / "tether.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    r = run_cli("check", "--project", str(d), "--json")
+    assert r.returncode == 11, r.stdout[-2000:] + r.stderr
+    data = json.loads(r.stdout)
+    assert {e["subject"] for e in data["events"] if e["kind"] == "policy_changed"} == {
+        f"{role}:{column.split('.')[0]}"}
+    pending = [t for t in data["tools"] if t["outcome"] == "pending"]
+    assert pending and {t["change_kind"] for t in pending} == {"policy"}
+    with pytest.raises(TetherError, match="policy"):
+        TetherServer(load_project(d), stdio_user=next(iter(config["policies"]["users"]))).close()
+    # the exported tools are still the approved ones; once a reviewer approves, the new mode
+    from tether.drift.check import decide
+
+    project = load_project(d)
+    reviewer = next(u for u, cfg in project.config.policies.users.items()
+                    if project.config.policies.roles[cfg.role].reviewer)
+    registry = open_registry(project)
+    try:
+        review = next(x for x in registry.reviews() if x["status"] == "pending")
+    finally:
+        registry.close()
+    said = {"hash": "keyed hash", "redact": "redacted", "null": "null"}
+    leaf = column.split(".", 1)[1]
+
+    def described() -> list[str]:
+        wires = [json.loads(p.read_text()) for p in (d / "tools").glob("*.json")]
+        return [str(w["outputSchema"]["properties"]["rows"]["items"]["properties"][leaf].get(
+            "description")) for w in wires if leaf in str(w.get("outputSchema"))]
+
+    assert described() and not any(said[other] in s for s in described())
+    decide(project, review["id"], True, reviewer)
+    assert any(said[other] in s for s in described()), described()

@@ -120,9 +120,11 @@ def field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
     if c.column.kind in ("integer", "decimal", "float"):
         notes.append(unit_note(c.unit_hint, keyish=leaf in p.primary_key
                                or leaf in p.identifiers))
+    kinds = mask_kinds(ctx, product, leaf)
+    if kinds:  # how it is masked is part of what a caller reads: a mode change is a policy edit
+        notes.append(f"{join_words([MASK_WORDS[k] for k in sorted(kinds)], 'or')} for some callers")
     if notes:
         schema["description"] = sentence("; ".join(notes))
-    kinds = mask_kinds(ctx, product, leaf)
     types = schema.get("type", "string")
     types = list(types) if isinstance(types, list) else [types]
     if c.column.nullable or "null" in kinds:  # the schema's promise, not this week's data
@@ -133,6 +135,10 @@ def field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
     if len(types) > 1:
         schema["type"] = list(dict.fromkeys(types))
     return schema
+
+
+# what a caller under each mask reads in place of the value
+MASK_WORDS = {"hash": "a keyed hash", "redact": "redacted", "null": "null"}
 
 
 def mask_kinds(ctx: Ctx, product: str, column: str) -> set[str]:
