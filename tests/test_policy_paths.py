@@ -106,8 +106,11 @@ def test_declassifying_a_column_a_mask_selects_is_a_policy_change(tmp_path: Path
         registry.close()
     assert events and "appointments" in events[0]["subject"]
     assert pending
-    with pytest.raises(TetherError, match="policy"):  # no server on the unreviewed projection
-        TetherServer(load_project(d), stdio_user="kim").close()
+    # a server starts, and enforces the approved policy: contact is still hashed for kim
+    result = _call(d, "appointments_by_attributes", {"limit": 5})
+    assert not result.is_error, result.content
+    contacts = {r["contact"] for r in result.structured_content["rows"]}
+    assert contacts and all(len(c) == 64 and "@" not in c for c in contacts)
 
 
 @pytest.mark.parametrize("warehouse, metric, old, new", [
@@ -177,8 +180,16 @@ def test_a_mask_whose_mode_changes_is_a_policy_change(warehouse: str, demo_dir: 
         f"{role}:{column.split('.')[0]}"}
     pending = [t for t in data["tools"] if t["outcome"] == "pending"]
     assert pending and {t["change_kind"] for t in pending} == {"policy"}
-    with pytest.raises(TetherError, match="policy"):
-        TetherServer(load_project(d), stdio_user=next(iter(config["policies"]["users"]))).close()
+    # a server started now enforces the approved mode, not the edit waiting for review
+    user = next(u for u, c in config["policies"]["users"].items() if c["role"] == role)
+    server = TetherServer(load_project(d), stdio_user=user)
+    try:
+        from tether.policy.entitle import column_masks
+
+        product, leaf_column = column.split(".", 1)
+        assert column_masks(server.project.config, user, product)[leaf_column] == mode
+    finally:
+        server.close()
     # the exported tools are still the approved ones; once a reviewer approves, the new mode
     from tether.drift.check import decide
 

@@ -8,6 +8,7 @@ import ProductConfig`` keeps working); the references between sections are the r
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Iterator
@@ -123,6 +124,13 @@ class Project:
                 if mine == item:
                     return layer_origin(self.root, layer, (path[0], i, *path[2:]))
         return None
+
+    def with_config(self, config: TetherConfig) -> Project:
+        """The same project (file, lines, layers) with another configuration: the one a server
+        enforces, tether.yaml with the last approved access policy."""
+        other = copy.copy(self)
+        other.config = config
+        return other
 
     def now(self) -> datetime:
         """The clock if fixed in tether.yaml, else the wall clock (UTC)."""

@@ -30,15 +30,20 @@ def _mode(value: str) -> Mode:
     return value
 
 
-def build(project: Path = ProjectOpt, mode: str = ModeOpt, as_json: bool = JsonOpt) -> None:
+def build(project: Path = ProjectOpt, mode: str = ModeOpt, as_json: bool = JsonOpt,
+          author: str = typer.Option(None, "--as", help="Who runs it: a user in "
+                                     "policies.users (default: your login name); recorded on "
+                                     "the reviews it opens.")) -> None:
     """Generate tool definitions from the data and tether.yaml; publish grounded ones as
-    versions in the registry (through the same gate as tether check) and export each as
-    tools/NAME.json (the MCP wire form). Exit 0 published or unchanged, 11 something waits for
-    review, 12 blocked, 2 error."""
+    versions in the registry (through the same gate as tether check), with the access policy,
+    and export each as tools/NAME.json (the MCP wire form). Exit 0 published or unchanged, 11
+    something waits for review, 12 blocked, 2 error."""
+    from tether.cli.drift import checked_author
+
     proj = load_project(project)
     m = _mode(mode)
     with progress(len(proj.config.products) + 2, f"building {m} tools") as step:
-        result = run_build(proj, m, progress=step)
+        result = run_build(proj, m, progress=step, author=checked_author(proj, author))
     if as_json:
         print_json({"mode": result.mode, "publication": result.publication,
                     "export_dir": str(result.export_dir), "exit_code": result.exit_code,

@@ -23,19 +23,28 @@ if TYPE_CHECKING:
     from tether.eval.regression import RegressionResult
 
 
+AuthorOpt = typer.Option(
+    None, "--as", help="Who runs it: a user in policies.users (default: your login name). A "
+    "policy change it opens for review is never approved by its author.")
+
+
 def check(project: Path = ProjectOpt, as_json: bool = JsonOpt,
           full: bool = typer.Option(False, "--full", help="Profile every product, even those "
                                     "whose probe (schema, rows, newest time, enum checksum) "
-                                    "moved nothing.")) -> None:
-    """One pass: detect drift, regenerate, classify, gate, publish. Exit 0 no drift, 10
-    published, 11 waiting for review, 12 blocked, 2 error."""
+                                    "moved nothing."),
+          author: str | None = AuthorOpt) -> None:
+    """One pass: detect drift, regenerate, classify, gate, publish; the access policy too (a
+    change that can only narrow is published at once, any other waits for a reviewer who is
+    not its author). Exit 0 no drift, 10 published, 11 waiting for review, 12 blocked, 2
+    error."""
     proj = load_project(project)
+    author = checked_author(proj, author)
     if proj.config.eval.regression_suite:  # a broken suite is a config error before any work
         from tether.eval.regression import suite_dir
 
         suite_dir(proj)
     with progress(len(proj.config.products) + 2, "checking for drift") as step:
-        result = run_check(proj, progress=step, full=full)
+        result = run_check(proj, progress=step, full=full, author=author)
     regression = None
     if result.publication is not None and proj.config.eval.regression_suite:
         regression = _regression(proj, result.publication, quiet=as_json)
@@ -54,6 +63,16 @@ def check(project: Path = ProjectOpt, as_json: bool = JsonOpt,
         _outcomes(result)
         out.print(f"{len(result.events)} events; exit {code}")
     sys.exit(code)
+
+
+def checked_author(proj: Project, author: str | None) -> str | None:
+    """``--as NAME`` must name a user of tether.yaml (a typo is not an author)."""
+    if author is None:
+        return None
+    from tether.policy.model import role_of
+
+    role_of(proj.config, author)
+    return author
 
 
 def _outcomes(result: CheckResult) -> None:
@@ -172,7 +191,7 @@ def _decide(review_id: int, approve: bool, by: str, project: Path, comment: str 
     if not by.strip():
         raise ConfigError("--as NAME is required: a named human decides.")
     proj = load_project(project)
-    pid = decide(proj, review_id, approve, by, comment)
+    pid = decide(proj, review_id, approve, by, comment, via="cli")
     verb = "approved and published" if approve else "rejected"
     out.print(f"review {review_id} {verb} by {by}"
               + (f" (publication {pid})" if pid else ""))
@@ -232,15 +251,15 @@ def drift_report(project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
 
 def watch(project: Path = ProjectOpt,
           interval: float = typer.Option(300.0, "--interval", help="Seconds between checks."),
-          count: int = typer.Option(0, "--count", help="Stop after N checks (0: forever).")
-          ) -> None:
+          count: int = typer.Option(0, "--count", help="Stop after N checks (0: forever)."),
+          author: str | None = AuthorOpt) -> None:
     """Run `tether check` every --interval seconds; one line per check."""
     import time
 
     n = 0
     while True:
         proj = load_project(project)
-        result = run_check(proj)
+        result = run_check(proj, author=checked_author(proj, author))
         n += 1
         changed = [f"{o.tool}:{o.outcome}" for o in result.outcomes if o.outcome != "unchanged"]
         out.print(f"check {n}: exit {result.exit_code}, {len(result.events)} events"

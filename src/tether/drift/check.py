@@ -19,11 +19,12 @@ from typing import Any
 from sqlglot import exp
 
 from tether.config import Project
-from tether.drift import audit, gate
+from tether.drift import audit, gate, policyversion
 from tether.drift.detectors import DetectContext, Event, run_detectors, snapshot
 from tether.drift.gate import related
 from tether.drift.publish import EXPORT_INDEX, TOOLS_DIR, export, open_registry, unchanged
 from tether.errors import TetherError
+from tether.policy.versions import POLICY_KIND
 from tether.profiling.layers import refresh_all
 from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
@@ -79,16 +80,17 @@ class CheckResult:
 
 
 def check(project: Project, progress: Callable[[str], None] | None = None,
-          full: bool = False) -> CheckResult:
+          full: bool = False, author: str | None = None) -> CheckResult:
     """One pass. Products whose probe moved nothing keep their last profile (probe.py);
-    ``full`` profiles every product."""
+    ``full`` profiles every product. ``author`` (a policy user, else the OS login) is recorded
+    on the reviews it opens: nobody approves their own policy change."""
     note = progress or (lambda _m: None)
     project, again, warnings = refresh_all(project)  # a moved import input is read again first
     if again:
         note(f"re-read the {', '.join(again)} import")
     registry = open_registry(project)
     try:
-        result = run_pass(project, registry, note, full)
+        result = run_pass(project, registry, note, full, author)
     finally:
         registry.close()
     result.warnings = warnings + result.warnings
@@ -96,7 +98,7 @@ def check(project: Project, progress: Callable[[str], None] | None = None,
 
 
 def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
-             full: bool) -> CheckResult:
+             full: bool, author: str | None = None) -> CheckResult:
     now = project.now()
     stamp = now.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
     old = registry.state()
@@ -110,13 +112,17 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
                                                    project.config.drift.vanish_after_checks))
     cached = {PROFILE_KEY + n: v for n, v in cache.items()}
     restricted = gate.restricted_by(project, old, new)
+    policy = policyversion.pending(project, registry, {
+        n: [c.column.name for c in p.columns] for n, p in profiles.items()})
+    widens = policy is not None and policy.effect == "widening"
     current = registry.current()
     open_reviews = [r for r in registry.reviews() if r["status"] in ("pending", "blocked")]
     # nothing moved since a check that found every tool current: generation would give the
     # same tools, so skip it (the key holds the config and the day: descriptions name periods)
     key = generation_key(project, now)
     last = old.get(META_KEY_STATE, {})
-    if (not full and not redone and not events and not open_reviews and last.get("clean")
+    if (not full and not redone and not events and not open_reviews and policy is None
+            and last.get("clean")
             and last.get("key") == key and last.get("publication") == registry.latest_publication()):
         registry.save_state(new | cached | {META_KEY_STATE: last}, now)
         return CheckResult(outcomes=[Outcome(n, "unchanged", v.version)
@@ -133,7 +139,7 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
             result.outcomes.append(Outcome(t.name, "unchanged", prev.version))
             continue
         route, level, kind = gate.route(t, wire, prev.definition if prev else None, events,
-                                        restricted)
+                                        restricted, policy_widens=widens)
         version = bump(prev.version, level) if prev else FIRST
         change_note = _note(project, t, events, kind, new) if prev else "New tool."
         _stamp(wire, version, prev.version if prev else None, level, kind, change_note, stamp,
@@ -151,7 +157,10 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
         result.outcomes.append(outcome)
     _retire_vanished(project, {t.name for t in tools}, current, open_reviews, restricted,
                      routes, result)
-    dispatch(project, registry, routes, result, current, old, new, events)
+    if policy is not None:
+        _route_policy(policy, stamp, waiting, routes, result)
+    dispatch(project, registry, routes, result, current, old, new, events,
+             author=policyversion.author_of(author))
     clean = all(o.outcome == "unchanged" for o in result.outcomes)
     # the events and the state they were detected against land in one transaction: a check
     # killed before it records nothing, and the next one detects the same events once
@@ -159,6 +168,25 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
         "key": key, "publication": registry.latest_publication(), "clean": clean}}, now,
         events=events)
     return result
+
+
+def _route_policy(policy: policyversion.PolicyChange, stamp: str,
+                  waiting: dict[tuple[str, str], tuple[int, str]], routes: Routes,
+                  result: CheckResult) -> None:
+    """tether.yaml's policy as a candidate: published at once when it can only narrow (or
+    changes no one's access), else a person decides; asked once while it waits."""
+    route = "human" if policy.effect == "widening" else "auto"
+    wire = policy.definition(stamp, route)
+    outcome = Outcome(POLICY_KIND, "published" if route == "auto" else "pending",
+                      policy.version, policy.level, POLICY_KIND,
+                      policy.note if policy.supersedes else "The first policy version.")
+    held = waiting.get((POLICY_KIND, content_hash(wire)))
+    result.outcomes.append(outcome)
+    if held is not None:
+        outcome.review = held[0]
+        outcome.outcome = "blocked" if held[1] == "blocked" else "pending"
+        return
+    routes[route].append(Candidate(POLICY_KIND, {"kind": POLICY_KIND}, wire, outcome))
 
 
 @dataclass
@@ -177,10 +205,10 @@ Routes = dict[str, list[Candidate]]
 
 def dispatch(project: Project, registry: Registry, routes: Routes, result: CheckResult,
              current: dict[str, Any], old: dict[str, Any], new: dict[str, Any],
-             events: list[Event], rule: str | None = None) -> None:
+             events: list[Event], rule: str | None = None, author: str | None = None) -> None:
     """What every publisher does with the gate's routes: publish the auto ones in one
     publication, open one review for those a person decides and one (paged) for the blocked
-    ones, and export the tools now current."""
+    ones (``author``: who ran it), and export the tools now current."""
     now = project.now()
     if routes["auto"]:
         kinds = sorted({c.outcome.change_kind or "" for c in routes["auto"]})
@@ -192,9 +220,11 @@ def dispatch(project: Project, registry: Registry, routes: Routes, result: Check
                      audit.message(rule, {c.name: c.outcome.change_note for c in routes["auto"]}))
     for route in ("human", "blocked"):
         if routes[route]:
-            body = _review_body(routes[route], current, old, new, events)
+            policy = registry.current_policy()
+            body = _review_body(routes[route], current | (
+                {POLICY_KIND: policy} if policy is not None else {}), old, new, events)
             rid = registry.add_review(route, "pending" if route == "human" else "blocked",
-                                      body, now)
+                                      body, now, author=author)
             result.reviews.append(rid)
             for c in routes[route]:
                 c.outcome.review = rid
@@ -361,8 +391,8 @@ def _stamp(wire: dict[str, Any], version: str, supersedes: str | None, level: st
         ctx["sources"][sentence] = "samples" if "new value" in note else (
             "glossary" if kind == "semantic" else "policy" if kind == "policy" else "schema")
     head["review"] = {"mode": "auto" if route == "auto" else "human", "at": stamp}
-    if route == "auto":
-        head["review"]["rule"] = f"auto-{kind}"
+    if route == "auto":  # a policy change routed at once only narrowed (gate.route)
+        head["review"]["rule"] = "auto-policy-narrowing" if kind == "policy" else f"auto-{kind}"
     head["generated_at"] = stamp
     wire["_meta"][META_KEY] = head | {k: v for k, v in ctx.items() if k not in head}
 
@@ -383,6 +413,10 @@ def _review_body(items: list[Candidate], current: dict[str, Any], old: dict[str,
         description[c.name] = "\n".join(difflib.unified_diff(
             _sentences(prev.get("description", "")), _sentences(wire["description"]),
             "published", "candidate", lineterm=""))
+        if c.name == POLICY_KIND:  # the access policy itself: each change in words
+            policy[c.name] = {"changes": wire.get("changes", []),
+                              "before": prev.get("policy"), "after": wire.get("policy")}
+            continue
         products = wire["_meta"][META_KEY].get("products", [])
         policy[c.name] = {k: {"before": old.get(k), "after": new.get(k)}
                           for k in sorted(new) if k.startswith("policy:")
@@ -428,23 +462,28 @@ def _flatten(node: Any, path: str = "") -> dict[str, Any]:
 
 
 def decide(project: Project, review_id: int, approve: bool, by: str,
-           comment: str | None = None) -> int | None:
+           comment: str | None = None, via: str | None = None) -> int | None:
     """Approve (publish its versions atomically) or reject a pending review, as ``by``, who must
     be a user whose role has ``reviewer: true``; ``comment`` is kept with the decision. The CLI
-    and the console both decide through here, so they leave the same registry state."""
+    (``via="cli"``) and the console both decide through here, so they leave the same registry
+    state. A policy change is never approved by its author (policyversion.may_approve)."""
     from tether.errors import ConfigError
     from tether.policy import require_reviewer
 
-    require_reviewer(project.config, by)
     comment = (comment or "").strip() or None
     registry = open_registry(project)
     try:
+        # who may decide is the approved policy's word: a role made reviewer in tether.yaml
+        # is not one until that change is approved (by someone else)
+        require_reviewer(policyversion.enforced(project, registry, required=False)[0].config, by)
         review = registry.review(review_id)
         if review is None:
             raise ConfigError(f"there is no review {review_id}.", hint="See `tether review list`.")
         if review["status"] != "pending":
             raise ConfigError(f"review {review_id} is {review['status']}, not pending.",
                               hint="Blocked reviews are never published; fix the policy.")
+        if approve:
+            policyversion.may_approve(review, by, via)
         restricted = gate.restricted_by(project, registry.state(prefix="product:"))
         exposed = {t["name"]: gate.exposes(t["definition"], restricted)
                    for t in review["body"]["tools"]} if approve else {}

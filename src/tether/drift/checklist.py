@@ -112,7 +112,9 @@ def diffs(f: Facts) -> tuple[str, str]:
 def routing(f: Facts) -> tuple[str, str]:
     bad = []
     for v in f.versions:
-        if v.change_kind in ("breaking", "semantic", "policy") and not v.review.get("by"):
+        narrowed = v.change_kind == "policy" and v.review.get("rule") == "auto-policy-narrowing"
+        if v.change_kind in ("breaking", "semantic", "policy") and not v.review.get("by") \
+                and not narrowed:
             bad.append(f"{v.name}@{v.version}")
     blocked = {t["name"] + "@" + str(t["version"]) for r in f.reviews
                if r["status"] == "blocked" for t in r["body"]["tools"]}

@@ -96,22 +96,28 @@ def _metric_of(t: GeneratedTool) -> set[str]:
 
 
 def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
-          events: list[Event], restricted: Restricted) -> tuple[str, Level, str]:
-    """(route, level, kind) for a changed tool: auto, human or blocked."""
+          events: list[Event], restricted: Restricted, policy_widens: bool = True
+          ) -> tuple[str, Level, str]:
+    """(route, level, kind) for a changed tool: auto, human or blocked. A change the policy
+    made (``policy_changed``) waits for a person only when the policy change widens access
+    (``policy_widens``); one that can only narrow is published with it, at once."""
     level: Level
     level, kind = ("minor", "additive") if prev is None else classify(prev, wire)
+    structural = kind
     near = related(t, events)
     # a policy change wins over a semantic one it comes with: both wait for a person, but only
     # a pending policy change keeps a server from starting on the projection it moved
+    semantic = any(e["kind"] == "definition_changed" for e in near) or bool(
+        transform_changed(prev, wire))
     if any(e["kind"] == "policy_changed" for e in near):
-        semantic = any(e["kind"] == "definition_changed" for e in near) or transform_changed(
-            prev, wire)
         level, kind = ("major" if level == "major" or semantic else "minor"), "policy"
-    elif any(e["kind"] == "definition_changed" for e in near) or transform_changed(prev, wire):
+    elif semantic:
         level, kind = "major", "semantic"
     if exposes(wire, restricted):
         return "blocked", level, kind
     if prev is None:
+        return "auto", level, kind
+    if kind == "policy" and not policy_widens and not semantic and structural != "breaking":
         return "auto", level, kind
     if kind in ("breaking", "semantic", "policy"):
         return "human", level, kind

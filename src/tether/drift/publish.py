@@ -15,6 +15,7 @@ from typing import Any
 
 from tether.config import Project
 from tether.drift.classify import classify
+from tether.policy.versions import POLICY_KIND
 from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
 from tether.registry import FIRST, NewVersion, Registry, ToolVersion, bump, content_hash
@@ -56,16 +57,17 @@ def open_registry(project: Project) -> Registry:
     return Registry(project.config.registry.url, project.root)
 
 
-def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], None] | None = None
-          ) -> BuildResult:
+def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], None] | None = None,
+          author: str | None = None) -> BuildResult:
     """Regenerate the tools of ``mode``; grounded tools are published and versioned, the first
-    set by the rule `initial`, every later one through the gate as `tether check` does."""
+    set (and the first access policy version) by the rule `initial`, every later one through
+    the gate as `tether check` does (``author``: who runs it, recorded on reviews)."""
     note = progress or (lambda _m: None)
     if mode == "grounded":
         registry = open_registry(project)
         try:
             if registry.latest_publication():
-                return _through_check(project, registry, note)
+                return _through_check(project, registry, note, author)
         finally:
             registry.close()
     listed, cache, _ = profile_changed(project, {}, full=True, progress=note)
@@ -79,7 +81,8 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
         return BuildResult(mode, None, [Outcome(t.name, None, "generated") for t in tools], out_dir)
     registry = open_registry(project)
     try:
-        result = _publish(project, registry, tools)
+        result = _publish(project, registry, tools, {
+            n: [c.column.name for c in p.columns] for n, p in profiles.items()})
         if not registry.state():  # the baseline the first `tether check` compares against
             from tether.drift.check import META_KEY_STATE, generation_key
             from tether.drift.detectors import snapshot
@@ -104,23 +107,25 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
         registry.close()
 
 
-def _through_check(project: Project, registry: Registry, note: Callable[[str], None]
-                   ) -> BuildResult:
+def _through_check(project: Project, registry: Registry, note: Callable[[str], None],
+                   author: str | None = None) -> BuildResult:
     """A build after the first publication is a full check: the same gate, routes and reviews
     (a breaking change waits for a person, an exposure is blocked), wherever it comes from."""
     from tether.drift.check import run_pass
 
-    checked = run_pass(project, registry, note, full=True)
+    checked = run_pass(project, registry, note, full=True, author=author)
     outcomes = [Outcome(o.tool, o.version, o.outcome, o.change_level, o.change_kind, o.review)
                 for o in checked.outcomes]
     return BuildResult("grounded", checked.publication, outcomes, project.root / TOOLS_DIR,
                        checked.reviews)
 
 
-def _publish(project: Project, registry: Registry, tools: list[GeneratedTool]) -> BuildResult:
+def _publish(project: Project, registry: Registry, tools: list[GeneratedTool],
+             columns: dict[str, list[str]]) -> BuildResult:
     """The first publication: every tool by the rule `initial`, except one that would expose a
-    restricted column (the gate's own check), which is blocked and paged."""
-    from tether.drift import gate
+    restricted column (the gate's own check), which is blocked and paged; and tether.yaml's
+    access policy as its first version."""
+    from tether.drift import gate, policyversion
 
     current = registry.current()
     now = project.now()
@@ -154,6 +159,11 @@ def _publish(project: Project, registry: Registry, tools: list[GeneratedTool]) -
         new.append(NewVersion(t.name, version, wire, t.plan.model_dump(mode="json")))
         outcomes.append(Outcome(t.name, version, "published", level, kind))
     rule = "initial" if not current else "build"
+    policy = policyversion.pending(project, registry, columns)
+    if policy is not None and policy.supersedes is None:
+        new.append(NewVersion(POLICY_KIND, policy.version,
+                              policy.definition(stamp, "auto", "initial"), {"kind": POLICY_KIND}))
+        outcomes.append(Outcome(POLICY_KIND, policy.version, "published"))
     pid = registry.publish(new, rule, now)
     if pid is not None and project.config.drift.audit_repo:
         from tether.drift import audit

@@ -16,12 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import sqlglot
 from sqlglot import exp
 
-from tether.config import PII_SELECTOR, USER_TEMPLATE, RoleConfig, TetherConfig
+from tether.config import PII_SELECTOR, RoleConfig, TetherConfig
 from tether.context.schema import Column
 from tether.errors import ConfigError, TetherError
+from tether.policy import templates
 from tether.policy.coverage import readable
 from tether.policy.model import exposable, role_of
 
@@ -160,21 +160,14 @@ def row_filter(config: TetherConfig, user: str, product: str, alias: str,
     template = role_of(config, user)[1].row_filters.get(product)
     if template is None:
         return None
-    attrs = config.policies.users[user].attributes()
-    missing = sorted(set(USER_TEMPLATE.findall(template)) - set(attrs))
+    parsed = templates.parse(template, dialect, where=f"the row filter on {product}")
+    missing = parsed.missing(config.policies.users[user].attributes())
     if missing:
         raise Refusal("outside_entitlement",
                       f"user {user} has no attribute {', '.join(missing)}, which the row filter "
                       f"on {product} needs", hint="Add the attribute to the user in "
                       "policies.users.")
-    try:
-        pred = sqlglot.parse_one(USER_TEMPLATE.sub(lambda m: f":u_{m.group(1)}", template),
-                                 read=dialect)
-    except sqlglot.errors.SqlglotError as e:
-        raise ConfigError(f"the row filter on {product} does not parse: "
-                          f"{str(e).splitlines()[0]}", hint="Fix policies.roles.*.row_filters "
-                          "in tether.yaml; tether build checks it against the source.") from None
-    return _qualify_top_level(pred, alias)
+    return _qualify_top_level(parsed.tree(), alias)
 
 
 def _qualify_top_level(pred: exp.Expr, alias: str) -> exp.Expr:
@@ -196,19 +189,20 @@ def equality_scope(config: TetherConfig, user: str, product: str) -> dict[str, s
         return {}
     attrs = config.policies.users[user].attributes()
     try:
-        pred = sqlglot.parse_one(USER_TEMPLATE.sub(lambda m: f":u_{m.group(1)}", template))
-    except sqlglot.errors.SqlglotError:
+        parsed = templates.parse(template)
+    except templates.TemplateError:
         return {}
     out: dict[str, set[Any]] = {}
-    for part in pred.flatten() if isinstance(pred, exp.And) else [pred]:
+    for part in parsed.conjuncts():
         if not isinstance(part, exp.EQ):
             continue
         col, mark = part.this, part.expression
         if isinstance(mark, exp.Column):
             col, mark = mark, col
-        if (isinstance(col, exp.Column) and isinstance(mark, exp.Placeholder)
-                and str(mark.name).startswith("u_") and mark.name[2:] in attrs):
-            value = attrs[mark.name[2:]]
+        name = str(mark.name) if isinstance(mark, exp.Placeholder) else ""
+        attr = name[len(templates.USER_PREFIX):]
+        if isinstance(col, exp.Column) and name.startswith(templates.USER_PREFIX) and attr in attrs:
+            value = attrs[attr]
             out[col.name] = set(value) if isinstance(value, list | tuple | set) else {value}
     return out
 
@@ -226,6 +220,8 @@ class Entitled:
     columns: tuple[str, ...]
     masks: dict[str, str] = field(default_factory=dict)
     row_filter: str | None = None
+    inner: tuple[Entitled, ...] = ()
+    """The products a SQL product reads, as the same user may read them (policy/inherit.py)."""
 
     def subquery(self, alias: str) -> exp.Subquery:
         return exp.Subquery(this=self.query.copy(),
@@ -239,6 +235,8 @@ class Entitled:
         for p in self.query.expressions:
             if isinstance(p, exp.Alias) and p.alias in self.masks:
                 out.append(render(p))
+        for rel in self.inner:  # what the products it reads add, inherited
+            out += [x for x in rel.policy_sql(render) if x not in out]
         return out
 
 

@@ -12,7 +12,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.config import PII_SELECTOR, USER_TEMPLATE, TetherConfig
+from sqlglot import exp
+
+from tether.config import PII_SELECTOR, TetherConfig
+from tether.policy import templates
 from tether.policy.model import restricted_columns, role_of
 
 REDACTED = "[redacted]"
@@ -49,13 +52,18 @@ def entitled_rows(config: TetherConfig, run: Any, dialect: str, user: str, produ
     template = role.row_filters.get(product)
     if template is not None:
         attrs = config.policies.users[user].attributes()
+        parsed = templates.parse(template, dialect)
         marker = "$" if dialect == "duckdb" else ":"
 
-        def bind(m: re.Match[str]) -> str:
-            params[f"o_{m.group(1)}"] = attrs[m.group(1)]
-            return f"{marker}o_{m.group(1)}"
+        def bind(node: exp.Expr) -> exp.Expr:
+            name = str(node.name) if isinstance(node, exp.Placeholder) else ""
+            if not name.startswith(templates.USER_PREFIX):
+                return node
+            attr = name[len(templates.USER_PREFIX):]
+            params[f"o_{attr}"] = attrs[attr]
+            return exp.var(f"{marker}o_{attr}")
 
-        sql += " WHERE " + USER_TEMPLATE.sub(bind, template)
+        sql += " WHERE " + parsed.tree().transform(bind).sql(dialect=dialect)
     n = len(p.primary_key)
     return {tuple(str(v) for v in r[:n]): dict(zip(hidden, r[n:], strict=True))
             for r in run(sql, params)}

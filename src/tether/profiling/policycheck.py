@@ -22,9 +22,10 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from tether.config import PII_SELECTOR, USER_TEMPLATE, Project
+from tether.config import PII_SELECTOR, Project
 from tether.context.profile import ProductProfile
 from tether.errors import ConfigError, TetherError
+from tether.policy import templates
 from tether.profiling.statements import fill, piece, relation_slot
 from tether.sources import Source, open_product_source
 
@@ -113,14 +114,8 @@ def row_filters_compile(facts: Facts) -> list[Problem]:
 def _row_filter(template: str) -> Callable[[str], exp.Expr]:
     """A row filter as a condition to compile, its user values as NULL."""
     def build(dialect: str) -> exp.Expr:
-        return _parsed(USER_TEMPLATE.sub("NULL", template), dialect).copy()
+        return templates.parse(template, dialect).with_nulls()
     return build
-
-
-@functools.lru_cache(maxsize=1024)
-def _parsed(sql: str, dialect: str) -> exp.Expr:
-    """Parsed once per text and dialect (callers copy): a role's filter repeats on many tables."""
-    return sqlglot.parse_one(sql, read=dialect)
 
 
 def _probe(facts: Facts, src: Source, product: str, condition: exp.Expr) -> exp.Select:
@@ -196,7 +191,8 @@ def freshness_conditions_compile(facts: Facts) -> list[Problem]:
     for product, p in config.products.items():
         if product not in facts.columns or p.freshness is None or p.freshness.where is None:
             continue
-        problem = _compile(facts, product, p.freshness.condition,
+        parsed = functools.partial(templates.parse, p.freshness.where, kind="freshness")
+        problem = _compile(facts, product, lambda d, t=parsed: t(d).tree(),  # type: ignore[misc]
                            {"clock": facts.project.now()})
         if problem is None:
             continue

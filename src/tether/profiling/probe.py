@@ -90,7 +90,7 @@ def probe_source(project: Project, src: Source, names: Sequence[str],
                  cache: Cache, profiled: Collection[str] = ()) -> dict[str, dict[str, Any]]:
     """{product: {catalog, rows, newest, checksum}} for products on one source, two queries.
     Each product's branch of the aggregate is rendered once per shape and kept in the cache."""
-    relations = {n: _relation(src, project.product(n), n) for n in names}
+    relations = {n: _relation(src, project.product(n), n, project.config) for n in names}
     tables = [r for r in relations.values() if isinstance(r, exp.Table)]
     signatures = src.catalog_signatures(tables) if tables else {}
     branches: dict[str, str] = {}

@@ -28,10 +28,11 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from tether.config import ProductConfig, ProfilingConfig, Project
+from tether.config import ProductConfig, ProfilingConfig, Project, TetherConfig
 from tether.context.profile import ColumnProfile, EnumValue, ProductProfile, ValueCount
 from tether.context.schema import Column, TypeKind
 from tether.errors import ProductError, TetherError
+from tether.policy import inherit, templates
 from tether.profiling.enums import enum_candidates
 from tether.profiling.fingerprint import schema_fingerprint
 from tether.profiling.formats import DEFAULT_FORMATS, FormatCheck, native_formats
@@ -66,7 +67,7 @@ def profile_product(
     own = source is None
     src = source or open_product_source(project, name)
     try:
-        relation = _relation(src, product, name)
+        relation = _relation(src, product, name, project.config)
         note(f"{name}: reading schema")
         try:
             columns = src.describe(relation, label=f"product {name!r}")
@@ -130,10 +131,23 @@ def profile_project(
 # --- relation and declared columns ---------------------------------------------------------------
 
 
-def _relation(src: Source, product: ProductConfig, name: str) -> exp.Expr:
+def _relation(src: Source, product: ProductConfig, name: str,
+              config: TetherConfig | None = None, seen: tuple[str, ...] = ()) -> exp.Expr:
+    """The product as tether reads it: its table, or its SQL, in which another product's table
+    is read less that product's restricted columns (policy/inherit.py)."""
     if product.table:
         return src.table_expr(product.table)
-    return src.sql_expr(product.sql or "", name)
+    query = src.sql_expr(product.sql or "", name)
+    if config is None:
+        return query
+    chain = inherit.chain(name, seen)
+
+    def read(other: str, alias: str) -> exp.Expr:
+        base = _relation(src, config.products[other], other, config, chain)
+        return inherit.visible(config, other, base, src.describe(base, label=other), alias)
+
+    inherit.through(config, name, query.this, read)
+    return query
 
 
 def _aliased(relation: exp.Expr) -> exp.Expr:
@@ -472,7 +486,7 @@ def _conditional_as_of(project: Project, src: Source, relation: exp.Expr, name: 
         return None
     try:
         q = exp.select(exp.func("MAX", _col(f.column))).from_(_aliased(relation)).where(
-            f.condition(src.dialect))
+            templates.freshness_condition(f.where, src.dialect))
         return src.query(q, {"clock": project.now()})[0][0]
     except (sqlglot.errors.SqlglotError, TetherError) as e:
         reason = (getattr(e, "reason", None) or getattr(e, "message", None)

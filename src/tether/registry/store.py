@@ -22,9 +22,10 @@ import sqlalchemy as sa
 from tether.context.meta import CONTEXT_KEY
 from tether.errors import SourceError
 from tether.keyfile import private_file
+from tether.policy.versions import POLICY_KIND
 from tether.sources.sqlalchemy import driver_url
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _MIGRATIONS = [
     """CREATE TABLE IF NOT EXISTS tether_meta (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS publications (
@@ -55,6 +56,7 @@ _MIGRATIONS = [
 # (an older registry is brought forward when opened, and keeps everything it holds).
 _UPGRADES: dict[int, list[str]] = {
     2: ["ALTER TABLE reviews ADD COLUMN comment TEXT"],  # the decider's comment
+    3: ["ALTER TABLE reviews ADD COLUMN author VARCHAR(200)"],  # who ran what opened it
 }
 
 VOLATILE_KEYS = ("version", "supersedes", "generated_at", "change_level", "change_kind",
@@ -207,29 +209,44 @@ class Registry:
     def current(self) -> dict[str, ToolVersion]:
         """The newest version of every tool, by name (in the order tools were first
         published). Only those rows' definitions are read and parsed, not the history's; one
-        grouped pass finds them (a correlated MAX per row read the history once per version)."""
+        grouped pass finds them (a correlated MAX per row read the history once per version).
+        The access policy's versions are not tools: :meth:`current_policy` reads them."""
         with self._tx() as c:
             rows = c.execute(sa.text(
                 "SELECT t.name, t.version, t.publication, t.content_hash, t.definition, t.plan, "
                 "t.published_at FROM tool_versions t JOIN (SELECT name, MIN(publication) AS "
-                "first, MAX(publication) AS last FROM tool_versions GROUP BY name) m "
-                "ON t.name = m.name AND t.publication = m.last ORDER BY m.first, t.name"
-            )).fetchall()
+                "first, MAX(publication) AS last FROM tool_versions WHERE name <> :policy "
+                "GROUP BY name) m ON t.name = m.name AND t.publication = m.last "
+                "ORDER BY m.first, t.name"), {"policy": POLICY_KIND}).fetchall()
         return {r[0]: ToolVersion(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]),
                                   r[6]) for r in rows}
 
     def versions(self, name: str | None = None, publication: int | None = None
                  ) -> list[ToolVersion]:
-        """Published versions, oldest first: all, one tool's, or one publication's."""
+        """Published versions, oldest first: all, one tool's, or one publication's (the access
+        policy's only when asked for by its name)."""
         where = [w for w, v in (("name = :n", name), ("publication = :p", publication))
-                 if v is not None]
+                 if v is not None] + ([] if name == POLICY_KIND else ["name <> :policy"])
         sql = ("SELECT name, version, publication, content_hash, definition, plan, published_at "
                "FROM tool_versions" + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY publication, name")
         with self._tx() as c:
-            rows = c.execute(sa.text(sql), {"n": name, "p": publication}).fetchall()
+            rows = c.execute(sa.text(sql), {"n": name, "p": publication,
+                                            "policy": POLICY_KIND}).fetchall()
         return [ToolVersion(r[0], r[1], r[2], r[3], json.loads(r[4]), json.loads(r[5]), r[6])
                 for r in rows]
+
+    def current_policy(self) -> ToolVersion | None:
+        """The newest published version of the access policy (None before the first)."""
+        with self._tx() as c:
+            row = c.execute(sa.text(
+                "SELECT name, version, publication, content_hash, definition, plan, published_at "
+                "FROM tool_versions WHERE name = :policy ORDER BY publication DESC LIMIT 1"),
+                {"policy": POLICY_KIND}).fetchone()
+        if row is None:
+            return None
+        return ToolVersion(row[0], row[1], row[2], row[3], json.loads(row[4]),
+                           json.loads(row[5]), row[6])
 
     def version_index(self) -> list[VersionInfo]:
         """Every version's publication facts, oldest first, extracted by the database.
@@ -241,7 +258,8 @@ class Registry:
         if known:
             with self._tx() as c:
                 held = c.execute(sa.text("SELECT COUNT(*) FROM tool_versions WHERE "
-                                         "publication <= :p"), {"p": last}).scalar_one()
+                                         "publication <= :p AND name <> :policy"),
+                                 {"p": last, "policy": POLICY_KIND}).scalar_one()
             if held != len(known):  # cannot happen to an append-only history; start over
                 known.clear()
                 last = 0
@@ -263,9 +281,9 @@ class Registry:
         sql = ("SELECT name, version, publication, published_at, "
                + ", ".join(field(k) for k in _INFO_FIELDS)
                + f", {described} FROM tool_versions WHERE publication > :after "
-               "ORDER BY publication, name")
+               "AND name <> :policy ORDER BY publication, name")
         with self._tx() as c:
-            rows = c.execute(sa.text(sql), {"after": after}).fetchall()
+            rows = c.execute(sa.text(sql), {"after": after, "policy": POLICY_KIND}).fetchall()
 
         def obj(text: Any) -> dict[str, Any]:
             value = json.loads(text) if isinstance(text, str) and text[:1] == "{" else None
@@ -469,25 +487,27 @@ class Registry:
                 for r in rows]
 
     def add_review(self, route: str, status: str, body: dict[str, Any], at: dt.datetime,
-                   rule: str | None = None) -> int:
+                   rule: str | None = None, author: str | None = None) -> int:
+        """Open a review; ``author`` is who ran what opened it (a policy user, or ``os:LOGIN``)."""
         with self._tx() as c:
             rid = int(c.execute(sa.text("SELECT COALESCE(MAX(id), 0) + 1 FROM reviews")
                                 ).scalar_one())
-            c.execute(sa.text("INSERT INTO reviews (id, status, route, rule, created_at, body) "
-                              "VALUES (:id, :status, :route, :rule, :at, :body)"),
+            c.execute(sa.text("INSERT INTO reviews (id, status, route, rule, created_at, body, "
+                              "author) VALUES (:id, :status, :route, :rule, :at, :body, :author)"),
                       {"id": rid, "status": status, "route": route, "rule": rule,
+                       "author": author[:200] if author else None,
                        "at": at.astimezone(dt.UTC).isoformat(),
                        "body": json.dumps(body, sort_keys=True, default=str)})
         return rid
 
     _REVIEW_COLUMNS = ("SELECT id, status, route, rule, decided_by, created_at, decided_at, "
-                       "comment, body FROM reviews")
+                       "comment, body, author FROM reviews")
 
     @staticmethod
     def _review(r: Any) -> dict[str, Any]:
         return {"id": r[0], "status": r[1], "route": r[2], "rule": r[3], "decided_by": r[4],
                 "created_at": r[5], "decided_at": r[6], "comment": r[7],
-                "body": json.loads(r[8])}
+                "body": json.loads(r[8]), "author": r[9]}
 
     def reviews(self, status: str | None = None) -> list[dict[str, Any]]:
         sql = self._REVIEW_COLUMNS + (" WHERE status = :s" if status else "") + " ORDER BY id"

@@ -30,6 +30,7 @@ from tether.context.profile import ProductProfile
 from tether.context.schema import Column
 from tether.errors import QueryError, TetherError
 from tether.keyfile import load_secret
+from tether.policy import inherit, templates
 from tether.policy.entitle import (
     MASK_KEY_PARAMS,
     NOT_YOURS,
@@ -39,6 +40,7 @@ from tether.policy.entitle import (
     column_masks,
     entitle,
     equality_scope,
+    require_table,
     table_allowed,
 )
 from tether.policy.model import restricted_columns, role_of, tool_visible
@@ -128,30 +130,55 @@ class Executor:
         return self.mask_key
 
     def columns(self, product: str) -> list[Column]:
-        """The product's top-level columns as its source describes them (read once)."""
+        """The product's top-level columns as its source describes them (read once); a SQL
+        product's as it reads other products (their restricted columns absent)."""
         if product not in self._columns:
             p = self.project.config.products[product]
             src = self.source(p.source)
             self._columns[product] = src.describe(self.base(product), label=product)
         return self._columns[product]
 
-    def base(self, product: str) -> exp.Expr:
-        """The product as it is: its table, or its SQL as a subquery (only for entitle)."""
+    def base(self, product: str, user: str | None = None, seen: tuple[str, ...] = ()
+             ) -> exp.Expr:
+        """The product as it is: its table, or its SQL as a subquery, whose tables that hold
+        other products read those products through the policy (policy/inherit.py): as
+        ``user`` may read them, or (no user) less their restricted columns."""
         p = self.project.config.products[product]
         src = self.source(p.source)
-        return src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", product)
+        if p.table:
+            return src.table_expr(p.table)
+        query = src.sql_expr(p.sql or "", product)
+        chain = inherit.chain(product, seen)
 
-    def relation(self, user: str, product: str, fence: bool = False) -> Entitled:
+        def read(other: str, alias: str) -> exp.Expr:
+            if user is not None:
+                return self.relation(user, other, seen=chain).subquery(alias)
+            return inherit.visible(self.project.config, other, self.base(other, None, chain),
+                                   self.columns(other), alias)
+
+        inherit.through(self.project.config, product, query.this, read)
+        return query
+
+    def relation(self, user: str, product: str, fence: bool = False,
+                 seen: tuple[str, ...] = ()) -> Entitled:
         """What ``user`` may read of ``product`` (Refusal for a denied product); ``fence`` for
-        SQL the caller wrote (policy/entitle.py)."""
+        SQL the caller wrote (policy/entitle.py). A SQL product's relation reads the products
+        its SQL names as ``user`` may read them: it inherits their filters and masks."""
         key = (user, product, fence)
         if key not in self._relations:
             config = self.project.config
             src = self.source(config.products[product].source)
             masks = column_masks(config, user, product)
-            self._relations[key] = entitle(
-                config, user, product, self.columns(product), self.base(product), src.dialect,
-                self.keys() if "hash" in masks.values() else None, fence=fence)
+            require_table(config, user, product)
+            inner = [self.relation(user, q, seen=inherit.chain(product, seen))
+                     for q in inherit.reads(config, product, src.dialect)]
+            rel = entitle(
+                config, user, product, self.columns(product), self.base(product, user, seen),
+                src.dialect, self.keys() if "hash" in masks.values() else None, fence=fence)
+            if inner:
+                rel = dataclasses.replace(rel, inner=tuple(inner), params={
+                    k: v for r in inner for k, v in r.params.items()} | rel.params)
+            self._relations[key] = rel
         return self._relations[key]
 
     def secure(self, query: exp.Expr, user: str) -> tuple[exp.Expr, dict[str, Any]]:
@@ -410,7 +437,7 @@ class Executor:
             params |= rel.params
             part = exp.select(exp.func("MAX", exp.column(
                 p.freshness.column, table="q", quoted=True)).as_("v")).from_(rel.subquery("q"))
-            cond = p.freshness.condition(src.dialect)
+            cond = templates.freshness_condition(p.freshness.where, src.dialect)
             if cond is not None:
                 part = part.where(cond)
                 params["clock"] = self.project.now()
@@ -451,7 +478,7 @@ class Executor:
             q = exp.select(exp.func("MAX", exp.column(p.freshness.column, table="q",
                                                       quoted=True))).from_(rel.subquery("q"))
             params = dict(rel.params)
-            cond = p.freshness.condition(src.dialect)
+            cond = templates.freshness_condition(p.freshness.where, src.dialect)
             if cond is not None:  # the newest past event, not a future booking
                 q = q.where(cond)
                 params["clock"] = self.project.now()

@@ -32,7 +32,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from tether import __version__
 from tether.config import Project
 from tether.context.meta import CONTEXT_KEY, EVIDENCE_KEY, ToolContext
-from tether.drift import gate
+from tether.drift import gate, policyversion
 from tether.drift.publish import open_registry
 from tether.drift.retire import retired_info
 from tether.errors import ConfigError, TetherError
@@ -74,17 +74,24 @@ class TetherServer:
     def __init__(self, project: Project, mode: Mode = "grounded", stdio_user: str | None = None,
                  clock: Callable[[], dt.datetime] | None = None,
                  dedicated_tools: Setting = None):
-        self.project = project
+        self.file_project = project  # tether.yaml as it stands; its policy is not served
         self.mode = mode
         self.dedicated_tools = dedicated_tools
         self.clock = clock or project.now
         self.stdio_user = stdio_user
-        if stdio_user is not None:
-            role_of(project.config, stdio_user)  # an unknown user fails at start, clearly
         self.registry: Registry = open_registry(project)
         self._refuse_unreviewed_policy()
+        try:  # the last approved policy, never tether.yaml's unreviewed edit
+            self.project, self.policy_version = policyversion.enforced(
+                project, self.registry, required=mode == "grounded")
+            if stdio_user is not None:
+                role_of(self.project.config, stdio_user)  # an unknown user fails at start
+        except TetherError:
+            self.registry.close()
+            raise
         serve = project.config.serve
-        self.executor = Executor(project, load_key(project.root / serve.cursor_key_file),
+        self.cursor_key = load_key(project.root / serve.cursor_key_file)
+        self.executor = Executor(self.project, self.cursor_key,
                                  MaskKey.from_secret(load_secret(project.root
                                                                  / serve.mask_key_file)))
         self.withheld: dict[tuple[str, str], list[str]] = {}
@@ -133,27 +140,48 @@ class TetherServer:
             raise
 
     def _refuse_unreviewed_policy(self) -> None:
-        """The server enforces tether.yaml's policy as it stands; while a policy change waits
-        for review (or was blocked), that policy is not approved, so the server fails closed."""
-        open_reviews = [r for r in self.registry.reviews() if r["status"] in ("pending", "blocked")
-                        and (r["status"] == "blocked" or any(
-                            t.get("change_kind") == "policy" for t in r["body"]["tools"]))]
-        if open_reviews:
-            ids = ", ".join(str(r["id"]) for r in open_reviews)
+        """A change the gate blocked (it would expose a restricted column) keeps every server
+        down until it is fixed. A change that waits for a reviewer does not: servers enforce
+        the last approved policy meanwhile (:meth:`_apply_policy`)."""
+        blocked = [r for r in self.registry.reviews() if r["status"] == "blocked"]
+        if blocked:
+            ids = ", ".join(str(r["id"]) for r in blocked)
             self.registry.close()
             raise ConfigError(
-                f"tether.yaml holds a policy change that is not approved (review {ids}); "
-                "serving it would enforce an unreviewed policy.",
-                hint="Approve or reject it (tether review approve|reject ID --as NAME), or "
-                "revert the policy edit and run tether check.")
+                f"tether.yaml holds a change the gate blocked (review {ids}): it would expose "
+                "a restricted column.",
+                hint="Revert the edit that exposes it and run tether check.")
+
+    def _apply_policy(self) -> bool:
+        """Enforce the newest approved policy version if it is not the one enforced: every
+        cache that holds what a role may read starts again. True if it moved."""
+        found = policyversion.approved_document(self.registry)
+        if found is None or found[0] == self.policy_version:
+            return False
+        self.project, self.policy_version = policyversion.enforced(self.file_project,
+                                                                   self.registry)
+        old = self.executor
+        # the open connections are kept; nothing computed under the old policy is
+        self.executor = Executor(self.project, self.cursor_key, old.mask_key,
+                                 sources=old.sources)
+        # new dicts rather than cleared ones: a call in flight keeps the ones it holds
+        self._shaped, self._visible, self._tools, self._indexes, self._docs = {}, {}, {}, {}, {}
+        log(f"tether: now enforcing access policy {self.policy_version}")
+        return True
 
     # --- the tool set ---
 
     def reload(self) -> bool:
-        """Load the published (or generated) tools; True if the set changed."""
+        """Load the published (or generated) tools and the approved policy; True if either
+        changed."""
+        latest = self.registry.latest_publication()
+        if latest == self.publication:
+            return False
+        moved = self._apply_policy()
         if self.mode != "grounded":
+            self.publication = latest
             if self.current:
-                return False
+                return moved
             from tether.profiling import profile_project
             from tether.toolgen.modes import strip_grounding
 
@@ -167,9 +195,6 @@ class TetherServer:
                 t = strip_grounding(t) if self.mode == "bare" else t
                 self.current[t.name] = Version(t.name, "1.0.0", t.wire(), t.plan)
             return True
-        latest = self.registry.latest_publication()
-        if latest == self.publication:
-            return False
         versions = self.registry.versions()
         if not versions:
             raise ConfigError("no published tools to serve.", where=str(self.project.root),
@@ -517,7 +542,7 @@ class TetherServer:
             await anyio.sleep(interval)
             if self.pending_calls:
                 await anyio.to_thread.run_sync(self.flush_calls)
-            if self.mode == "grounded" and await anyio.to_thread.run_sync(self.reload):
+            if await anyio.to_thread.run_sync(self.reload):
                 await self.bus.publish(ToolsListChanged())
                 for session in list(self.legacy_sessions):
                     try:
