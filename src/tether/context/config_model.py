@@ -329,6 +329,19 @@ class ServeConfig(Model):
     statement_timeout_seconds: float = Field(
         default=10.0, gt=0, description="A tool's query running longer is cancelled."
     )
+    duckdb_memory_limit: str = Field(
+        default="512MB", pattern=r"(?i)^\d+(\.\d+)?\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)$",
+        description="Memory a server's DuckDB engine may use for query intermediates and its "
+        "buffer cache (DuckDB memory_limit, e.g. 512MB or 2GiB); beyond it a query spills to "
+        "disk or fails with a message naming this key. Only serving connections: tether build "
+        "and check profile with the engine's default.")
+    duckdb_threads: int | None = Field(
+        default=None, ge=1, description="Threads a server's DuckDB engine runs queries on "
+        "(default: one per core).")
+    duckdb_max_temp_size: str = Field(
+        default="2GB", pattern=r"(?i)^\d+(\.\d+)?\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)$",
+        description="Most disk a server's DuckDB engine may spill to, in a folder beside the "
+        "database file (DuckDB max_temp_directory_size).")
     fingerprint_ttl_seconds: float = Field(
         default=0, ge=0, description="When > 0, a call checks (at most once per this many "
         "seconds per product) that its products still have the schema the tool was generated "

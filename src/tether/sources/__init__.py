@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tether.config import Project, SourceConfig
+from tether.config import Project, ServeConfig, SourceConfig
 from tether.errors import ConfigError
 from tether.sources.base import Fetched, Source, kind_of
 
@@ -39,13 +39,16 @@ def dialect_of(url: str) -> str:
     return _URL_DIALECTS.get(scheme, scheme)
 
 
-def open_source(name: str, cfg: SourceConfig, root: Path) -> Source:
-    """Connect to a configured source; errors name the source and say what to check."""
+def open_source(name: str, cfg: SourceConfig, root: Path, serve: ServeConfig | None = None
+                ) -> Source:
+    """Connect to a configured source; errors name the source and say what to check. A
+    server's connections pass ``serve``: the engine limits it sets hold for them (a DuckDB file
+    gets an engine instance of its own, bounded in memory, threads and spilling)."""
     path = resolve_duckdb_path(cfg.url, root)
     if path is not None:
         from tether.sources.duckdb import DuckDBSource
 
-        return DuckDBSource(name, path, cfg.schema_)
+        return DuckDBSource(name, path, cfg.schema_, serve)
     from tether.sources.sqlalchemy import SQLAlchemySource
 
     return SQLAlchemySource(name, cfg.url, cfg.schema_)

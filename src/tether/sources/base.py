@@ -8,7 +8,7 @@ import difflib
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,12 +66,24 @@ def value_size(v: Any) -> int:
 _SCALARS = frozenset({int, float, bool, type(None), dt.datetime, dt.date, dt.time})
 
 
-def take(batches: Any, max_rows: int, max_bytes: int, deadline: float | None,
-         on_late: Any) -> tuple[list[tuple[Any, ...]], str | None]:
-    """Read batches of rows until the rows or bytes cap (or the deadline) is reached."""
+FIRST_BATCH = 64
+BATCH = 512
+"""Rows asked of the driver at once: a batch is converted to Python whole before its rows are
+counted, so the first is small and each next one holds about what the bytes left allow."""
+
+
+def take(fetch_rows: Callable[[int], Any], max_rows: int, max_bytes: int,
+         deadline: float | None, on_late: Callable[[], None]
+         ) -> tuple[list[tuple[Any, ...]], str | None]:
+    """Read rows (``fetch_rows(n)``: at most n more, empty at the end) until the rows or bytes
+    cap (or the deadline) is reached."""
     rows: list[tuple[Any, ...]] = []
     size = 0
-    for batch in batches:
+    want = min(FIRST_BATCH, max_rows + 1)
+    while True:
+        batch = fetch_rows(want)
+        if not batch:
+            return rows, None
         for r in batch:
             for v in r:  # value_size, inlined for the common kinds: this runs per value
                 t = type(v)
@@ -84,7 +96,8 @@ def take(batches: Any, max_rows: int, max_bytes: int, deadline: float | None,
             rows.append(tuple(r))
         if deadline is not None and time.monotonic() > deadline:
             on_late()
-    return rows, None
+        average = max(1, size // max(1, len(rows)))
+        want = max(1, min(BATCH, (max_bytes - size) // average + 1, max_rows + 1 - len(rows)))
 
 
 class Source(ABC):
@@ -138,8 +151,17 @@ class Source(ABC):
         (one row more than the rows cap tells that more exist); the timeout covers the whole
         read, fetching included."""
         names, rows = self.run_named(sql, params, timeout)
-        kept, capped = take([rows], max_rows, max_bytes, None, lambda: None)
+        left = iter([rows])
+        kept, capped = take(lambda _n: next(left, []), max_rows, max_bytes, None, lambda: None)
         return Fetched(names, kept, capped)
+
+    def result_columns(self, sql: str, params: dict[str, Any] | None = None,
+                       timeout: float | None = None) -> list[Column]:
+        """The columns a statement (engine text, as :meth:`run` takes it) returns, named as
+        ``SELECT *`` over it names them, without reading a row; engines that cannot tell the
+        types give kind "other"."""
+        names, _ = self.run_named(f"SELECT * FROM ({sql}) AS tether_d LIMIT 0", params, timeout)
+        return [Column(name=n, type="UNKNOWN", kind="other", nullable=True) for n in names]
 
     def query(self, expr: exp.Expr, params: dict[str, Any] | None = None,
               timeout: float | None = None) -> list[tuple[Any, ...]]:

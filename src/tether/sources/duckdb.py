@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 from sqlglot import exp
 
+from tether.config import ServeConfig
 from tether.context.schema import Column
 from tether.errors import ProductError, QueryError, SourceError
 from tether.sources.base import Fetched, Source, first_line, kind_of, take
@@ -23,11 +24,36 @@ READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
 statement can change back. DuckDB refuses a second connection to the same file in one process
 with another configuration: open it with this one (read_only=True) beside a source."""
 
+POOL = 8
+"""Idle connections a source keeps for its next statements (more are opened while busy)."""
+
+
+def serving_config(path: Path, serve: ServeConfig) -> dict[str, Any]:
+    """The engine settings of a server's own DuckDB instance: a memory limit (intermediates
+    and the buffer cache; beyond it a query spills or fails), a bounded spill folder beside the
+    file, its threads, and freed memory handed back to the system (the allocator's background
+    threads: a value a statement built and dropped leaves the process within a second or so)."""
+    config: dict[str, Any] = {
+        "memory_limit": serve.duckdb_memory_limit,
+        "max_temp_directory_size": serve.duckdb_max_temp_size,
+        "temp_directory": str(path) + ".tmp",  # where DuckDB spills for a file it opens itself
+        "allocator_background_threads": True,
+    }
+    if serve.duckdb_threads:
+        config["threads"] = serve.duckdb_threads
+    return config
+
 
 class DuckDBSource(Source):
+    """A DuckDB file, read-only. With ``serve`` (a server's connections), in an engine instance
+    of its own whose memory, threads and spilling ``serve`` bounds: the file is attached to an
+    in-memory instance, so the limits hold for serving alone while profiling in the same process
+    opens the file with the engine's defaults."""
+
     dialect = "duckdb"
 
-    def __init__(self, name: str, path: Path, schema: str | None = None):
+    def __init__(self, name: str, path: Path, schema: str | None = None,
+                 serve: ServeConfig | None = None):
         super().__init__(name, str(path))
         if not path.is_file():
             raise SourceError(
@@ -35,23 +61,112 @@ class DuckDBSource(Source):
                 hint="Check the path in tether.yaml (relative paths are relative to the project "
                 "directory), or build the demo with `tether demo init`.",
             )
-        try:
-            # tether only reads: no file, network or extension access, and a configuration
-            # that no statement can change back
-            self.con = duckdb.connect(str(path), read_only=True, config=dict(READ_ONLY_CONFIG))
-        except duckdb.Error as e:
-            raise SourceError(
-                f"source {name!r}: cannot open {path} read-only: {e}",
-                hint="Another process may hold it open for writing; close it and retry.",
-            ) from None
         self.schema = schema
         self.path = path
+        self.serve = serve
+        self._use: list[str] = []  # what each new connection runs before its first statement
+        self._pool: list[Any] = []
+        self._pool_lock = threading.Lock()
+        self.con = self._open_bounded(serve) if serve is not None else self._open()
         self._catalog: dict[tuple[str, str], list[Column]] | None = None
         self._catalog_wanted = False
         self._catalog_lock = threading.Lock()  # profiles are described from threads
         self._types: dict[str, Any] = {}
-        if schema:
-            self.con.execute(f"SET schema = '{schema.replace(chr(39), '')}'")
+        for statement in self._use:
+            self.con.execute(statement)
+
+    def _open(self) -> Any:
+        try:
+            # tether only reads: no file, network or extension access, and a configuration
+            # that no statement can change back
+            con = duckdb.connect(str(self.path), read_only=True, config=dict(READ_ONLY_CONFIG))
+        except duckdb.Error as e:
+            raise SourceError(
+                f"source {self.name!r}: cannot open {self.path} read-only: {e}",
+                hint="Another process may hold it open for writing; close it and retry.",
+            ) from None
+        if self.schema:
+            self._use = [f"SET schema = '{self.schema.replace(chr(39), '')}'"]
+        return con
+
+    def _open_bounded(self, serve: ServeConfig) -> Any:
+        """An in-memory instance with the serving limits, the file attached read-only under
+        the name a direct connection gives it (its stem), then external access turned off and
+        the configuration locked, as for :meth:`_open`."""
+        alias = self.path.stem
+        try:
+            con = duckdb.connect(":memory:", config=serving_config(self.path, serve))
+        except duckdb.Error as e:
+            raise SourceError(
+                f"source {self.name!r}: DuckDB refused the serving limits: {first_line(e)}",
+                hint="Check serve.duckdb_memory_limit, serve.duckdb_max_temp_size and "
+                "serve.duckdb_threads in tether.yaml.") from None
+        quoted = exp.to_identifier(alias, quoted=True).sql(dialect="duckdb")
+        try:
+            con.execute(f"ATTACH '{str(self.path).replace(chr(39), chr(39) * 2)}' AS {quoted} "
+                        "(READ_ONLY)")
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+        except duckdb.Error as e:
+            con.close()
+            raise SourceError(
+                f"source {self.name!r}: cannot open {self.path} read-only: {first_line(e)}",
+                hint="Another process may hold it open for writing; close it and retry (a file "
+                "named memory, system or temp must be renamed: DuckDB keeps those names).",
+            ) from None
+        schema = (exp.to_identifier(self.schema, quoted=True).sql(dialect="duckdb")
+                  if self.schema else None)
+        self._use = [f"USE {quoted}" + (f".{schema}" if schema else "")]
+        return con
+
+    @contextlib.contextmanager
+    def _cursor(self, timeout: float | None = None) -> Iterator[Any]:
+        """A connection to this source's database for one statement, interrupted after
+        ``timeout`` seconds. Connections are reused (opening one and setting its catalog cost
+        more than a small query); one that was interrupted or failed is closed instead, so a
+        late interrupt can never reach the next statement."""
+        with self._pool_lock:
+            cur = self._pool.pop() if self._pool else None
+        if cur is None:
+            cur = self.con.cursor()
+            for statement in self._use:
+                cur.execute(statement)
+        lock = threading.Lock()
+        state = {"live": True, "stopped": False}
+
+        def stop() -> None:
+            with lock:
+                if state["live"]:
+                    state["stopped"] = True
+                    cur.interrupt()
+
+        reusable = False
+        try:
+            with WATCHDOG.guard(timeout, stop):
+                yield cur
+            reusable = True
+        finally:
+            with lock:
+                state["live"] = False
+            with self._pool_lock:
+                keep = reusable and not state["stopped"] and len(self._pool) < POOL
+                if keep:
+                    self._pool.append(cur)
+            if not keep:
+                cur.close()
+
+    def _failed(self, e: duckdb.Error, timeout: float | None) -> Exception:
+        """The error a failed statement raises: a timeout, the memory limit, or the engine's."""
+        if isinstance(e, duckdb.InterruptException):
+            return SourceError(f"source {self.name!r}: the query ran longer than "
+                               f"{timeout or 0:g}s and was cancelled", hint="Narrow it down.")
+        if isinstance(e, duckdb.OutOfMemoryException) and self.serve is not None:
+            return SourceError(
+                f"source {self.name!r}: the query needed more memory than this server's DuckDB "
+                f"limit (serve.duckdb_memory_limit: {self.serve.duckdb_memory_limit}) and was "
+                "stopped", hint="Narrow it down (fewer rows, groups or distinct values), or "
+                "raise serve.duckdb_memory_limit in tether.yaml.")
+        return QueryError(self.name, first_line(e))
 
     def loaded_at(self) -> dt.datetime | None:
         """The database file's last write (its write-ahead log's, if newer)."""
@@ -61,47 +176,38 @@ class DuckDBSource(Source):
 
     def run_named(self, sql: str, params: dict[str, Any] | None = None,
                   timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
-        # a cursor per call: its own connection to the same database, safe across threads
-        cur = self.con.cursor()
         try:
-            if self.schema:
-                cur.execute(f"SET schema = '{self.schema.replace(chr(39), '')}'")
-            with WATCHDOG.guard(timeout, cur.interrupt):
+            with self._cursor(timeout) as cur:
                 cur.execute(sql, params or None)
                 names = [d[0] for d in cur.description or []]
                 return names, cur.fetchall()
-        except duckdb.InterruptException:
-            raise SourceError(f"source {self.name!r}: the query ran longer than {timeout:g}s "
-                              "and was cancelled", hint="Narrow it down.") from None
         except duckdb.Error as e:
-            raise QueryError(self.name, first_line(e)) from None
-        finally:
-            cur.close()
+            raise self._failed(e, timeout) from None
+
+    def result_columns(self, sql: str, params: dict[str, Any] | None = None,
+                       timeout: float | None = None) -> list[Column]:
+        try:
+            with self._cursor(timeout) as cur:
+                cur.execute(f"SELECT * FROM ({sql}) AS tether_d LIMIT 0", params or None)
+                return [_column(d[0], d[1]) for d in cur.description or []]
+        except duckdb.Error as e:
+            raise self._failed(e, timeout) from None
 
     def fetch(self, sql: str, params: dict[str, Any] | None, timeout: float,
               max_rows: int, max_bytes: int) -> Fetched:
-        cur = self.con.cursor()
         deadline = time.monotonic() + timeout
 
         def late() -> None:
             raise duckdb.InterruptException("deadline")
 
         try:
-            if self.schema:
-                cur.execute(f"SET schema = '{self.schema.replace(chr(39), '')}'")
-            with WATCHDOG.guard(timeout, cur.interrupt):
+            with self._cursor(timeout) as cur:
                 cur.execute(sql, params or None)
                 names = [d[0] for d in cur.description or []]
-                batches = iter(lambda: cur.fetchmany(512), [])
-                rows, capped = take(batches, max_rows, max_bytes, deadline, late)
+                rows, capped = take(cur.fetchmany, max_rows, max_bytes, deadline, late)
                 return Fetched(names, rows, capped)
-        except duckdb.InterruptException:
-            raise SourceError(f"source {self.name!r}: the query ran longer than {timeout:g}s "
-                              "and was cancelled", hint="Narrow it down.") from None
         except duckdb.Error as e:
-            raise QueryError(self.name, first_line(e)) from None
-        finally:
-            cur.close()
+            raise self._failed(e, timeout) from None
 
     def tables(self) -> list[str]:
         rows = self.con.execute(
@@ -133,14 +239,13 @@ class DuckDBSource(Source):
     def _read_catalog(self) -> dict[tuple[str, str], list[Column]]:
         """Every base table's columns (not views': a view whose base table changed keeps stale
         columns in the catalog until it is bound again, so views are described by binding)."""
-        cur = self.con.cursor()
-        rows = cur.execute(
-            "SELECT c.schema_name, c.table_name, c.column_name, c.data_type, c.is_nullable "
-            "FROM duckdb_columns() c JOIN duckdb_tables() t ON t.database_name = "
-            "c.database_name AND t.schema_name = c.schema_name AND t.table_name = c.table_name "
-            "WHERE c.database_name = current_database() "
-            "ORDER BY c.schema_name, c.table_name, c.column_index").fetchall()
-        cur.close()
+        with self._cursor() as cur:
+            rows = cur.execute(
+                "SELECT c.schema_name, c.table_name, c.column_name, c.data_type, c.is_nullable "
+                "FROM duckdb_columns() c JOIN duckdb_tables() t ON t.database_name = "
+                "c.database_name AND t.schema_name = c.schema_name AND t.table_name = "
+                "c.table_name WHERE c.database_name = current_database() "
+                "ORDER BY c.schema_name, c.table_name, c.column_index").fetchall()
         catalog: dict[tuple[str, str], list[Column]] = {}
         for schema, table, column, type_name, nullable in rows:
             catalog.setdefault((schema, table), []).append(
@@ -162,13 +267,8 @@ class DuckDBSource(Source):
             found = self._catalog.get((relation.db or self.schema or "main", relation.name))
             if found is not None:
                 return list(found)
-        cur = self.con.cursor()  # its own connection: profiles are described from threads
-        try:
-            if self.schema:
-                cur.execute(f"SET schema = '{self.schema.replace(chr(39), '')}'")
+        with self._cursor() as cur:  # its own connection: profiles are described from threads
             return self._describe(cur, relation, label)
-        finally:
-            cur.close()
 
     def _describe(self, cur: Any, relation: exp.Expr, label: str) -> list[Column]:
         try:
@@ -211,6 +311,10 @@ class DuckDBSource(Source):
         return exp.func("SUM", exp.Anonymous(this="hash", expressions=columns))
 
     def close(self) -> None:
+        with self._pool_lock:
+            idle, self._pool = self._pool, []
+        for cur in idle:
+            cur.close()
         self.con.close()
 
 

@@ -119,8 +119,7 @@ class SQLAlchemySource(Source):
                               {"t": f"{int(timeout * 1000)}ms"})
                 result = c.execute(sa.text(sql), params or {})
                 names = list(result.keys())
-                batches = iter(lambda: result.fetchmany(512), [])
-                rows, capped = take(batches, max_rows, max_bytes, deadline, late)
+                rows, capped = take(result.fetchmany, max_rows, max_bytes, deadline, late)
                 result.close()
                 return Fetched(names, rows, capped)
         except TimeoutError:
@@ -192,28 +191,49 @@ class SQLAlchemySource(Source):
         return out
 
     def _describe_query(self, q: exp.Expr, label: str) -> list[Column]:
-        sql = f"SELECT * FROM {self.render(q)} LIMIT 0"
         try:
-            with self._session() as c:
-                res = c.execute(sa.text(sql))
-                desc = res.cursor.description if res.cursor else []
-                names = [d[0] for d in desc]
-                codes = [d[1] for d in desc]
-                types: dict[Any, str] = {}
-                enums: set[Any] = set()
-                if self.dialect == "postgres" and codes:
-                    rows = c.execute(
-                        sa.text("SELECT oid, format_type(oid, NULL), typtype FROM pg_type "
-                                "WHERE oid = ANY(:oids)"),
-                        {"oids": list(set(codes))},
-                    )
-                    for oid, name, typtype in rows:
-                        types[oid] = name.upper()
-                        if typtype == "e":  # a native ENUM type
-                            enums.add(oid)
+            return self._columns_of(f"SELECT * FROM {self.render(q)} LIMIT 0", {}, None)
         except sa.exc.SQLAlchemyError as e:
             reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
             raise ProductError(f"{label}: the source rejected its SQL: {reason}") from None
+
+    def result_columns(self, sql: str, params: dict[str, Any] | None = None,
+                       timeout: float | None = None) -> list[Column]:
+        try:
+            return self._columns_of(f"SELECT * FROM ({sql}) AS tether_d LIMIT 0", params or {},
+                                    timeout)
+        except sa.exc.SQLAlchemyError as e:
+            reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+            if "statement timeout" in reason:
+                raise SourceError(f"source {self.name!r}: the query ran longer than "
+                                  f"{timeout or 0:g}s and was cancelled",
+                                  hint="Narrow it down.") from None
+            raise QueryError(self.name, reason) from None
+
+    def _columns_of(self, sql: str, params: dict[str, Any], timeout: float | None
+                    ) -> list[Column]:
+        """The columns of a statement that reads no row (``LIMIT 0``), typed from the driver's
+        type codes (PostgreSQL: the catalog's type names)."""
+        with self._session() as c:
+            if timeout and self.dialect == "postgres":
+                c.execute(sa.text("SELECT set_config('statement_timeout', :t, true)"),
+                          {"t": f"{int(timeout * 1000)}ms"})
+            res = c.execute(sa.text(sql), params)
+            desc = res.cursor.description if res.cursor else []
+            names = [d[0] for d in desc]
+            codes = [d[1] for d in desc]
+            types: dict[Any, str] = {}
+            enums: set[Any] = set()
+            if self.dialect == "postgres" and codes:
+                rows = c.execute(
+                    sa.text("SELECT oid, format_type(oid, NULL), typtype FROM pg_type "
+                            "WHERE oid = ANY(:oids)"),
+                    {"oids": list(set(codes))},
+                )
+                for oid, name, typtype in rows:
+                    types[oid] = name.upper()
+                    if typtype == "e":  # a native ENUM type
+                        enums.add(oid)
         return [
             Column(name=n, type=types.get(code, "UNKNOWN"),
                    kind="string" if code in enums else kind_of(types.get(code, "")), nullable=True)
