@@ -113,7 +113,8 @@ class Executor:
     def source(self, name: str | None) -> Source:
         key = name or next(iter(self.project.config.sources))
         if key not in self.sources:
-            self.sources[key] = open_source(key, self.project.config.sources[key], self.project.root)
+            self.sources[key] = open_source(key, self.project.config.sources[key], self.project.root,
+                                            self.project.config.serve)
         return self.sources[key]
 
     def close(self) -> None:
