@@ -99,13 +99,22 @@ def test_references_are_checked() -> None:
     assert "unknown role 'analyst'" in e.message
 
 
-def test_row_filter_template_must_be_a_user_attribute() -> None:
-    text = BASE + (
+def test_row_filter_template_must_be_a_user_attribute(tmp_path: Path) -> None:
+    """One grammar reads templates (policy/templates.py); a template that is not one of its
+    forms is an error naming the file and line, before anything is built or served."""
+    import duckdb
+
+    from tether.profiling.policycheck import check_against_sources
+
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        con.execute("CREATE TABLE orders AS SELECT 1 AS order_id, now() AS placed_at, "
+                    "'EMEA' AS region")
+    (tmp_path / "tether.yaml").write_text(BASE + (
         "policies:\n  roles:\n    mgr:\n      row_filters:\n"
-        "        orders: \"region = {{ region }}\"\n"
-    )
-    e = error_of(text)
-    assert "{{ user.ATTRIBUTE }}" in e.message
+        "        orders: \"region = {{ region }}\"\n"))
+    with pytest.raises(ConfigError) as e:
+        check_against_sources(load_project(tmp_path))
+    assert "{{ user.ATTRIBUTE }}" in e.value.paragraph() and "tether.yaml:13" in e.value.paragraph()
 
 
 def test_env_interpolation(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -262,10 +262,19 @@ def test_ci_checklist_against_the_project(demo: Path) -> None:
     check(load_project(demo))
     res = run_cli("ci", "--project", str(demo), "--json")
     items = json.loads(res.stdout)
-    assert res.returncode == 0 and len(items) == 13
+    assert res.returncode == 0 and len(items) == 14
     assert [i["status"] for i in items][:11] == ["holds"] * 11
     assert items[11]["status"] == "not configured"
     assert items[12]["status"] == "holds"  # policy coverage (tests/test_policy_coverage.py)
+    assert items[13]["status"] == "holds"  # the policy served is tether.yaml's, approved
+    # a policy edit not yet checked: servers enforce the approved version, and item 14 says so
+    p = demo / "tether.yaml"
+    text = p.read_text()
+    p.write_text(text.replace('sales_region = {{ user.region }}"',
+                              'sales_region = {{ user.region }} OR 1 = 1"', 1))
+    item = json.loads(run_cli("ci", "--project", str(demo), "--json").stdout)[13]
+    assert item["status"] == "fails" and "OR 1 = 1" in item["why"], item
+    p.write_text(text)
     # a hand edit of an exported tool and an unchecked glossary edit are caught
     f = demo / "tools" / "items_in_an_order.json"
     f.write_text(f.read_text().replace("Line items", "Line items (edited by hand)", 1)

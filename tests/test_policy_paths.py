@@ -18,7 +18,6 @@ from mcp import Client
 from conftest import run_cli
 from tether.config import load_project
 from tether.drift.publish import build, open_registry
-from tether.errors import TetherError
 from tether.serve.server import TetherServer
 
 

@@ -11,13 +11,14 @@ from rich.table import Table
 
 from tether.cli.options import JsonOpt, ProjectOpt
 from tether.cli.output import out, print_json, progress
-from tether.config import load_project
+from tether.config import Project, load_project
 from tether.context.meta import CONTEXT_KEY, ToolContext
 from tether.drift.publish import build as run_build
 from tether.drift.publish import open_registry
 from tether.errors import ConfigError
-from tether.policy import tool_visible
+from tether.policy import role_of
 from tether.toolgen import MODES, Mode, generate
+from tether.toolgen.discovery import Setting
 
 TABLE_ROWS = 60
 """A build of thousands of tools prints this many rows; --json lists them all."""
@@ -87,39 +88,17 @@ def tools(
         None, "--dedicated-tools", help="As tether serve takes it: all, none or a "
         "comma-separated list of products (default: serve.dedicated_tools)."),
 ) -> None:
-    """Print the tool list a given user would see (tools/list order): the tools the list
-    holds (serve.dedicated_tools) that the user's role may see."""
+    """Print the tool list a given user would see: exactly what tools/list gives them (the
+    server's own answer, under the last approved policy: their tool globs and tables, enums
+    narrowed to their rows, their defaults); without --as-user, every tool the list holds
+    (serve.dedicated_tools) as published."""
     from tether.cli.serve import dedicated_setting
-    from tether.toolgen.discovery import listed
-    from tether.toolgen.kinds import kind
-    from tether.toolgen.model import QueryPlan
 
     proj = load_project(project)
     m = _mode(mode)
-    if m == "grounded":
-        registry = open_registry(proj)
-        try:
-            tools = [(v.definition, QueryPlan.model_validate(v.plan))
-                     for v in registry.current().values()]
-        finally:
-            registry.close()
-        if not tools:
-            raise ConfigError("no published tools yet.", where=str(proj.root),
-                              hint="Run `tether build` first.")
-    else:
-        from tether.profiling import profile_project
-
-        profiles = {p.product: p for p in profile_project(proj)}
-        tools = [(t.wire(), t.plan) for t in generate(proj, profiles, m)]
-    served = listed(proj.config, [(d["name"], d, p) for d, p in tools],
-                    dedicated_setting(dedicated_tools))
-    # as the server offers them: search and the generic listing to whoever may call a listing
-    routed = any(kind(p.kind).listing and tool_visible(proj.config, as_user, d["name"])
-                 for d, p in tools)
-    visible = sorted((d for d, p in tools if d["name"] in served and (
-                          routed if kind(p.kind).routed
-                          else tool_visible(proj.config, as_user, d["name"]))),
-                     key=lambda d: d["name"])
+    setting = dedicated_setting(dedicated_tools)
+    visible = (_as_served(proj, m, as_user, setting) if as_user is not None
+               else _published(proj, m, setting))
     if x_context:
         visible = [_mirror(d) for d in visible]
     if as_json:
@@ -134,6 +113,45 @@ def tools(
         t.add_row(d["name"], ctx.version or "", d.get("description", ""))
     out.print(t)
     out.print(f"{len(visible)} tools" + (f" visible to {as_user}" if as_user else ""))
+
+
+def _as_served(proj: Project, mode: Mode, user: str, setting: Setting) -> list[dict[str, Any]]:
+    """``user``'s tools/list, from the server itself (one answer for every surface)."""
+    from tether.serve.server import TetherServer
+
+    server = TetherServer(proj, mode=mode, dedicated_tools=setting)
+    try:
+        role_of(server.project.config, user)  # unknown under the policy servers enforce
+        return [v.definition for v in server.visible(user)]
+    finally:
+        server.close()
+
+
+def _published(proj: Project, mode: Mode, setting: Setting) -> list[dict[str, Any]]:
+    """Every tool the list holds, as published (or generated, for bare and generic)."""
+    from tether.toolgen.discovery import listed
+    from tether.toolgen.kinds import kind
+    from tether.toolgen.model import QueryPlan
+
+    if mode == "grounded":
+        registry = open_registry(proj)
+        try:
+            tools = [(v.definition, QueryPlan.model_validate(v.plan))
+                     for v in registry.current().values()]
+        finally:
+            registry.close()
+        if not tools:
+            raise ConfigError("no published tools yet.", where=str(proj.root),
+                              hint="Run `tether build` first.")
+    else:
+        from tether.profiling import profile_project
+
+        profiles = {p.product: p for p in profile_project(proj)}
+        tools = [(t.wire(), t.plan) for t in generate(proj, profiles, mode)]
+    served = listed(proj.config, [(d["name"], d, p) for d, p in tools], setting)
+    routed = any(kind(p.kind).listing for _d, p in tools)
+    return sorted((d for d, p in tools if d["name"] in served and (
+        routed if kind(p.kind).routed else True)), key=lambda d: d["name"])
 
 
 def _mirror(d: dict[str, Any]) -> dict[str, Any]:

@@ -298,7 +298,7 @@ def diff(tool: str = typer.Argument(...), a: str = typer.Argument(..., help="Ver
 
 
 def ci(project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
-    """The thirteen context-CI items, evaluated against this project: which hold and why. Exit 1
+    """The fourteen context-CI items, evaluated against this project: which hold and why. Exit 1
     if any fails; exit 2 when the policy names something the sources do not have."""
     from tether.drift.checklist import FAILS, evaluate
     from tether.profiling.policycheck import check_against_sources

@@ -8,7 +8,6 @@ naming the file and line. Plain checks over the model, no I/O.
 from __future__ import annotations
 
 import difflib
-import re
 import zoneinfo
 from collections.abc import Callable
 from typing import Any
@@ -24,9 +23,6 @@ def did_you_mean(word: str, choices: Any) -> str:
     close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
     return f"Did you mean {close[0]!r}?" if close else ""
 
-
-
-_TEMPLATE = re.compile(r"\{\{\s*(.*?)\s*\}\}")
 
 
 def sources_declared(c: TetherConfig) -> list[Problem]:
@@ -113,22 +109,17 @@ def users_have_roles(c: TetherConfig) -> list[Problem]:
 
 
 def roles_refer(c: TetherConfig) -> list[Problem]:
-    """A role's row filters, masks and table rules name declared products; templates are
-    ``{{ user.ATTRIBUTE }}``."""
+    """A role's row filters, masks and table rules name declared products (their templates are
+    read by policy/templates.py, checked with the policy against the source)."""
     problems: list[Problem] = []
     for rname, r in c.policies.roles.items():
-        for product, pred in r.row_filters.items():
+        for product in r.row_filters:
             loc: Loc = ("policies", "roles", rname, "row_filters", product)
             if product not in c.products:
                 problems.append(
                     (loc, f"row filter for unknown product {product!r}. "
                      + did_you_mean(product, c.products))
                 )
-            for ref in _TEMPLATE.findall(pred):
-                if not re.fullmatch(r"user\.[A-Za-z_][A-Za-z0-9_]*", ref):
-                    problems.append(
-                        (loc, f"template {{{{ {ref} }}}} must be `{{{{ user.ATTRIBUTE }}}}`")
-                    )
         for target in r.masks:
             mloc: Loc = ("policies", "roles", rname, "masks", target)
             table, dot, column = target.partition(".")

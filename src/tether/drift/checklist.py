@@ -2,7 +2,8 @@
 
 Each item is a small function returning (status, why): status is "holds", "fails" or
 "not configured". Items 1-5 say whether drift can be detected, 6-9 whether it propagates, 10-12
-whether anyone would know it worked, 13 whether the policy covers every product it should.
+whether anyone would know it worked, 13 whether the policy covers every product it should, 14
+whether the policy servers enforce is the approved one and tether.yaml's.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Facts:
     state: dict[str, Any]
     reviews: list[dict[str, Any]]
     calls: dict[str, Any]  # Registry.call_summary()
+    policy: ToolVersion | None = None  # the access policy's current version
 
 
 Item = Callable[[Facts], tuple[str, str]]
@@ -185,6 +187,29 @@ def policy_coverage(f: Facts) -> tuple[str, str]:
                    "same roles")
 
 
+def policy_served(f: Facts) -> tuple[str, str]:
+    """tether.yaml's access policy is the version servers enforce: none waits, none unchecked."""
+    from tether.drift.policyversion import coverage_gaps
+    from tether.policy import versions
+
+    if f.policy is None:
+        return FAILS, ("no access policy version is published, so servers have none to "
+                       "enforce: run `tether build` or `tether check`")
+    columns = {k.split(":", 1)[1]: list(v.get("columns", {}))
+               for k, v in f.state.items() if k.startswith("product:")}
+    here = versions.document(f.project.config, coverage_gaps(f.project, columns))
+    approved = f.policy.definition.get("policy")
+    if versions.same(here, approved):
+        return HOLDS, (f"servers enforce policy {f.policy.version}, which is tether.yaml's; "
+                       "a widening waits for a reviewer who is not its author")
+    words = "; ".join(c.words for c in versions.changes(approved, here))
+    waiting = [str(r["id"]) for r in f.reviews if r["status"] == "pending" and any(
+        t.get("name") == versions.POLICY_KIND for t in r["body"].get("tools", []))]
+    return FAILS, (f"servers enforce policy {f.policy.version}, not tether.yaml's ({words}); "
+                   + (f"review {', '.join(waiting)} waits for a reviewer" if waiting
+                      else "run `tether check`"))
+
+
 ITEMS: tuple[tuple[str, Item], ...] = (
     ("Every tool carries its schema fingerprint and generation time", fingerprints),
     ("Fingerprints are recomputed and a mismatch raises a drift event", recomputed),
@@ -200,12 +225,14 @@ ITEMS: tuple[tuple[str, Item], ...] = (
     ("Calls to deprecated versions are counted and nobody is pinned at the close", pinned),
     ("The agent's regression suite reruns on every context change", regression),
     ("Every product that joins a row-filtered product is filtered too", policy_coverage),
+    ("The policy servers enforce is the last approved version, and it is tether.yaml's",
+     policy_served),
 )
 
 
 def evaluate(project: Project, registry: Registry) -> list[dict[str, Any]]:
     facts = Facts(project, registry.current(), registry.version_index(), registry.state(),
-                  registry.reviews(), registry.call_summary())
+                  registry.reviews(), registry.call_summary(), registry.current_policy())
     out = []
     for n, (title, item) in enumerate(ITEMS, 1):
         status, why = item(facts)

@@ -15,8 +15,11 @@ import os
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
+
+import sqlglot
+from sqlglot import exp
 
 from tether.config import Project
 from tether.context.meta import ToolContext
@@ -69,6 +72,28 @@ def exposes(definition: Mapping[str, Any], restricted: Restricted) -> list[str]:
     return found
 
 
+def plan_reads(plan: Mapping[str, Any], restricted: Restricted,
+               products: Collection[str]) -> list[str]:
+    """``product.column`` fields a plan's statement names that are restricted: a column
+    qualified by a product's alias anywhere in it (a measure, a predicate, a subquery), or an
+    unqualified one in a plan over one product. What the definition says is checked apart
+    (:func:`exposes`); this reads what would run."""
+    text, dialect = plan.get("select"), str(plan.get("dialect") or "duckdb")
+    if not text:
+        return []
+    try:
+        tree = sqlglot.parse_one(str(text), read=dialect)
+    except sqlglot.errors.SqlglotError:
+        return []
+    only = plan.get("product")
+    found = set()
+    for col in tree.find_all(exp.Column):
+        owner = col.table or (str(only) if only else "")
+        if owner in products and restricted(owner, col.name):
+            found.add(f"{owner}.{col.name}")
+    return sorted(found)
+
+
 def related(t: GeneratedTool, events: list[Event]) -> list[Event]:
     """The events that concern a tool: its products, its governed terms, its metric."""
     ctx = ToolContext.of(t.wire())
@@ -113,7 +138,8 @@ def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
         level, kind = ("major" if level == "major" or semantic else "minor"), "policy"
     elif semantic:
         level, kind = "major", "semantic"
-    if exposes(wire, restricted):
+    if exposes(wire, restricted) or plan_reads(t.plan.model_dump(), restricted,
+                                               ToolContext.of(wire).products):
         return "blocked", level, kind
     if prev is None:
         return "auto", level, kind

@@ -137,10 +137,10 @@ def may_approve(review: Mapping[str, Any], by: str, via: str | None) -> None:
                  "console); its author may still reject it.")
     if via == "cli" and author.startswith(OS_PREFIX) and author_of() == author:
         raise NotPermittedError(
-            f"review {rid} holds a policy change opened by a check this operating-system "
-            f"account ({author[len(OS_PREFIX):]}) ran; approving it from the same account "
-            "would let one person widen access alone.",
-            hint="Another person approves it from their own account or the console (tether "
+            f"review {rid} holds a policy change opened by a check run under this login "
+            f"({author[len(OS_PREFIX):]}); approving it under the same login would let one "
+            "person widen access alone.",
+            hint="Another person approves it under their own login or in the console (tether "
                  "ui); run checks as yourself with `tether check --as NAME`.")
 
 

@@ -318,7 +318,7 @@ def narrows(old: str, new: str, dialect: str = "duckdb") -> bool:
 def _canonical(e: exp.Expr) -> str:
     while isinstance(e, exp.Paren):
         e = e.this
-    return e.sql(dialect="duckdb", normalize=True, identify=False)
+    return e.sql(dialect="duckdb")  # identifiers as written: "A" and a may differ
 
 
 def glob_within(glob: str, outer: str) -> bool:

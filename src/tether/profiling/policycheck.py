@@ -87,6 +87,24 @@ def restricted_name_columns(facts: Facts) -> list[Problem]:
     return out
 
 
+def templates_are_the_grammar(facts: Facts) -> list[Problem]:
+    """A row filter's templates are ``{{ user.ATTRIBUTE }}``, a freshness condition's
+    ``{{ clock }}`` (policy/templates.py, the one grammar)."""
+    config = facts.project.config
+    out = []
+    for rname, role in config.policies.roles.items():
+        for product, text in role.row_filters.items():
+            problem = templates.check(text)
+            if problem:
+                out.append(Problem(("policies", "roles", rname, "row_filters", product), problem))
+    for product, p in config.products.items():
+        if p.freshness is not None and p.freshness.where is not None:
+            problem = templates.check(p.freshness.where, "freshness")
+            if problem:
+                out.append(Problem(("products", product, "freshness", "where"), problem))
+    return out
+
+
 def row_filters_compile(facts: Facts) -> list[Problem]:
     """Each row filter, compiled by the product's own engine (values as NULL, no rows read):
     all of a source's at once, and one by one only when that fails, to name which."""
@@ -94,8 +112,8 @@ def row_filters_compile(facts: Facts) -> list[Problem]:
     filters: dict[str, list[tuple[Loc, str, str]]] = {}
     for rname, role in config.policies.roles.items():
         for product, template in role.row_filters.items():
-            if product not in facts.columns:
-                continue
+            if product not in facts.columns or templates.check(template):
+                continue  # a template not the grammar's is its own problem, above
             loc: Loc = ("policies", "roles", rname, "row_filters", product)
             filters.setdefault(facts.project.source_name(product), []).append(
                 (loc, product, template))
@@ -202,7 +220,8 @@ def freshness_conditions_compile(facts: Facts) -> list[Problem]:
     return out
 
 
-RULES: tuple[Rule, ...] = (masks_name_columns, restricted_name_columns, row_filters_compile,
+RULES: tuple[Rule, ...] = (masks_name_columns, restricted_name_columns, templates_are_the_grammar,
+                           row_filters_compile,
                            hash_masks_supported, freshness_conditions_compile)
 
 

@@ -3,7 +3,8 @@
 Published definitions are the project's; their enums were observed over every row. A caller
 whose role filters a product's rows sees, in their own tools/list and in the validation errors of
 their calls, only the values their rows hold (one DISTINCT over their entitled relation per
-column and role, kept a few minutes); the probe is offered over the products they may read.
+column and role, kept a few minutes). A product argument (the probe's, the generic listing's) is
+narrowed by the server to the products the caller reaches.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from tether.context.meta import ToolContext, enum_of, with_enum
-from tether.policy.entitle import equality_scope, table_allowed
+from tether.policy.entitle import equality_scope
 from tether.policy.model import role_of
 from tether.toolgen.kinds import kind
 
@@ -31,32 +32,16 @@ MAX_VALUES = 1000
 def shaped(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan,
            cache: dict[tuple[Any, ...], tuple[float, dict[str, Any]]]) -> dict[str, Any]:
     """``definition`` as ``user`` sees it (the same object when nothing narrows)."""
+    if kind(plan.kind).narrowed != "values":
+        # a product argument is narrowed by the server, to the products the caller reaches
+        # (TetherServer.reachable: tool globs and tables together), never here
+        return definition
     key = (definition.get("name"), ToolContext.of(definition).version, *ex.scope_key(user))
     hit = cache.get(key)
     if hit is not None and time.monotonic() < hit[0]:
         return hit[1]
-    narrowed = kind(plan.kind).narrowed
-    if narrowed == "products":
-        out = _probe(ex, user, definition)
-    elif narrowed == "values":
-        out = _enums(ex, user, definition, plan)
-    else:
-        out = definition
+    out = _enums(ex, user, definition, plan)
     cache[key] = (time.monotonic() + TTL, out)
-    return out
-
-
-def _probe(ex: Executor, user: str, definition: dict[str, Any]) -> dict[str, Any]:
-    config = ex.project.config
-    prop = definition.get("inputSchema", {}).get("properties", {}).get("product", {})
-    enum = prop.get("enum")
-    if enum is None:
-        return definition
-    allowed = [p for p in enum if p not in config.products or table_allowed(config, user, p)]
-    if allowed == enum:
-        return definition
-    out = copy.deepcopy(definition)
-    out["inputSchema"]["properties"]["product"]["enum"] = allowed
     return out
 
 

@@ -3,9 +3,9 @@ caller's entitled relation like every other read.
 
 What the column is (type, meaning, unit) comes from the project's profile of the product; what
 the caller may see of it comes from their entitled relation: the row count, the most frequent
-values of each categorical column (none for a masked column, no restricted column at all) and
-as_of. A user filtered to one region gets that region's count and values; a role that may not
-read the product gets a refusal.
+values of each categorical column (none for a masked column, which says its mask; no restricted
+column at all) and as_of. A user filtered to one region gets that region's count and values; a
+role that may not read the product gets a refusal.
 """
 
 from __future__ import annotations
@@ -61,9 +61,12 @@ def explain(ex: Executor, call: Call) -> Answered:
             values = _values(ex, src, rel, name)
         elif name not in rel.masks and c.nearly_unique:
             values = _first_values(ex, src, rel, name)
-        columns.append({"name": name, "type": c.column.type,
-                        "description": facts.description if facts else None,
-                        "unit": c.unit_hint, "values": [jsonable(v) for v in values]})
+        entry = {"name": name, "type": c.column.type,
+                 "description": facts.description if facts else None,
+                 "unit": c.unit_hint, "values": [jsonable(v) for v in values]}
+        if name in rel.masks:  # what the caller reads of it, said: no value is shown
+            entry["mask"] = rel.masks[name]
+        columns.append(entry)
     terms = sorted(t for t, g in config.glossary.items()
                    if any(f.split(".")[0] == product for f in g.fields))
     upstream = [{"from": e.from_, "to": e.to, "via": e.via} for e in config.lineage

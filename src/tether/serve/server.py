@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 import mcp_types as types
@@ -153,13 +153,18 @@ class TetherServer:
                 hint="Revert the edit that exposes it and run tether check.")
 
     def _apply_policy(self) -> bool:
-        """Enforce the newest approved policy version if it is not the one enforced: every
-        cache that holds what a role may read starts again. True if it moved."""
+        """On a publication: enforce the newest approved policy version, over tether.yaml as
+        it stands now (a server running since before a product was added reads it as a new
+        one would; a file that no longer loads keeps the last one that did). Every cache that
+        holds what a role may read starts again. True if anything moved."""
         found = policyversion.approved_document(self.registry)
-        if found is None or found[0] == self.policy_version:
+        fresh = self._reread()
+        if fresh is None and (found is None or found[0] == self.policy_version):
             return False
-        self.project, self.policy_version = policyversion.enforced(self.file_project,
-                                                                   self.registry)
+        if fresh is not None:
+            self.file_project = fresh
+        self.project, self.policy_version = policyversion.enforced(
+            self.file_project, self.registry, required=self.mode == "grounded")
         old = self.executor
         # the open connections are kept; nothing computed under the old policy is
         self.executor = Executor(self.project, self.cursor_key, old.mask_key,
@@ -168,6 +173,19 @@ class TetherServer:
         self._shaped, self._visible, self._tools, self._indexes, self._docs = {}, {}, {}, {}, {}
         log(f"tether: now enforcing access policy {self.policy_version}")
         return True
+
+    def _reread(self) -> Project | None:
+        """tether.yaml again, when it changed since it was read (None: unchanged, or it does
+        not load now, which the log says)."""
+        from tether.config import load_project
+
+        try:
+            fresh = load_project(self.file_project.root)
+        except TetherError as e:
+            log(f"tether: tether.yaml does not load now ({e.paragraph()}); serving it as it "
+                "was last read")
+            return None
+        return None if fresh.config == self.file_project.config else fresh
 
     # --- the tool set ---
 
@@ -248,7 +266,8 @@ class TetherServer:
                     log(f"tether: not serving {v.name} {v.version}: its kind {plan_kind!r} is "
                         "not one this server knows (a plugin not loaded, or a newer tether)")
                 continue
-            found = gate.exposes(v.definition, restricted)
+            found = gate.exposes(v.definition, restricted) or gate.plan_reads(
+                v.plan or {}, restricted, ToolContext.of(v.definition).products)
             if not found:
                 safe.append(v)
             elif (v.name, v.version) not in self.withheld:
@@ -320,10 +339,13 @@ class TetherServer:
             if kind(v.plan.kind).discovery:  # listings and metrics: see _index, shaped()
                 v = self.shaped(user, v)
             out.append(v)
-        # search and the generic listing reach exactly the listing tools the caller may call
-        # (their role's globs and tables): offered when there is one, over those products
+        # search, the probe and the generic listing reach exactly the products whose listing
+        # tool the caller may call (their role's globs and tables together): offered when
+        # there is one, over those products. This is the one answer to "may this caller
+        # reach this product?" (tools/list, search, the probe, the generic listing and its
+        # enum, `tether tools --as-user` and the console all read it)
         readable = [v.plan.product for v in out if kind(v.plan.kind).listing and v.plan.product]
-        return [_over(v, readable) if kind(v.plan.kind).over_listings else v for v in out
+        return [_over(v, readable) if over_products(v) else v for v in out
                 if readable or not kind(v.plan.kind).routed]
 
     # --- identity ---
@@ -434,25 +456,36 @@ class TetherServer:
     def _call(self, user: str, entry: Version, args: dict[str, Any]) -> Call:
         """The call to execute: the tool's own, or for the generic listing, the named product's
         listing tool as this caller reaches it, with the arguments given for it (validated,
-        refused and answered exactly as that tool's would be)."""
+        refused and answered exactly as that tool's would be). A product the caller does not
+        reach is unknown to the probe as to the generic listing."""
+        if kind(entry.plan.kind).narrowed == "products":
+            product = str(args.get("product"))
+            if product in self.project.config.products and product not in self._index(
+                    user).listings:
+                self._refuse_unreached(user, product)
         if not kind(entry.plan.kind).over_listings:
             return Call(user, entry.name, entry.version, entry.definition, entry.plan, args)
         validate(entry.definition, without_blanks(
             Call(user, entry.name, entry.version, entry.definition, entry.plan, args)).args)
         product = str(args.get("product"))
-        config = self.project.config
-        if product in config.products and not table_allowed(config, user, product):
-            refusal = Refusal("denied_table", f"your role may not read {product}")
-            raise ToolError(refusal.paragraph(), refusal=refusal.meta())
         listing = self._listing_for(user, product)
         if listing is None:
-            raise ToolError(discovery.unknown_product(product))
+            self._refuse_unreached(user, product)
         given = args.get("arguments") or {}
         if not isinstance(given, dict):
             raise ToolError("arguments must be an object of the product's arguments by name "
                             f"(see {PROBE})")
         return Call(user, listing.name, listing.version, listing.definition, listing.plan,
                     dict(given))
+
+    def _refuse_unreached(self, user: str, product: str) -> NoReturn:
+        """A product the caller does not reach: denied by the role's tables (a refusal that
+        says so), else unknown to them (no listing tool they may call)."""
+        config = self.project.config
+        if product in config.products and not table_allowed(config, user, product):
+            refusal = Refusal("denied_table", f"your role may not read {product}")
+            raise ToolError(refusal.paragraph(), refusal=refusal.meta())
+        raise ToolError(discovery.unknown_product(product))
 
     def _listing_for(self, user: str, product: str) -> Version | None:
         """The listing tool of ``product`` as ``user`` reaches it (None: none they may call)."""
@@ -515,7 +548,7 @@ class TetherServer:
         if entry.served_until is not None and self.clock() > entry.served_until:
             raise ToolError(f"{name}@{pin} was retired on {entry.served_until:%Y-%m-%d}; "
                             f"use {name}@{entry.successor} (current: {current})")
-        if kind(entry.plan.kind).over_listings:  # over the caller's products, as the current
+        if over_products(entry):  # over the caller's products, as the current
             return _over(entry, list(self._index(user).listings))
         return self.shaped(user, entry)
 
@@ -621,6 +654,12 @@ class TetherServer:
                 tg.cancel_scope.cancel()
         finally:
             self.close()
+
+
+def over_products(v: Version) -> bool:
+    """Whether the tool takes a product argument over the products a caller reaches."""
+    k = kind(v.plan.kind)
+    return k.over_listings or k.narrowed == "products"
 
 
 def _over(v: Version, products: list[str]) -> Version:

@@ -19,7 +19,6 @@ stdout returns ``{"violations": [{"call": INDEX, "detail": TEXT}, ...]}``.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import subprocess
 from collections import Counter
@@ -29,12 +28,12 @@ from tether.errors import TetherError
 from tether.eval.label.calls import CallView
 from tether.eval.label.sql import rerun
 from tether.eval.label.work import Finding, Work, rule
+from tether.policy.entitle import equality_scope
 from tether.policy.model import role_of
 from tether.policy.oracle import check_rows, entitled_keys
 
 ORACLE_PROTOCOL = 1
 ORACLE_TIMEOUT = 60.0
-_SIMPLE_FILTER = re.compile(r"^\s*\"?(\w+)\"?\s*=\s*\{\{\s*user\.(\w+)\s*\}\}\s*$")
 
 
 def result_columns(work: Work, c: CallView) -> dict[str, str]:
@@ -110,15 +109,15 @@ def _dimension_check(work: Work, product: str, rows: list[dict[str, Any]]) -> li
     config = work.ctx.config
     assert config is not None
     user = work.trace.as_user
-    _, role = role_of(config, user)
-    m = _SIMPLE_FILTER.match(role.row_filters.get(product, ""))
-    if not m:
-        return []
-    column, attr = m.group(1).lower(), m.group(2)
-    allowed = config.policies.users[user].attributes().get(attr)
-    bad = sorted({str(r[column]) for r in rows if column in r and r[column] != allowed})
-    return [f"{product}.{column} values {', '.join(bad[:5])} outside {user}'s {attr} "
-            f"{allowed!r}"] if bad else []
+    out = []
+    for name, allowed in equality_scope(config, user, product).items():
+        column = name.lower()
+        bad = sorted({str(r[column]) for r in rows if column in r and r[column] not in allowed})
+        if bad:
+            shown = ", ".join(sorted(map(str, allowed)))
+            out.append(f"{product}.{column} values {', '.join(bad[:5])} outside {user}'s "
+                       f"{column} {shown}")
+    return out
 
 
 @rule(writes={"policy_violations", "symptoms"})

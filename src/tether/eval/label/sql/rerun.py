@@ -34,11 +34,12 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from tether.config import USER_TEMPLATE, RoleConfig, TetherConfig
+from tether.config import RoleConfig, TetherConfig
 from tether.errors import TetherError
 from tether.eval.label.calls import CallView, parse_time
 from tether.eval.label.work import Work
 from tether.keyfile import load_secret
+from tether.policy import templates
 from tether.policy.entitle import MaskKey, hash_mask
 from tether.policy.model import role_of
 from tether.policy.oracle import REDACTED, masks_of
@@ -48,7 +49,6 @@ ROW_CAP = 10_000
 """Rows read back per run; a longer result cannot be compared and goes to a human."""
 
 KINDS = ("rows", "masks", "restricted")
-_MARK = "tether_policy_attr__"
 _NUMERIC = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?$")
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}")
 _DENY = re.compile(
@@ -250,13 +250,16 @@ def shown_filter(work: Work, product: str) -> str:
     config, role = _role(work)
     attrs = config.policies.users[work.trace.as_user].attributes()
 
-    def lit(m: re.Match[str]) -> str:
-        v = attrs.get(m.group(1))
-        if isinstance(v, str):
-            return "'" + v.replace("'", "''") + "'"
-        return "NULL" if v is None else str(v)
+    parsed = templates.parse(role.row_filters[product])
 
-    return USER_TEMPLATE.sub(lit, role.row_filters[product])
+    def lit(n: exp.Expr) -> exp.Expr:
+        name = str(n.name) if isinstance(n, exp.Placeholder) else ""
+        if not name.startswith(templates.USER_PREFIX):
+            return n
+        v = attrs.get(name[len(templates.USER_PREFIX):])
+        return exp.null() if v is None else exp.convert(v)
+
+    return parsed.tree().transform(lit).sql()
 
 
 # --- parsing and rewriting -----------------------------------------------------------------------
@@ -386,19 +389,20 @@ def _bound(work: Work, src: Source, template: str, params: dict[str, Any]) -> ex
     config = work.ctx.config
     assert config is not None
     attrs = config.policies.users[work.trace.as_user].attributes()
-    missing = sorted(set(USER_TEMPLATE.findall(template)) - set(attrs))
+    try:
+        parsed = templates.parse(template, src.dialect)
+    except templates.TemplateError as e:
+        raise Undecided(f"the row filter {template!r} does not parse: {e.message}") from None
+    missing = parsed.missing(attrs)
     if missing:
         raise Undecided(f"{work.trace.as_user} has no attribute {', '.join(missing)}, which the "
                         "row filter needs")
-    marked = USER_TEMPLATE.sub(lambda m: _MARK + m.group(1), template)
-    try:
-        pred = sqlglot.parse_one(marked, read=src.dialect)
-    except sqlglot.errors.SqlglotError as e:
-        raise Undecided(f"the row filter {template!r} does not parse: {e}") from None
+    pred = parsed.tree()
 
     def bind(n: exp.Expr) -> exp.Expr:
-        if isinstance(n, exp.Column) and not n.table and n.name.startswith(_MARK):
-            attr = n.name[len(_MARK):]
+        name = str(n.name) if isinstance(n, exp.Placeholder) else ""
+        if name.startswith(templates.USER_PREFIX):
+            attr = name[len(templates.USER_PREFIX):]
             params[f"tp_{attr}"] = attrs[attr]
             return exp.Placeholder(this=f"tp_{attr}")
         return n
