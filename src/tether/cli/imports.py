@@ -17,6 +17,9 @@ from tether.config import Project, load_project
 from tether.errors import ConfigError
 from tether.imports.layer import layer_path
 
+SHOWN = 20
+"""Lines of "not imported" printed for people (the layer's report and --json hold more)."""
+
 import_app = typer.Typer(help="Read meaning from where it already lives (a dbt project, "
                          "OpenLineage events) into an import layer under tether.yaml.",
                          no_args_is_help=True)
@@ -63,16 +66,22 @@ def import_openlineage(
     an invalid event (nothing is imported; the previous layer is kept)."""
     import sys
 
+    from tether.imports.layer import MAX_IMPORT_BYTES
     from tether.imports.openlineage import KIND
     from tether.profiling.layers import fold_openlineage
-    from tether.textfiles import read_text
+    from tether.textfiles import decode_text, over_cap, read_text
 
     proj = load_project(project)
+    what = "the OpenLineage events"
     if source == "-":
-        text, shown = sys.stdin.read(), "-"
+        data = sys.stdin.buffer.read(MAX_IMPORT_BYTES + 1)  # never more than the cap in memory
+        if len(data) > MAX_IMPORT_BYTES:
+            raise over_cap(len(data), MAX_IMPORT_BYTES, what + " on stdin", "-",
+                           hint="Split them into several imports.")
+        text, shown = decode_text(data, Path("-"), what, name="-"), "-"
     else:
         path = Path(source).resolve()
-        text = read_text(path, "the OpenLineage events", name=source)
+        text = read_text(path, what, name=source, max_bytes=MAX_IMPORT_BYTES)
         try:
             shown = str(path.relative_to(proj.root))
         except ValueError:
@@ -87,8 +96,14 @@ def import_openlineage(
     out.print(f"folded OpenLineage events from {escape(shown)} into {summary['layer']}: "
               f"{summary['jobs']} jobs, {len(summary['edges'])} lineage edges, "
               f"{len(summary['datasets'])} dataset schemas")
-    for e in summary["edges"]:
+    for e in summary["edges"][:SHOWN]:
         out.print(f"  {escape(e['from'])} -> {escape(e['to'])} ({escape(e['via'])})")
+    if len(summary["edges"]) > SHOWN:
+        out.print(f"  ... and {len(summary['edges']) - SHOWN:,} more (--json lists them all)")
+    left_out = layer.report.get("lineage_left_out") or 0
+    if left_out:
+        out.print(f"  {left_out:,} edges lead to no product and were left out (they are kept "
+                  "in the jobs and come back when a product is built from them)")
 
 
 def _dbt_summary(proj: Project, report: dict[str, Any], source: str) -> None:
@@ -100,8 +115,17 @@ def _dbt_summary(proj: Project, report: dict[str, Any], source: str) -> None:
         out.print(f"  new product (--new-products): {escape(name)}: none of tether.yaml's row "
                   "filters or masks name it; declare them before tether check publishes its "
                   "tool")
-    for s in report.get("skipped", []) + report.get("metrics_skipped", []):
+    skipped = report.get("skipped", []) + report.get("metrics_skipped", [])
+    total = (report.get("skipped_total", len(report.get("skipped", [])))
+             + report.get("metrics_skipped_total", len(report.get("metrics_skipped", []))))
+    for s in skipped[:SHOWN]:
         out.print(f"  not imported: {escape(s['node'])}: {escape(s['reason'])}")
+    if total > min(len(skipped), SHOWN):
+        out.print(f"  ... and {total - min(len(skipped), SHOWN):,} more not imported (--json "
+                  f"lists the first {len(skipped):,})")
+    if report.get("lineage_left_out"):
+        out.print(f"  {report['lineage_left_out']:,} lineage edges lead to no product and were "
+                  "left out")
     for name in report.get("not_in_warehouse", []):
         out.print(f"  not in the warehouse (build it with dbt, then import again): {escape(name)}")
     for c in report.get("columns_not_in_relation", []):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import os
 import shlex
 import time
@@ -35,7 +34,7 @@ from tether.eval.trace import (
     ToolCall,
     Trace,
 )
-from tether.textfiles import read_text
+from tether.textfiles import load_json, read_text
 
 TRACES = "traces"
 INDEX = "index.json"
@@ -340,10 +339,7 @@ def _recorded(f: Path) -> dict[str, Any]:
     case's error (a TetherError naming the file), not the run's."""
     hint = "Record the run again (`tether eval run --out DIR`) and replay that folder."
     text = read_text(f, "the recorded trace", error=TetherError, hint=hint)
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        data = None
+    data = load_json(text, str(f), "the recorded trace", error=TetherError, hint=hint)
     if not isinstance(data, dict):
         raise TetherError("the recorded trace is not a JSON trace object.", where=str(f),
                           hint=hint)

@@ -3,7 +3,8 @@
 Read: model and column descriptions; ``accepted_values`` tests (declared values: the tool's
 enum stays the observed values); ``relationships`` tests (join paths); ``unique`` + ``not_null``
 or a primary-key constraint (the key); ``depends_on`` (lineage edges, each with its transform's
-SQL checksum, so a changed model is a changed transform); column ``meta`` (``unit``, ``pii``,
+SQL checksum, so a changed model is a changed transform; only those leading to a product, see
+imports/layer.py); column ``meta`` (``unit``, ``pii``,
 ``classification``); model versions and ``deprecation_date``; contracts; semantic models and
 metrics (imports/dbt_semantic.py). Every key records the dbt node it came from.
 
@@ -33,9 +34,20 @@ from tether.imports.dbt_files import (
 )
 from tether.imports.dbt_model import DbtNode, DbtProject
 from tether.imports.dbt_semantic import semantic_layer
-from tether.imports.layer import ImportLayer, InputFile, now_stamp
+from tether.imports.layer import (
+    MAX_LAYER_EDGES,
+    ImportLayer,
+    InputFile,
+    lineage_elsewhere,
+    now_stamp,
+    reaching,
+    too_many_edges,
+)
 
 KIND = "dbt"
+SKIPPED_KEPT = 200
+"""Models (and metrics) not imported that the layer's report names; beyond that it counts them
+(a manifest of 20,000 models, three of them products, must not make a layer of 20,000 reasons)."""
 CLASSIFICATIONS = ("public", "internal", "pii", "restricted")
 Origins = list[tuple[list[str | int], str]]
 
@@ -87,7 +99,7 @@ def to_layer(project: Project, dbt: DbtProject, new_products: bool = False) -> I
         config["products"][name] = product_facts(project, dbt, node, name)
         origins.append((["products", name], node.unique_id))
     _tests(dbt, products, config, origins)
-    config["lineage"] = lineage_edges(project, dbt, products)
+    config["lineage"], left_out = lineage_edges(project, dbt, products)
     origins += [(["lineage", i], e["via"][len("dbt:"):]) for i, e in enumerate(config["lineage"])]
     semantic = semantic_layer(dbt, products, config["products"], dialect=dbt.adapter_type)
     for key in ("metrics", "glossary"):
@@ -99,8 +111,10 @@ def to_layer(project: Project, dbt: DbtProject, new_products: bool = False) -> I
     typed = project.typed.get("products") or {}
     report = {"models": len(dbt.models()), "products": sorted(set(products.values())),
               "new_products": sorted({p for p in products.values() if p not in typed}),
-              "skipped": skipped, "metrics": sorted(config.get("metrics", {})),
-              "metrics_skipped": semantic.skipped}
+              "skipped": skipped[:SKIPPED_KEPT], "skipped_total": len(skipped),
+              "metrics": sorted(config.get("metrics", {})),
+              "metrics_skipped": semantic.skipped[:SKIPPED_KEPT],
+              "metrics_skipped_total": len(semantic.skipped), "lineage_left_out": left_out}
     return ImportLayer(kind=KIND, imported_at=now_stamp(project.config.clock), config=config,
                        origins=origins, report=report)
 
@@ -286,32 +300,54 @@ def _tests(dbt: DbtProject, products: dict[str, str], config: dict[str, Any],
 
 
 def lineage_edges(project: Project, dbt: DbtProject, products: dict[str, str]
-                  ) -> list[dict[str, Any]]:
+                  ) -> tuple[list[dict[str, Any]], int]:
     """An edge from each node a model depends on to the model (products by their name, other
-    relations by their table), through the model's transform, with its SQL checksum."""
-    def name(uid: str) -> str | None:
-        if uid in products:
-            return products[uid]
-        node = dbt.nodes.get(uid)
-        if node is not None and node.resource_type in ("model", "seed", "snapshot"):
-            return relation_text(project, node.schema_, node.relation)
-        src = dbt.sources.get(uid)
-        if src is not None:
-            return relation_text(project, src.schema_, src.relation)
-        return None
+    relations by their table), through the model's transform, with its SQL checksum; only the
+    edges that lead to a product (through dbt's edges, tether.yaml's or another layer's), and
+    the number left out. More than :data:`MAX_LAYER_EDGES` kept is an error."""
+    names: dict[str, str | None] = {}  # a node is named once, however many models read it
 
-    edges = []
+    def name(uid: str) -> str | None:
+        if uid in names:
+            return names[uid]
+        found = None
+        if uid in products:
+            found = products[uid]
+        elif (node := dbt.nodes.get(uid)) is not None and node.resource_type in (
+                "model", "seed", "snapshot"):
+            found = relation_text(project, node.schema_, node.relation)
+        elif (src := dbt.sources.get(uid)) is not None:
+            found = relation_text(project, src.schema_, src.relation)
+        names[uid] = found
+        return found
+
+    models: list[tuple[DbtNode, str, list[str]]] = []
+    into: dict[str, list[list[str]]] = {}
+    total = 0
     for node in dbt.models():
         to = name(node.unique_id)
         if to is None:
             continue
+        deps = [f for f in (name(d) for d in sorted(set(node.depends_on.nodes)))
+                if f is not None and f != to]
+        total += len(deps)
+        models.append((node, to, deps))
+        into.setdefault(to, []).append(deps)
+    wanted = reaching({*project.config.products, *products.values()}, into,
+                      lineage_elsewhere(project.typed, project.layers, KIND))
+    edges: list[dict[str, Any]] = []
+    for node, to, deps in models:
+        if to not in wanted:
+            continue
+        if len(edges) + len(deps) > MAX_LAYER_EDGES:
+            kept = sum(len(d) for _, t, d in models if t in wanted)
+            raise too_many_edges(kept, KIND, "tether import dbt",
+                                 "Declare the models you serve as products in tether.yaml "
+                                 "rather than importing every model with --new-products.")
         version = node.checksum.checksum[:12] if node.checksum and node.checksum.checksum else None
-        for dep in sorted(set(node.depends_on.nodes)):
-            frm = name(dep)
-            if frm is None or frm == to:
-                continue
+        for frm in deps:
             edge = {"from": frm, "to": to, "via": f"dbt:{node.unique_id}"}
             if version:
                 edge["version"] = version
             edges.append(edge)
-    return edges
+    return edges, total - len(edges)

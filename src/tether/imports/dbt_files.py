@@ -8,7 +8,6 @@ and key, a YAML line) and saying what to do; the caller leaves the previous laye
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,8 @@ from tether.imports.dbt_model import (
     Metric,
     SemanticModel,
 )
-from tether.textfiles import decode_text, load_yaml, read_bytes
+from tether.imports.layer import MAX_IMPORT_BYTES
+from tether.textfiles import decode_text, load_json, load_yaml, read_bytes
 
 MANIFEST_VERSIONS = (10, 11, 12)
 """Manifest schema versions read (dbt 1.6 to 1.11 write v10 to v12)."""
@@ -59,15 +59,12 @@ def sha256(data: bytes) -> str:
 
 
 def read_json(path: Path, what: str) -> tuple[Any, bytes]:
-    data = read_bytes(path, what, name=str(path))
+    """The file's JSON and its bytes; over :data:`MAX_IMPORT_BYTES`, not UTF-8, not JSON or
+    nested deeper than tether reads is one paragraph naming the file (and line)."""
+    data = read_bytes(path, what, name=str(path), max_bytes=MAX_IMPORT_BYTES,
+                      hint="Large real dbt manifests are 50 to 100 MB.")
     text = decode_text(data, path, what, name=str(path))
-    try:
-        return json.loads(text), data
-    except json.JSONDecodeError as e:
-        ends = text.rstrip().endswith(("}", "]"))
-        cut = "" if ends else " (the file ends before its last closing brace: truncated?)"
-        raise ConfigError(f"{what} is not valid JSON: {e.msg} at line {e.lineno}, column "
-                          f"{e.colno}{cut}.", where=f"{path}:{e.lineno}", hint=_REBUILD) from None
+    return load_json(text, str(path), what, hint=_REBUILD), data
 
 
 def read_manifest(path: Path) -> tuple[DbtProject, bytes]:

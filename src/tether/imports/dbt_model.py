@@ -211,7 +211,14 @@ class DbtProject(_Dbt):
     catalog: Catalog | None = None
 
     def models(self) -> list[DbtNode]:
-        return [n for _, n in sorted(self.nodes.items()) if n.resource_type == "model"]
+        """The model nodes by id (listed once: callers ask for them per model)."""
+        found = self.__dict__.get("_models")
+        if found is None or found[0] != len(self.nodes):
+            found = (len(self.nodes), [n for _, n in sorted(self.nodes.items())
+                                       if n.resource_type == "model"])
+            object.__setattr__(self, "_models", found)
+        models: list[DbtNode] = found[1]
+        return models
 
     def tests(self) -> list[DbtNode]:
         return [n for _, n in sorted(self.nodes.items())

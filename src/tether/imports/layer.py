@@ -7,6 +7,13 @@ it moved) and what it reported. At load, the layers are merged *under* tether.ya
 a key typed in tether.yaml always wins, a layer only fills what tether.yaml leaves out, and
 importing again replaces the whole layer, never a hand-typed key.
 
+A layer keeps the lineage the project uses: an edge is kept when it leads to a product
+(directly, or through further edges of any layer or of tether.yaml); an edge among datasets no
+product is built from is counted in the layer's report (``lineage_left_out``) and left out, so
+a manifest of 20,000 models of which three are products, or one event naming 300 inputs and 300
+outputs, makes a layer of the edges above those products only. Caps (docs/imports.md):
+:data:`MAX_IMPORT_BYTES` on each file read and :data:`MAX_LAYER_EDGES` on the edges kept.
+
 Layer 0: plain data, the standard library, pydantic and :mod:`tether.errors` only.
 """
 
@@ -18,6 +25,7 @@ import hashlib
 import json
 import os
 import secrets
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +40,12 @@ documents sit above them)."""
 SOURCE_OF: dict[str, str] = {"dbt": "dbt", "openlineage": "lineage", "glossary_dir": "glossary"}
 """The sentence-source word of each layer (the vocabulary of a tool's provenance)."""
 FORMAT = 1
+MAX_IMPORT_BYTES = 256 * 1024 * 1024
+"""Largest file an import reads (a dbt manifest or catalog, an OpenLineage events file):
+256 MiB. Large real dbt manifests are 50 to 100 MB."""
+MAX_LAYER_EDGES = 100_000
+"""Most lineage edges one layer keeps (after leaving out those that lead to no product): a
+project loads every layer on every command and console page, and 100,000 edges take about 2 s."""
 
 Path_ = tuple[str | int, ...]
 
@@ -78,6 +92,56 @@ class ImportLayer(_M):
             if tuple(path[:n]) == tuple(prefix) and (best is None or n > best[0]):
                 best = (n, where)
         return best[1] if best else None
+
+
+# --- the lineage a layer keeps ------------------------------------------------------------------
+
+Into = Mapping[str, Iterable[Iterable[str]]]
+"""node -> groups of the nodes with an edge into it (one group per job or model)."""
+
+
+def reaching(products: Iterable[str], *into: Into) -> set[str]:
+    """Every node with a path (over the edges of every ``into``) to one of ``products``, the
+    products included: the nodes whose edges a layer keeps."""
+    seen = set(products)
+    frontier = list(seen)
+    while frontier:
+        node = frontier.pop()
+        for graph in into:
+            for group in graph.get(node, ()):
+                for frm in group:
+                    if frm not in seen:
+                        seen.add(frm)
+                        frontier.append(frm)
+    return seen
+
+
+def edges_into(edges: Iterable[Any]) -> dict[str, list[list[str]]]:
+    """Lineage edges (dicts with ``from`` and ``to``) as an :data:`Into`."""
+    out: dict[str, list[list[str]]] = {}
+    for e in edges:
+        if isinstance(e, dict) and isinstance(e.get("to"), str) and isinstance(e.get("from"), str):
+            out.setdefault(e["to"], []).append([e["from"]])
+    return out
+
+
+def lineage_elsewhere(typed: Mapping[str, Any], layers: Iterable[ImportLayer], kind: str
+                      ) -> dict[str, list[list[str]]]:
+    """The lineage edges of tether.yaml (``typed``) and of every layer but ``kind``'s."""
+    edges = list(typed.get("lineage") or [])
+    for layer in layers:
+        if layer.kind != kind:
+            edges += layer.config.get("lineage") or []
+    return edges_into(edges)
+
+
+def too_many_edges(count: int, kind: str, where: str, hint: str,
+                   error: type[ConfigError] = ConfigError) -> ConfigError:
+    """The error for an import that would keep ``count`` edges, over :data:`MAX_LAYER_EDGES`."""
+    return error(f"this import would keep {count:,} lineage edges leading to products, "
+                       f"over tether's cap of {MAX_LAYER_EDGES:,} a layer (every command and "
+                       "console page loads them).", where=where,
+                       hint=f"{hint} Nothing was imported; the previous {kind} layer was kept.")
 
 
 def sha256_file(path: Path) -> str:

@@ -24,6 +24,7 @@ from tether.config import Project, load_project
 from tether.errors import ConfigError
 from tether.imports.layer import (
     IMPORTS_DIR,
+    MAX_IMPORT_BYTES,
     ImportLayer,
     InputFile,
     layer_path,
@@ -111,6 +112,7 @@ def refresh(project: Project, readers: dict[str, Reader]
     warnings (an events file that is gone: its events stay folded in the layer)."""
     again: list[str] = []
     warnings: list[str] = []
+    project = _rederive_openlineage(project)
     for kind in [la.kind for la in project.layers]:
         if kind not in readers or not layer_path(project.root, kind).is_file():
             continue
@@ -126,6 +128,26 @@ def refresh(project: Project, readers: dict[str, Reader]
                                                            warnings))
             again.append(kind)
     return project, again, warnings
+
+
+def _rederive_openlineage(project: Project) -> Project:
+    """The OpenLineage layer's edges rebuilt from its jobs when the project changed under them
+    (a product added, another layer's lineage moved): it keeps only edges that lead to a
+    product, so what leads to one can change without a new event. Cheap: no input is read."""
+    from tether.imports.openlineage import KIND, rederive
+
+    layer = next((la for la in project.layers if la.kind == KIND), None)
+    if layer is None or not rederive(project, layer.model_copy(deep=True)):
+        return project
+    with layer_lock(project.root, KIND):
+        project = load_project(project.root)  # the layer as the last writer left it
+        latest = next((la for la in project.layers if la.kind == KIND), None)
+        if latest is None:
+            return project
+        latest = latest.model_copy(deep=True)
+        if rederive(project, latest):
+            project, _ = write_import(project, latest)
+    return project
 
 
 def _read_again(project: Project, layer: ImportLayer, reader: Reader, warnings: list[str]
@@ -171,7 +193,8 @@ def _reread_openlineage(project: Project, layer: ImportLayer) -> ImportLayer:
         if i in ("-", "http"):
             continue
         path = _path(project, i)
-        new = read_file(project, new, i, read_text(path, "the OpenLineage events", name=i))
+        new = read_file(project, new, i, read_text(path, "the OpenLineage events", name=i,
+                                                   max_bytes=MAX_IMPORT_BYTES))
     return new
 
 
