@@ -17,6 +17,7 @@ from tether.drift.publish import build as run_build
 from tether.drift.publish import open_registry
 from tether.errors import ConfigError
 from tether.policy import role_of
+from tether.policy.versions import POLICY_KIND
 from tether.toolgen import MODES, Mode, generate
 from tether.toolgen.discovery import Setting
 
@@ -66,12 +67,15 @@ def build(project: Path = ProjectOpt, mode: str = ModeOpt, as_json: bool = JsonO
         if len(result.outcomes) > TABLE_ROWS:
             out.print(f"... and {len(result.outcomes) - TABLE_ROWS:,} more tools (--json lists "
                       "every one)")
-        counts = {k: sum(o.outcome == k for o in result.outcomes)
-                  for k in ("published", "pending", "blocked")}
-        out.print(f"{m}: {len(result.outcomes)} tools, {counts['published']} published"
+        tools = [o for o in result.outcomes if o.name != POLICY_KIND]
+        policy = next((o for o in result.outcomes if o.name == POLICY_KIND), None)
+        counts = {k: sum(o.outcome == k for o in tools) for k in ("published", "pending",
+                                                                   "blocked")}
+        out.print(f"{m}: {len(tools)} tools, {counts['published']} published"
                   + (f", {counts['pending']} waiting for review (tether review list)"
                      if counts["pending"] else "")
                   + (f", {counts['blocked']} blocked" if counts["blocked"] else "")
+                  + (f"; access policy {policy.version} {policy.outcome}" if policy else "")
                   + f"; exported to {result.export_dir}")
     if result.exit_code:
         raise typer.Exit(result.exit_code)
