@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -115,3 +116,73 @@ def test_a_key_named_id_links_nothing_by_its_name() -> None:
     linked = gaps(config("id", [{"from": "notes.ticket_id", "to": "tickets.ticket_id"}]), columns)
     assert [(g.product, g.link.via) for g in linked] == [
         ("notes", "relationship notes.ticket_id -> tickets.ticket_id")]
+
+
+def _coverage_config(products: dict[str, Any], filters: dict[str, str],
+                     deny: list[str] | None = None, lineage: list[dict[str, str]] | None = None
+                     ) -> Any:
+    from tether.config import TetherConfig
+
+    return TetherConfig.model_validate({
+        "sources": {"main": {"url": "duckdb:///w.duckdb"}},
+        "products": products, "lineage": lineage or [],
+        "policies": {"roles": {"r": {"row_filters": filters,
+                                     "tables": {"deny": deny or []}}},
+                     "users": {"u": {"role": "r", "depot": "X"}}}})
+
+
+DEPOTS = {"depots": {"table": "depots", "primary_key": ["depot_code"]},
+          "shipments": {"table": "shipments", "primary_key": ["shipment_no"]},
+          "parcels": {"table": "parcels", "primary_key": ["parcel_no"]},
+          "scans": {"table": "scans", "primary_key": ["scan_no"]}}
+DEPOT_COLUMNS = {"depots": ["depot_code", "city"], "shipments": ["shipment_no", "depot_code"],
+                 "parcels": ["parcel_no", "shipment_no"], "scans": ["scan_no", "parcel_no"]}
+OWN = "depot_code = {{ user.depot }}"
+
+
+def test_scope_follows_a_chain_through_a_denied_product() -> None:
+    """shipments filtered, parcels denied: scans (which hold the parcel key) still belong to
+    shipments outside the scope, and are a gap."""
+    config = _coverage_config(DEPOTS, {"shipments": OWN}, deny=["parcels"])
+    found = {(g.product, g.parent_is) for g in gaps(config, DEPOT_COLUMNS)}
+    assert ("scans", "denied") in found and not any(p == "parcels" for p, _ in found)
+
+
+def test_a_composite_key_held_in_part_links() -> None:
+    products = {"lines": {"table": "lines", "primary_key": ["order_no", "line_no"]},
+                "returns": {"table": "returns", "primary_key": ["return_no"]}}
+    columns = {"lines": ["order_no", "line_no", "depot_code"],
+               "returns": ["return_no", "order_no"]}
+    config = _coverage_config(products, {"lines": OWN})
+    found = gaps(config, columns)
+    assert [(g.product, g.link.via) for g in found] == [
+        ("returns", "order_no, part of the key of lines")]
+
+
+def test_a_childs_unrelated_filter_does_not_stand_in_for_the_parents() -> None:
+    unrelated = _coverage_config(DEPOTS, {"shipments": OWN, "parcels": "parcel_no > 0"})
+    found = [g for g in gaps(unrelated, DEPOT_COLUMNS) if g.product == "parcels"]
+    assert found and found[0].unrelated == "parcel_no > 0"
+    assert "does not follow the filter on shipments" in found[0].sentence()
+    related = _coverage_config(DEPOTS, {
+        "shipments": OWN, "parcels": "shipment_no IN (SELECT s.shipment_no FROM shipments s "
+                                     "WHERE s.depot_code = {{ user.depot }})"})
+    assert not [g for g in gaps(related, DEPOT_COLUMNS) if g.product == "parcels"]
+
+
+def test_lineage_and_sql_make_children_and_sql_inherits() -> None:
+    products = dict(DEPOTS) | {
+        "daily": {"table": "daily", "primary_key": ["day"]},
+        "copy": {"sql": "WITH x AS (SELECT * FROM shipments) SELECT * FROM x"}}
+    columns = DEPOT_COLUMNS | {"daily": ["day", "n"], "copy": ["shipment_no", "depot_code"]}
+    config = _coverage_config(products, {"shipments": OWN, "parcels": "shipment_no IN (SELECT "
+                                         "s.shipment_no FROM shipments s WHERE s.depot_code = "
+                                         "{{ user.depot }})", "scans": "parcel_no IN (SELECT "
+                                         "p.parcel_no FROM parcels p JOIN shipments s ON "
+                                         "s.shipment_no = p.shipment_no WHERE s.depot_code = "
+                                         "{{ user.depot }})"},
+                              lineage=[{"from": "shipments", "to": "daily",
+                                        "via": "transform:rollup"}])
+    found = {g.product: g for g in gaps(config, columns)}
+    assert "daily" in found and "downstream of it in the lineage" in found["daily"].link.via
+    assert "copy" not in found  # it reads shipments through the policy: inherits its filter
