@@ -35,7 +35,9 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	$(BIN)/python -m tether.demo.tour $(DEMO)
 	@echo "== 7. drift: a new order status arrives; tether check detects it and publishes v-next (tether check)"
 	$(BIN)/python -m tether.demo.drift_tour $(DEMO)
-	@echo "== 8. evaluation: the same questions, the same word-matching baseline agent, against tether's generic, bare and grounded tools and a third-party SQL server that knows no users (tether eval)"
+	@echo "== 8. policy review: a regional manager widens his own row filter; tether check holds it for a reviewer, every server keeps the approved policy, and once another person approves, the running server enforces it without a restart (on a copy: demo-out/policy-review)"
+	$(BIN)/python -m tether.demo.policy_tour $(DEMO)
+	@echo "== 9. evaluation: the same questions, the same word-matching baseline agent, against tether's generic, bare and grounded tools and a third-party SQL server that knows no users (tether eval)"
 	$(BIN)/tether demo cases --project $(DEMO)
 	@for m in generic bare grounded; do \
 	  $(BIN)/tether eval run --server "stdio:$(abspath $(BIN))/tether serve --project $(abspath $(DEMO)) --mode $$m" \
@@ -48,9 +50,9 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	  $(BIN)/tether eval label $(DEMO)/eval/motherduck --project $(DEMO) --json > /dev/null
 	$(BIN)/tether eval report $(DEMO)/eval/generic $(DEMO)/eval/bare $(DEMO)/eval/grounded $(DEMO)/eval/motherduck --out $(DEMO)/eval
 	@echo "   open $(DEMO)/eval/report.html: metrics side by side, failures by class, every trace as a conversation"
-	@echo "== 9. where meaning already lives: the support team's dbt project, built by dbt-duckdb in its own cached venv, imported under tether.yaml (tether import dbt, tether check, tether explain)"
+	@echo "== 10. where meaning already lives: the support team's dbt project, built by dbt-duckdb in its own cached venv, imported under tether.yaml (tether import dbt, tether check, tether explain)"
 	$(BIN)/python -m tether.demo.dbt_tour $(DEMO)
-	@echo "== 10. the console: make fin.ana (a reviewer) a token, then serve the console on the demo"
+	@echo "== 11. the console: make fin.ana (a reviewer) a token, then serve the console on the demo"
 	@echo "   $(BIN)/tether token add fin.ana --project $(DEMO)"
 	@echo "   $(BIN)/tether ui --project $(DEMO) --runs $(DEMO)/eval"
 	@echo "   evaluation page: http://127.0.0.1:8766/eval/run?run=1/generic&run=1/bare&run=1/grounded&run=1/motherduck"

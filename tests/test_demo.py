@@ -168,3 +168,19 @@ def test_roles_fiscal_calendar_and_restricted_column(demo_dir: Path) -> None:
     assert roles == {"finance_analyst", "regional_manager", "support_agent"}
     assert c.calendars["fiscal"].start_month != 1
     assert c.products["customers"].columns["tax_id"].classification == "restricted"
+
+
+def test_the_policy_review_stage_tells_its_story(demo_dir: Path, capsys: pytest.CaptureFixture[str]
+                                                 ) -> None:
+    """make demo's stage 8: the widening waits (exit 11), both servers keep the approved
+    policy, the author is refused, and the running server enforces the approved change."""
+    import re
+
+    from tether.demo.policy_tour import story
+
+    story(str(demo_dir))
+    said = capsys.readouterr().out
+    assert "exit 11; policy 2.0.0 pending" in said and "approves it himself: refused" in said
+    counts = [int(n) for n in re.findall(r"(\d+) matching rows", said)]
+    assert len(counts) == 4 and counts[0] == counts[1] == counts[2] < counts[3], said
+    assert "tether versions policy: 1.0.0, 2.0.0" in said

@@ -1,4 +1,4 @@
-"""`make demo`, stage 9: the demo company's dbt project, imported under its tether.yaml.
+"""`make demo`, stage 10: the demo company's dbt project, imported under its tether.yaml.
 
 The support team documents its tickets in dbt: column descriptions, an ``accepted_values`` test
 on priority (it declares CRITICAL, which no ticket has, and omits URGENT, which many have) and a
