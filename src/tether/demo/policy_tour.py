@@ -42,7 +42,7 @@ def _copy(demo: Path) -> Path:
 
 def _counts(result: Any) -> str:
     if result.is_error:
-        return result.content[0].text[:120]
+        return str(result.content[0].text)[:120]
     return str(result.content[0].text).split(";")[0]
 
 
