@@ -59,15 +59,23 @@ def links(config: TetherConfig, columns: Mapping[str, list[str]]) -> Iterator[Li
     from tether.policy.inherit import reads
 
     products = config.products
+    holding: dict[str, set[str]] = {}  # column -> the products holding it (an index: the
+    by_scheme: dict[str, set[str]] = {}  # pairs are found in time linear in the columns)
+    for name, c in products.items():
+        for col in set(columns.get(name, [])) | set(c.primary_key) | set(c.identifiers):
+            holding.setdefault(col, set()).add(name)
+        for s in c.identifiers.values():
+            by_scheme.setdefault(s, set()).add(name)
     for parent, p in products.items():
         key = list(p.primary_key)
         scheme = p.identifiers.get(key[0]) if len(key) == 1 else None
         named = [k for k in key if k not in GENERIC_KEYS]
-        for child, c in products.items():
+        by_key = set().union(*(holding.get(k, set()) for k in named)) if named else set()
+        for child in sorted(by_key | by_scheme.get(scheme or "", set())):
             if child == parent:
                 continue
-            have = set(columns.get(child, [])) | set(c.primary_key) | set(c.identifiers)
-            part = [k for k in named if k in have]
+            c = products[child]
+            part = [k for k in named if child in holding.get(k, set())]
             if part:
                 whole = len(part) == len(key)
                 yield Link(child, parent, f"{', '.join(part)}, "
