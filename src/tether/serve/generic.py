@@ -11,9 +11,10 @@ from sqlglot import exp
 
 from tether.config import USER_TEMPLATE
 from tether.context.meta import Evidence
+from tether.errors import QueryError
 from tether.policy.entitle import column_masks, equality_scope, table_allowed
 from tether.policy.model import exposable
-from tether.serve import sqlguard
+from tether.serve import pagination, sqlguard
 from tether.serve.kinds import Runner, register
 
 if TYPE_CHECKING:
@@ -123,36 +124,88 @@ STATEMENTS = 512
 
 def statement(ex: Executor, call: Call, sql: str
               ) -> tuple[str, dict[str, Any], list[str], str]:
-    """The engine statement and parameters for ``sql`` as ``call.user`` (resolved once per
-    user and text; a refusal is raised again each time, from the same analysis)."""
+    """The engine statement and parameters for ``sql`` as ``call.user``, bounded in rows and
+    bytes and paged by the parameter sqlguard.PAGE_OFFSET, the products it reads, and the
+    statement evidence shows (resolved once per user and text: a refusal is raised again each
+    time, from the same analysis)."""
     key = (call.user, call.plan.source, call.plan.max_rows, sql)
     hit = ex.statements.get(key)
     if hit is None:
         src = ex.source(call.plan.source)
         secured = sqlguard.secure(sql, sql_catalog(ex, call.user, call.plan.source),
                                   call.plan.max_rows)
-        hit = (src.render(secured.query), secured.params, secured.products,
-               src.display(secured.query))
+        assert secured.inner is not None
+        try:  # its result's columns, from the engine (no row read): what bounded() measures
+            columns = src.result_columns(src.render(secured.inner), secured.params, ex.timeout)
+        except QueryError as e:
+            from tether.serve.executor import ToolError
+
+            raise ToolError("the query failed: " + sqlguard.scrub(e.reason, sql)) from None
+        query = sqlguard.bounded(secured.inner, columns, call.plan.max_rows,
+                                 ex.project.config.serve.max_result_bytes, src.dialect)
+        # evidence shows the statement whose rows the page holds: the layer around it that
+        # measures values for the byte cap adds no row and changes no value the caller gets
+        page = sqlguard.paged(secured.inner, call.plan.max_rows)
+        hit = (src.render(query), secured.params, secured.products, src.display(page))
         if len(ex.statements) >= STATEMENTS:
             ex.statements.pop(next(iter(ex.statements)))
         ex.statements[key] = hit
     return hit
 
 
+def page_offset(ex: Executor, call: Call) -> int:
+    """Where this page starts: 0, or the offset the call's cursor carries (a cursor is signed
+    for one user, tool, version and SQL text: pagination.py)."""
+    cursor = call.args.get("cursor")
+    if not cursor:
+        return 0
+    found = pagination.decode(ex.cursor_key, str(cursor), call.user, call.tool, call.version,
+                              call.args)
+    if len(found) != 1 or not isinstance(found[0], int) or isinstance(found[0], bool) or (
+            found[0] < 0):
+        raise pagination.CursorError("cursor is not one this server issued for run_sql; omit "
+                                     "it to start again")
+    return found[0]
+
+
 def run_sql(ex: Executor, call: Call) -> Answered:
     sql = str(call.args.get("sql", ""))
     src = ex.source(call.plan.source)
+    offset = page_offset(ex, call)
     text, params, products, shown = statement(ex, call, sql)
+    params = {**params, sqlguard.PAGE_OFFSET: offset}
     from tether.serve.executor import Answered, jsonable
 
     got = ex.fetch(src, text, params, call.plan.max_rows, (sql,))
-    rows = [dict(zip(got.names, map(jsonable, r), strict=False)) for r in got.rows]
-    out: dict[str, Any] = {"rows": rows, "row_count": len(rows),
-                           "truncated": got.capped is not None,
+    names = got.names[:-1]  # the last column is bounded()'s tether_over
+    cap = ex.project.config.serve.max_result_bytes
+    rows: list[dict[str, Any]] = []
+    capped = got.capped
+    for r in got.rows:
+        over = r[-1]
+        if over is not None:  # the row that reached the byte cap: the engine sent no value
+            if over > 0:
+                raise sqlguard.GuardError(
+                    f"row {offset + len(rows) + 1} of the result holds a value of "
+                    f"{names[over - 1]!r} larger than the byte cap (serve.max_result_bytes: "
+                    f"{cap:,} bytes), so nothing of it is returned; select a part of it (e.g. "
+                    f"left(..., 1000)) or its length instead")
+            capped = "bytes"
+            break
+        rows.append(dict(zip(names, map(jsonable, r[:-1]), strict=False)))
+    if capped == "bytes" and not rows:
+        raise sqlguard.GuardError(
+            f"row {offset + 1} of the result alone holds more than the byte cap "
+            f"(serve.max_result_bytes: {cap:,} bytes of values), so no page can hold it; select "
+            "fewer or shorter columns")
+    more = capped is not None
+    out: dict[str, Any] = {"rows": rows, "row_count": len(rows), "truncated": more,
+                           "next_cursor": pagination.encode(
+                               ex.cursor_key, call.user, call.tool, call.version, call.args,
+                               [offset + len(rows)]) if more else None,
                            "as_of": ex.as_of(call.user, products)}
-    if got.capped == "bytes":
-        out["capped"] = (f"stopped at {ex.project.config.serve.max_result_bytes:,} bytes of "
-                         "values")
+    if capped == "bytes":
+        out["capped"] = f"stopped at {cap:,} bytes of values"
     return Answered(out, ex.evidence(call, src, shown, params, products, fenced=True))
 
 

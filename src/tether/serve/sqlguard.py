@@ -13,7 +13,11 @@ In order, on the parsed AST (sqlglot):
    compared, joined, grouped, ordered or passed to a function (``masked_predicate``), also
    through the CTEs and subqueries that select it; a predicate that pins a row-filtered column
    to a value outside the caller's scope is refused (``outside_entitlement``);
-6. each product table is replaced by its entitled relation and the whole is capped in rows.
+6. each product table is replaced by its entitled relation and the whole is capped in rows;
+7. (:func:`bounded`) the engine itself keeps the result within the byte cap: it measures each
+   value it would send, stops after the row that reaches the cap, and sends that row's values
+   as NULL with the position of a value too large to send at all (the server refuses the call
+   naming that column). A value built by the statement never reaches the server whole.
 The engine connection is read-only as well (DuckDB read_only with external access off and the
 configuration locked; a PostgreSQL read-only transaction): two locks, either sufficient.
 """
@@ -28,6 +32,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from tether.context.schema import Column
 from tether.context.sqlfunctions import SESSION_NAMES as _SESSION_NAMES
 from tether.context.sqlfunctions import disallowed_function
 from tether.policy.entitle import NOT_YOURS, Entitled, Refusal
@@ -74,9 +79,12 @@ class Catalog:
 @dataclass
 class Secured:
     query: exp.Query
+    """the secured statement, capped in rows"""
     params: dict[str, Any]
     products: list[str]
     relations: list[Entitled]
+    inner: exp.Query | None = None
+    """the secured statement before the cap (:func:`bounded` wraps it)"""
 
 
 def parse(sql: str, dialect: str) -> exp.Query:
@@ -133,9 +141,103 @@ def secure(sql: str, catalog: Catalog, max_rows: int) -> Secured:
     params: dict[str, Any] = {}
     for r in relations.values():
         params |= r.params
-    capped = exp.select("*").from_(secured.subquery("tether_q", copy=False), copy=False).limit(
+    capped = exp.select("*").from_(secured.subquery("tether_q"), copy=False).limit(
         exp.Literal.number(max_rows + 1), copy=False)
-    return Secured(capped, params, products, list(relations.values()))
+    return Secured(capped, params, products, list(relations.values()), inner=secured)
+
+
+# --- the byte cap, in the statement --------------------------------------------------------------
+
+PAGE_OFFSET = "tether_page_offset"
+"""The bound parameter of a bounded statement's OFFSET: the rows earlier pages returned."""
+
+_FIXED = frozenset({"integer", "float", "boolean", "date", "time", "timestamp", "timestamptz",
+                    "uuid", "interval"})
+"""Kinds whose values are a few bytes whatever they hold (counted 8, as the fetch counts them).
+DuckDB's DECIMAL is too (38 digits at most); PostgreSQL's NUMERIC is not."""
+
+
+def _sized(column: Column, dialect: str) -> bool:
+    return not (column.kind in _FIXED or (column.kind == "decimal" and dialect == "duckdb"))
+
+
+def _length(value: exp.Expr, column: Column, dialect: str, cap: int) -> exp.Expr:
+    """Bytes of ``value`` as text (as JSON will carry it, near enough); a DuckDB list longer
+    than the cap is over it without being written out as text first."""
+    text = exp.Cast(this=value.copy(), to=exp.DataType.build("TEXT"))
+    if dialect == "duckdb":
+        length: exp.Expr = exp.Anonymous(this="strlen", expressions=[text])
+        if column.kind == "list":
+            return exp.Case(ifs=[exp.If(this=exp.GT(this=exp.Anonymous(
+                this="len", expressions=[value.copy()]), expression=exp.Literal.number(cap)),
+                true=exp.Literal.number(cap + 1))], default=length)
+        return length
+    if dialect == "postgres":
+        return exp.Anonymous(this="octet_length", expressions=[text])
+    return exp.Length(this=text)
+
+
+def paged(query: exp.Query, max_rows: int) -> exp.Query:
+    """``query``'s page: at most ``max_rows`` + 1 rows after the OFFSET :data:`PAGE_OFFSET`
+    (what :func:`bounded` sends, less its measuring of values)."""
+    return exp.select("*").from_(query.subquery("tether_q"), copy=False).limit(
+        exp.Literal.number(max_rows + 1), copy=False).offset(
+        exp.Placeholder(this=PAGE_OFFSET), copy=False)
+
+
+def bounded(query: exp.Query, columns: list[Column], max_rows: int, max_bytes: int,
+            dialect: str) -> exp.Query:
+    """``query`` as the engine must run it for one page: at most ``max_rows`` + 1 rows after
+    the OFFSET bound as :data:`PAGE_OFFSET`, and no more than ``max_bytes`` of values. Each value
+    is measured as it will be sent (fixed-size kinds count 8 bytes, a NULL 8, text its bytes +
+    2, a row 2 more: as the fetch counts them), a running total kept in row order, and rows are
+    sent up to the first that takes the total over ``max_bytes``: that row's values come as
+    NULL, and its last column, ``tether_over``, says why (the 1-based position of a value over
+    the cap by itself, else 0: the page is full). Other rows carry NULL there. ``columns``:
+    the query's result columns as the engine describes them (:meth:`Source.result_columns`)."""
+    cap = exp.Literal.number(max_bytes)
+    names = [f"c{i}" for i in range(1, len(columns) + 1)]
+    alias = exp.TableAlias(this=exp.to_identifier("tether_q"),
+                           columns=[exp.to_identifier(n) for n in names])
+    measured: list[tuple[int, str]] = []
+    fixed = 2
+    page = exp.select(*names)
+    for i, (name, column) in enumerate(zip(names, columns, strict=True), start=1):
+        if not _sized(column, dialect):
+            fixed += 8
+            continue
+        size = exp.func("COALESCE", exp.Add(this=_length(exp.column(name), column, dialect,
+                                                         max_bytes),
+                                            expression=exp.Literal.number(2)),
+                        exp.Literal.number(8))
+        page = page.select(size.as_(f"s{i}"), copy=False)
+        measured.append((i, f"s{i}"))
+    total: exp.Expr = exp.Literal.number(fixed)
+    for _, s in measured:
+        total = exp.Add(this=total, expression=exp.column(s))
+    page = page.from_(exp.Subquery(this=query.copy(), alias=alias), copy=False).limit(
+        exp.Literal.number(max_rows + 1), copy=False).offset(
+        exp.Placeholder(this=PAGE_OFFSET), copy=False)
+    running = sqlglot.parse_one("SUM(tether_size) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND "
+                                "CURRENT ROW)", read=dialect)
+    running.this.set("this", total.copy())  # the row's size, summed in row order
+    totals = exp.select("*", exp.Paren(this=total).as_("tether_size"),
+                        running.as_("tether_run")).from_(page.subquery("tether_s"), copy=False)
+    over = exp.GT(this=exp.column("tether_run"), expression=cap)
+    out: list[exp.Expr] = []
+    for name, column in zip(names, columns, strict=True):
+        value: exp.Expr = exp.column(name)
+        if _sized(column, dialect):
+            value = exp.Case(ifs=[exp.If(this=over.copy(), true=exp.Null())], default=value)
+        out.append(value.as_(exp.to_identifier(column.name, quoted=True)))
+    which = exp.Case(ifs=[exp.If(this=exp.GT(this=exp.column(s), expression=cap.copy()),
+                                 true=exp.Literal.number(i)) for i, s in measured],
+                     default=exp.Literal.number(0)) if measured else exp.Literal.number(0)
+    out.append(exp.Case(ifs=[exp.If(this=over.copy(), true=which)]).as_("tether_over"))
+    within = exp.LTE(this=exp.Sub(this=exp.column("tether_run"),
+                                  expression=exp.column("tether_size")), expression=cap.copy())
+    return exp.select(*out).from_(totals.subquery("tether_b"), copy=False).where(
+        within, copy=False)
 
 
 # --- names ---------------------------------------------------------------------------------------
