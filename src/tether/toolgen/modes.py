@@ -65,8 +65,12 @@ def generic_tools(default_source: str, max_rows: int = 200, max_bytes: int = 1 <
         GeneratedTool(
             name="run_sql", description="Run a read-only SQL query and return the rows (at "
             f"most {max_rows} rows or {size_words(max_bytes)}).",
-            input_schema={"type": "object", "properties": {"sql": {"type": "string"}},
-                          "required": ["sql"]},
+            input_schema={"type": "object", "properties": {
+                "sql": {"type": "string"},
+                # a result that says more follow carries next_cursor (serve/generic.py)
+                "cursor": {"type": "string", "description": "The next_cursor of the previous "
+                           "page, to read the next one (with the same sql)."}},
+                "required": ["sql"]},
             annotations=ro, meta={META_KEY: {"mode": "generic", "kind": "sql"}},
             plan=QueryPlan(kind="sql", source=default_source, max_rows=max_rows),
         ),
