@@ -150,3 +150,59 @@ def test_bad_relationships_and_measures_name_their_line(project_dir: Path, tmp_p
                 if ("fx_rate.currency" in x if "from:" in edit else "measure:" in x
                     and "sum(" not in x))
     assert f"tether.yaml:{line}" in res.stderr
+
+
+TYPED_METRICS = """  newest_status:
+    description: The last order status in alphabetical order.
+    measure: "max(orders.status)"
+    window: current
+    unit: none
+    dimensions: [orders.sales_region]
+    outputs:
+      largest_amount: {sql: "max(orders.amount_cents)", unit: USD_cents, description: Largest.}
+      orders_counted: {sql: "count(*)", unit: orders, description: Orders counted.}
+    tool: {name: newest_order_status}
+"""
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def test_a_metric_declares_its_measures_sql_types(engine: str, request: pytest.FixtureRequest,
+                                                  tmp_path: Path) -> None:
+    """max() of a text column answers text, max() of an integer an integer: the output schema
+    says so, and the SDK client (which checks structuredContent against it) accepts both."""
+    import anyio
+    from mcp import Client
+
+    from conftest import copy_project
+    from tether.serve.server import TetherServer
+    from tether.sources import open_product_source
+
+    d = copy_project(request.getfixturevalue("demo_dir" if engine == "duckdb"
+                                             else "pg_demo_dir"), tmp_path / "p")
+    text = (d / "tether.yaml").read_text()
+    (d / "tether.yaml").write_text(text.replace("metrics:\n", "metrics:\n" + TYPED_METRICS, 1))
+    assert build(load_project(d)).exit_code == 0
+    project = load_project(d)
+    server = TetherServer(project, stdio_user="fin.ana")
+
+    async def go() -> Any:
+        async with Client(server.server) as c:
+            tool = next(t for t in (await c.list_tools()).tools
+                        if t.name == "newest_order_status")
+            return tool, await c.call_tool("newest_order_status", {})
+
+    try:
+        tool, got = anyio.run(go)
+    finally:
+        server.close()
+    rows = tool.output_schema["properties"]["rows"]["items"]["properties"]
+    assert rows["newest_status"]["type"] == ["string", "null"]
+    assert rows["largest_amount"]["type"] == ["integer", "null"]
+    assert rows["orders_counted"]["type"] == "integer"
+    assert not got.is_error, got.content
+    with open_product_source(project, "orders") as src:
+        want = {r[0]: (r[1], r[2], r[3]) for r in src.run(
+            "SELECT sales_region, max(status), max(amount_cents), count(*) FROM orders "
+            "GROUP BY sales_region")}
+    assert {r["sales_region"]: (r["newest_status"], r["largest_amount"], r["orders_counted"])
+            for r in got.structured_content["rows"]} == want

@@ -6,17 +6,22 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+import sqlglot
 from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
+from sqlglot.optimizer.qualify import qualify
 
 from tether.config import MetricConfig
 from tether.context.meta import enum_of
 from tether.context.profile import ColumnProfile
+from tether.context.schema import TypeKind
 from tether.errors import ConfigError
 from tether.policy import restricted_columns
-from tether.sources import dialect_of
+from tether.sources import dialect_of, kind_of
 from tether.toolgen.describe import (
     humanize,
     join_words,
+    json_type,
     sentence,
 )
 from tether.toolgen.kinds import Kind, register
@@ -89,14 +94,13 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     for oname, o in m.outputs.items():
         measures[oname] = (o.sql, o.unit, o.description or humanize(oname))
     rows: dict[str, Any] = {}
-    for _, column in dims:
-        rows[column] = {"type": "string"}
+    for (_, column), prof in zip(dims, dim_profiles, strict=True):
+        rows[column] = _dimension_schema(prof)
     if kind in ("period", "trailing"):
         rows["period"] = {"type": "string", "description": "The window's label."}
-    for mname, (_, unit, desc) in measures.items():
-        is_time = bool(unit and "timestamp" in unit)
-        rows[mname] = ({"type": ["string", "null"], "format": "date-time"} if is_time
-                       else {"type": "number"})
+    dialect = ctx.dialect(products[0])
+    for mname, (sql, unit, desc) in measures.items():
+        rows[mname] = measure_schema(ctx, sql, unit, products, dialect)
         rows[mname]["description"] = sentence(f"{desc.rstrip('.')}; {unit_note(unit)}")
     max_rows = 1
     for prof in dim_profiles:
@@ -107,7 +111,6 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
                     paged=False)
     sentences = _metric_sentences(ctx, name, m, kind, dims, max_rows, props)
     description, sources = join_sentences(sentences)
-    dialect = ctx.dialect(products[0])
     select = from_clause(ctx.config, products, dialect)
     select = select.select(*[qualified(f"{t}.{c}").as_(c) for t, c in dims], append=False)
     for mname, (sql, _, _) in measures.items():
@@ -141,6 +144,96 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         input_schema=closed(props), output_schema=out,
         annotations=dict(READ_ONLY), meta=meta, plan=plan,
     )
+
+
+_ANY_VALUE = {"type": ["number", "string", "boolean", "null"]}
+"""A measure whose type cannot be worked out (a function sqlglot does not type): any scalar."""
+
+
+def measure_schema(ctx: Ctx, sql: str, unit: str | None, products: list[str], dialect: str
+                   ) -> dict[str, Any]:
+    """The JSON Schema of one measure's value, from its SQL type: the expression typed by
+    sqlglot against the columns the profiles describe (``max`` of a text column is a string,
+    ``count`` an integer, a ratio a number), NULL allowed unless the expression can never be
+    NULL (a count, a COALESCE with a literal). A unit naming a timestamp still makes it one."""
+    found = _measure_kind(ctx, sql, products, dialect)
+    if found in (None, "other", "json", "struct", "map", "list"):
+        schema: dict[str, Any] = dict(_ANY_VALUE)
+        if unit and "timestamp" in unit:
+            schema = {"type": "string", "format": "date-time"}
+    else:
+        schema = json_type(found)
+    try:
+        nullable = not _never_null(parse(sql, dialect))
+    except sqlglot.errors.SqlglotError:
+        nullable = True
+    kinds = schema.get("type")
+    if nullable and isinstance(kinds, str):
+        schema["type"] = [kinds, "null"]
+    return schema
+
+
+def _measure_kind(ctx: Ctx, sql: str, products: list[str], dialect: str) -> TypeKind | None:
+    """The kind of a measure's value, or None when it cannot be worked out."""
+    schema: dict[str, object] = {p: {
+        c.column.name: _SQLGLOT_TYPES.get(c.column.kind, "UNKNOWN")
+        for c in ctx.profiles[p].columns} for p in products if p in ctx.profiles}
+    try:
+        select = exp.select(parse(sql, dialect).as_("v")).from_(exp.to_table(products[0]))
+        for p in products[1:]:
+            select = select.join(exp.to_table(p))
+        typed = annotate_types(qualify(select, schema=schema, dialect=dialect,
+                                       validate_qualify_columns=False),
+                               schema=schema, dialect=dialect)
+    except (sqlglot.errors.SqlglotError, KeyError, ValueError):
+        return None
+    found = typed.selects[0].type
+    if found is None or found.is_type(exp.DataType.Type.UNKNOWN):
+        return None
+    return kind_of(found.sql(dialect=dialect))
+
+
+_SQLGLOT_TYPES: dict[str, str] = {
+    "string": "TEXT", "uuid": "UUID", "integer": "BIGINT", "decimal": "DECIMAL(38, 9)",
+    "float": "DOUBLE", "boolean": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP",
+    "timestamptz": "TIMESTAMPTZ", "time": "TIME", "interval": "INTERVAL"}
+"""A column's kind as sqlglot types it (the engine's own type names vary by engine)."""
+
+
+def _never_null(e: exp.Expr) -> bool:
+    """True when the expression's value is never NULL: a count, a non-null literal, COALESCE
+    with such an argument, and sums, differences and products of those (never a division: a
+    divisor of 0 is NULL on DuckDB)."""
+    if isinstance(e, exp.Paren | exp.Alias):
+        return _never_null(e.this)
+    if isinstance(e, exp.Count):
+        return True
+    if isinstance(e, exp.Filter):  # count(*) FILTER (WHERE ...)
+        return _never_null(e.this)
+    if isinstance(e, exp.Literal):
+        return True
+    if isinstance(e, exp.Cast):
+        return _never_null(e.this)
+    if isinstance(e, exp.Coalesce):
+        return any(_never_null(a) for a in [e.this, *e.expressions])
+    if isinstance(e, exp.Add | exp.Sub | exp.Mul):
+        return _never_null(e.this) and _never_null(e.expression)
+    return False
+
+
+def _dimension_schema(prof: ColumnProfile) -> dict[str, Any]:
+    """A dimension's values as the column holds them (text, a number, a date), NULL allowed
+    where the data holds one (a NULL is a group of its own)."""
+    kind = prof.column.kind
+    schema: dict[str, Any] = {"type": json_type(kind)["type"]} if kind in _SCALAR_KINDS else {
+        "type": "string"}
+    if prof.null_fraction:
+        schema["type"] = [schema["type"], "null"]
+    return schema
+
+
+_SCALAR_KINDS = frozenset({"string", "uuid", "integer", "decimal", "float", "boolean", "date",
+                           "timestamp", "timestamptz", "time"})
 
 
 def predicate_values(predicate: str, dialect: str) -> dict[str, set[str]]:
