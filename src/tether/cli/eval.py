@@ -145,6 +145,10 @@ def label(
         raise ConfigError(f"{run_dir} holds no index.json: not a run folder.",
                           hint="Give the --out folder of `tether eval run`.")
     proj = load_project(project) if (project / PROJECT_FILE).is_file() else None
+    if proj is not None:  # what a user may see is what servers enforce: the approved policy
+        from tether.drift.policyversion import as_enforced
+
+        proj = as_enforced(proj)
     prices_path = price_table
     if prices_path is None and proj is not None and proj.config.eval.price_table:
         prices_path = proj.root / proj.config.eval.price_table

@@ -146,3 +146,15 @@ def may_approve(review: Mapping[str, Any], by: str, via: str | None) -> None:
 
 def now_stamp(at: dt.datetime) -> str:
     return at.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def as_enforced(project: Project) -> Project:
+    """``project`` as servers enforce it: with the last approved policy, when its registry
+    holds one (a project whose registry holds none is tether.yaml as it stands)."""
+    from tether.drift.publish import open_registry
+
+    registry = open_registry(project)
+    try:
+        return enforced(project, registry, required=False)[0]
+    finally:
+        registry.close()
