@@ -2,8 +2,11 @@
 
 A runner or admin token (`tether token add NAME --admin`) may post run events (one JSON object,
 an array, or JSON lines); they are folded into the openlineage import layer as `tether import
-openlineage` would, and the next `tether check` sees the edges and schemas. A user's token is
-refused (403); no token, 401; an invalid event, 400 naming the line, and nothing is imported.
+openlineage` would, and the next `tether check` sees the edges and schemas. No token, 401; then
+the Host and Origin are checked as the MCP endpoint checks them (:mod:`tether.httpguard`, the
+same lists): a foreign Host, 421; a foreign Origin, 403; a user's token is refused (403); an
+invalid event (not JSON, nested too deep, not a run event, dated after the project clock),
+400 naming the line, and nothing is imported.
 Any other failure (the project does not load with the events folded in) is the server's: its
 paragraph, which names the project's files, goes to the server's log, and the sender gets a 500
 that names no path.
@@ -21,6 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from tether.errors import TetherError
+from tether.httpguard import Allowed
 from tether.serve.identity import ADMIN_SCOPE, RUNNER_SCOPE
 
 log = logging.getLogger("tether.serve.lineage")
@@ -29,14 +33,21 @@ MAX_BODY = 16 * 1024 * 1024
 """Largest request accepted (a batch of run events is kilobytes)."""
 
 
-def lineage_route(root: Path) -> Route:
-    async def endpoint(request: Request) -> JSONResponse:
+def lineage_route(root: Path, allowed: Allowed | None = None) -> Route:
+    """The route; ``allowed``: the Hosts and Origins the server answers (those its MCP endpoint
+    is given); by default the loopback names, as the MCP endpoint's defaults on loopback."""
+    guard = allowed or Allowed.for_server("127.0.0.1")
+
+    async def endpoint(request: Request) -> Any:
         token: Any = getattr(request.user, "access_token", None) if "user" in request.scope \
             else None
-        if token is None:
+        if token is None:  # first, as the MCP endpoint answers a request without a token
             return JSONResponse({"error": "a bearer token is required (tether token add NAME "
                                  "--admin)"}, status_code=401,
                                 headers={"WWW-Authenticate": "Bearer"})
+        refusal = guard.refusal(request.headers)
+        if refusal is not None:
+            return refusal
         if not {RUNNER_SCOPE, ADMIN_SCOPE} & set(token.scopes or []):
             return JSONResponse({"error": "this token may not post lineage: it needs a runner "
                                  "or admin token (tether token add NAME --admin)"},

@@ -146,6 +146,33 @@ class Console:
 
 Handler = Callable[[Request], Awaitable[Response]]
 
+MAX_ID = 2**63 - 1
+"""Largest id the registry stores (a signed 64-bit integer on SQLite and PostgreSQL)."""
+MAX_NAME = 128
+"""Longest tool name (the MCP specification's limit) and case id the console looks up."""
+MAX_KEY = 1024
+"""Longest run key (root number / folder path) the console resolves."""
+
+
+def id_in_url(text: object, what: str) -> int:
+    """A registry id from a URL: ASCII digits that fit the registry's integers, else 404 (never
+    a conversion error or an integer the database refuses)."""
+    value = text if isinstance(text, str) else ""
+    if not (value.isascii() and value.isdigit()) or len(value) > 19 or int(value) > MAX_ID:
+        raise HTTPException(404, f"There is no {what} {value[:40]}"
+                            f"{'...' if len(value) > 40 else ''}.")
+    return int(value)
+
+
+def name_in_url(text: object, missing: str, limit: int = MAX_NAME) -> str:
+    """A name from a URL (a tool, a case): at most ``limit`` printable characters and no path
+    separator, else 404 saying ``missing``."""
+    value = text if isinstance(text, str) else ""
+    if not value or len(value) > limit or not value.isprintable() or "/" in value \
+            or "\\" in value:
+        raise HTTPException(404, missing)
+    return value
+
 
 def _error_page(console: Console, request: Request, status: int, title: str, message: str
                 ) -> Response:
@@ -191,7 +218,7 @@ def create_app(project_dir: Path, runs: list[Path] | None = None, host: str = "1
     """The console as an ASGI app (Host and Origin checked before anything runs)."""
     from tether.web import auth, drift, evals, policy, reviews, tools
 
-    allowed = Allowed.for_bind(host, port, allowed_hosts, allowed_origins)
+    allowed = Allowed.for_console(host, port, allowed_hosts, allowed_origins)
     console = Console(Path(project_dir), list(runs or []), allowed)
     routes: list[Route] = [Route("/", _home, methods=["GET"])]
     for module in (auth, reviews, tools, drift, evals, policy):

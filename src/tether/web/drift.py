@@ -7,6 +7,7 @@ import datetime as dt
 import re
 from typing import Any
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -18,6 +19,8 @@ from tether.registry import Registry
 from tether.web.app import Console, Viewer, shared_registry
 
 PAGE = 100
+MAX_PAGE = 10**9
+"""Highest page number read (beyond it the offset would overflow the registry's integers)."""
 REVIEWED = re.compile(r"^review (\d+) by ")
 
 
@@ -82,7 +85,10 @@ def routes(console: Console) -> list[Route]:
     def index(request: Request) -> Response:
         v = console.signed_in(request)
         raw = request.query_params.get("page", "0")
-        page = int(raw) if raw.isdigit() else 0
+        digits = raw.isascii() and raw.isdigit()  # "-1" or "x" is the first page, as before
+        if digits and (len(raw) > 10 or int(raw) > MAX_PAGE):
+            raise HTTPException(404, "There is no such page of the timeline.")
+        page = int(raw) if digits else 0
         return console.page(request, "drift.html", **drift_view(v, page))
 
     return [Route("/drift", index, methods=["GET"])]

@@ -31,10 +31,12 @@ from tether.eval.report import (
     metrics,
 )
 from tether.eval.trace import RunIndex
-from tether.web.app import Console, Forbidden, Viewer
+from tether.web.app import MAX_KEY, Console, Forbidden, Viewer, name_in_url
 
 MAX_DEPTH = 2
 """How deep under a runs folder run folders are looked for (runs/NAME, runs/GROUP/NAME)."""
+MAX_RUNS = 12
+"""Most runs one page shows side by side."""
 
 
 @dataclass(frozen=True)
@@ -84,11 +86,16 @@ def resolve(console: Console, v: Viewer, key: str | None) -> Path:
     never reaches outside the folders the console was given."""
     head, _, rel = (key or "").partition("/")
     all_roots = roots(console, v)
-    if not head.isdigit() or int(head) >= len(all_roots):
+    if (len(key or "") > MAX_KEY or not (head.isascii() and head.isdigit()) or len(head) > 4
+            or int(head) >= len(all_roots) or not rel.isprintable()):
         raise HTTPException(404, "There is no such run.")
     root = all_roots[int(head)].resolve()
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root) or not (path / "index.json").is_file():
+    try:
+        path = (root / rel).resolve()
+        found = path.is_relative_to(root) and (path / "index.json").is_file()
+    except (OSError, ValueError):  # a name too long for the file system, a NUL byte
+        found = False
+    if not found:
         raise HTTPException(404, "There is no such run.")
     return path
 
@@ -125,6 +132,8 @@ def routes(console: Console) -> list[Route]:
         keys = request.query_params.getlist("run")
         if not keys:
             raise HTTPException(404, "Choose a run on the evaluations page.")
+        if len(keys) > MAX_RUNS:
+            raise HTTPException(400, f"Choose at most {MAX_RUNS} runs to show side by side.")
         loaded = [load_run(resolve(console, v, k)) for k in keys]
         if len(loaded) == 2 and loaded[0].server == loaded[1].server:
             a, b = loaded  # one server before and after: what changed, case by case
@@ -147,12 +156,17 @@ def routes(console: Console) -> list[Route]:
     def trace(request: Request) -> Response:
         v = console.signed_in(request)
         _require_reviewer(v)
-        key, case = request.query_params.get("run"), request.query_params.get("case", "")
+        key = request.query_params.get("run")
         path = resolve(console, v, key)
+        case = name_in_url(request.query_params.get("case", ""),
+                           "That run has no trace for this case.")
         run_dir = load_run(path) if (path / "labels.jsonl").is_file() else None
-        file = run_dir.trace_path(case) if run_dir else (
-            path / "traces" / f"{case}.json" if "/" not in case and case else None)
-        if file is None or not file.is_file() or not file.resolve().is_relative_to(path):
+        try:
+            file = run_dir.trace_path(case) if run_dir else path / "traces" / f"{case}.json"
+            found = file is not None and file.is_file() and file.resolve().is_relative_to(path)
+        except (OSError, ValueError):  # a name the file system refuses
+            found = False
+        if not found or file is None:
             raise HTTPException(404, "That run has no trace for this case.")
         label = next((x for x in run_dir.labels if x.case_id == case), None) if run_dir else None
         return console.page(request, "eval_trace.html", conv=conversation(load_trace(file),

@@ -20,7 +20,7 @@ from starlette.routing import Route
 from tether.config import Project
 from tether.drift.check import Blocked, decide, definition_diff
 from tether.errors import ConfigError
-from tether.web.app import Console, Viewer, shared_registry
+from tether.web.app import Console, Viewer, id_in_url, shared_registry
 
 OPEN = ("pending", "blocked")
 AUTO_SHOWN = 50
@@ -143,7 +143,7 @@ def routes(console: Console) -> list[Route]:
 
     def show(request: Request) -> Response:
         v = console.signed_in(request)
-        rid = int(request.path_params["rid"])
+        rid = id_in_url(request.path_params["rid"], "review")
         registry = shared_registry(v.project)
         review = registry.review(rid)
         if review is None:
@@ -161,7 +161,7 @@ def routes(console: Console) -> list[Route]:
 
     def auto(request: Request) -> Response:
         v = console.signed_in(request)
-        pid = int(request.path_params["pid"])
+        pid = id_in_url(request.path_params["pid"], "publication")
         pub = publication_view(v.project, pid)
         if pub is None:
             raise HTTPException(404, f"There is no publication {pid}.")
@@ -171,7 +171,7 @@ def routes(console: Console) -> list[Route]:
         form = await request.form()
         v = await run_in_threadpool(console.signed_in, request)
         console.check_form(v, form)
-        rid = int(request.path_params["rid"])
+        rid = id_in_url(request.path_params["rid"], "review")
         choice = form.get("decision")
         if choice not in ("approve", "reject"):
             raise ConfigError("choose approve or reject.")
@@ -179,7 +179,9 @@ def routes(console: Console) -> list[Route]:
         outcome = await run_in_threadpool(_decide, console, v, rid, choice == "approve", comment)
         return RedirectResponse(f"/reviews/{rid}?{urlencode(outcome)}", status_code=303)
 
+    # ids are read by id_in_url, not the router's int convertor: 10**30 must be a 404, not an
+    # integer the registry cannot hold (and 5,000 digits are no integer Python converts)
     return [Route("/reviews", index, methods=["GET"]),
-            Route("/reviews/{rid:int}", show, methods=["GET"]),
-            Route("/reviews/{rid:int}/decide", decide_post, methods=["POST"]),
-            Route("/reviews/auto/{pid:int}", auto, methods=["GET"])]
+            Route("/reviews/auto/{pid}", auto, methods=["GET"]),
+            Route("/reviews/{rid}", show, methods=["GET"]),
+            Route("/reviews/{rid}/decide", decide_post, methods=["POST"])]

@@ -21,7 +21,7 @@ from tether.lint import ToolReview, review_tools
 from tether.policy import tool_visible
 from tether.registry import ToolVersion, content_hash
 from tether.toolgen.describe import split_sentences
-from tether.web.app import Console, Viewer, shared_registry
+from tether.web.app import Console, Viewer, name_in_url, shared_registry
 
 _LINTED: OrderedDict[str, ToolReview] = OrderedDict()
 _LINT_KEEP = 4096
@@ -112,7 +112,8 @@ def routes(console: Console) -> list[Route]:
 
     def show(request: Request) -> Response:
         v = console.signed_in(request)
-        name = request.path_params["name"]
+        name = name_in_url(request.path_params["name"],
+                           "There is no published tool of that name.")
         if not v.reviewer and not tool_visible(v.project.config, v.user, name):
             raise HTTPException(404, f"There is no published tool {name} you may see.")
         view = tool_view(v.project, name, v.project.config.drift.deprecation_days)
