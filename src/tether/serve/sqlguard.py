@@ -15,9 +15,9 @@ In order, on the parsed AST (sqlglot):
    to a value outside the caller's scope is refused (``outside_entitlement``);
 6. each product table is replaced by its entitled relation and the whole is capped in rows;
 7. (:func:`bounded`) the engine itself keeps the result within the byte cap: it measures each
-   value it would send, stops after the row that reaches the cap, and sends that row's values
-   as NULL with the position of a value too large to send at all (the server refuses the call
-   naming that column). A value built by the statement never reaches the server whole.
+   value it would send and, from the row that reaches the cap on, sends NULL instead, with the
+   position of a value too large to send at all (the server refuses the call naming that
+   column). A value built by the statement never reaches the server whole.
 The engine connection is read-only as well (DuckDB read_only with external access off and the
 configuration locked; a PostgreSQL read-only transaction): two locks, either sufficient.
 """
@@ -190,11 +190,12 @@ def bounded(query: exp.Query, columns: list[Column], max_rows: int, max_bytes: i
     """``query`` as the engine must run it for one page: at most ``max_rows`` + 1 rows after
     the OFFSET bound as :data:`PAGE_OFFSET`, and no more than ``max_bytes`` of values. Each value
     is measured as it will be sent (fixed-size kinds count 8 bytes, a NULL 8, text its bytes +
-    2, a row 2 more: as the fetch counts them), a running total kept in row order, and rows are
-    sent up to the first that takes the total over ``max_bytes``: that row's values come as
-    NULL, and its last column, ``tether_over``, says why (the 1-based position of a value over
-    the cap by itself, else 0: the page is full). Other rows carry NULL there. ``columns``:
-    the query's result columns as the engine describes them (:meth:`Source.result_columns`)."""
+    2, a row 2 more: as the fetch counts them) and a running total kept in row order; from the
+    first row that takes the total over ``max_bytes`` on, the values come as NULL and the last
+    column, ``tether_over``, says why (the 1-based position of a value over the cap by itself,
+    else 0: the page is full); before it, that column is NULL. Two layers over the query (each
+    costs the engine's planner time on every call). ``columns``: the query's result columns as
+    the engine describes them (:meth:`Source.result_columns`)."""
     cap = exp.Literal.number(max_bytes)
     names = [f"c{i}" for i in range(1, len(columns) + 1)]
     alias = exp.TableAlias(this=exp.to_identifier("tether_q"),
@@ -220,10 +221,8 @@ def bounded(query: exp.Query, columns: list[Column], max_rows: int, max_bytes: i
         exp.Placeholder(this=PAGE_OFFSET), copy=False)
     running = sqlglot.parse_one("SUM(tether_size) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND "
                                 "CURRENT ROW)", read=dialect)
-    running.this.set("this", total.copy())  # the row's size, summed in row order
-    totals = exp.select("*", exp.Paren(this=total).as_("tether_size"),
-                        running.as_("tether_run")).from_(page.subquery("tether_s"), copy=False)
-    over = exp.GT(this=exp.column("tether_run"), expression=cap)
+    running.this.set("this", total)  # the row's size, summed in row order
+    over = exp.GT(this=running, expression=cap)
     out: list[exp.Expr] = []
     for name, column in zip(names, columns, strict=True):
         value: exp.Expr = exp.column(name)
@@ -234,10 +233,7 @@ def bounded(query: exp.Query, columns: list[Column], max_rows: int, max_bytes: i
                                  true=exp.Literal.number(i)) for i, s in measured],
                      default=exp.Literal.number(0)) if measured else exp.Literal.number(0)
     out.append(exp.Case(ifs=[exp.If(this=over.copy(), true=which)]).as_("tether_over"))
-    within = exp.LTE(this=exp.Sub(this=exp.column("tether_run"),
-                                  expression=exp.column("tether_size")), expression=cap.copy())
-    return exp.select(*out).from_(totals.subquery("tether_b"), copy=False).where(
-        within, copy=False)
+    return exp.select(*out).from_(page.subquery("tether_s"), copy=False)
 
 
 # --- names ---------------------------------------------------------------------------------------
