@@ -76,13 +76,13 @@ def pg_demo_dir(tmp_path_factory: pytest.TempPathFactory, pg_url: str, pg_schema
     return d
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None
-            ) -> subprocess.CompletedProcess[str]:
-    """Run the real `tether` console script in a subprocess."""
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the real `tether` console script in a subprocess (``input``: its stdin)."""
     exe = Path(sys.executable).parent / "tether"
     return subprocess.run(
         [str(exe), *args], capture_output=True, text=True, cwd=cwd,
-        env={**os.environ, **(env or {})}, timeout=300,
+        env={**os.environ, **(env or {})}, timeout=300, input=input,
     )
 
 

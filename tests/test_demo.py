@@ -15,8 +15,10 @@ from tether.demo.warehouse import CLOCK, COINCIDENCE, GOVERNED_ACTIVE_SQL, TABLE
 from tether.errors import ProjectExistsError
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def con(demo_dir: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    # one per test: DuckDB refuses a second connection to the file in this process with another
+    # configuration (tether's own, READ_ONLY_CONFIG) while this one is open
     c = duckdb.connect(str(demo_dir / "warehouse.duckdb"), read_only=True)
     c.execute("SET TimeZone = 'UTC'")
     yield c

@@ -315,9 +315,11 @@ def test_every_publication_is_committed_to_the_audit_repo(tmp_path: Path) -> Non
     assert len(messages) == 2
     assert messages[0].startswith("publish 2 tool version(s) (auto: additive)")
     assert "new value ON_HOLD" in messages[0]
-    assert messages[1].startswith("publish 14 tool version(s) (initial)")
+    assert messages[1].startswith("publish 14 tool version(s) and the access policy (initial)")
     files = sorted(x.name for x in (audit_repo / "tools").glob("*.json"))
     assert len(files) == 14
+    policy = json.loads((audit_repo / "policy.json").read_text())
+    assert policy["name"] == "policy" and policy["_meta"]["tether/context"]["version"] == "1.0.0"
 
 
 def test_postgres_semantic_blocked_and_excluded(pg_demo: Path) -> None:
@@ -337,13 +339,29 @@ def test_postgres_semantic_blocked_and_excluded(pg_demo: Path) -> None:
     assert "tax_id" not in (pg_demo / "tools" / "customers_by_region_and_segment.json").read_text()
 
 
-def test_server_fails_closed_on_an_unreviewed_policy_change(demo: Path) -> None:
+def test_a_blocked_policy_change_is_never_served(demo: Path) -> None:
+    """Servers keep the approved policy while a change the gate blocked stands in tether.yaml,
+    say so at start, and never serve the column it would expose."""
     apply(demo, "unmask-tax-id")
     assert check(load_project(demo)).exit_code == 12
-    with pytest.raises(ConfigError, match="not approved"):
-        TetherServer(load_project(demo), stdio_user="fin.ana")
-    res = run_cli("serve", "--project", str(demo), "--as-user", "fin.ana")
-    assert res.returncode == 2 and "not approved" in res.stderr and "Traceback" not in res.stderr
+    server = TetherServer(load_project(demo), mode="generic", stdio_user="fin.ana")
+    try:
+        held = server.held_reviews()
+        assert any("policy change waiting for a reviewer: serving the approved policy 1.0.0"
+                   in h for h in held)
+        assert any("was blocked" in h for h in held)
+
+        async def go() -> Any:
+            async with Client(server.server) as c:
+                return await c.call_tool("run_sql",
+                                         {"sql": "SELECT tax_id FROM customers LIMIT 1"})
+        ran = anyio.run(go)
+        assert ran.is_error and "tax_id" in str(ran.content[0].text)
+    finally:
+        server.close()
+    res = run_cli("serve", "--project", str(demo), "--as-user", "fin.ana", input="")
+    assert "was blocked (it would expose a restricted column)" in res.stderr
+    assert "Traceback" not in res.stderr
 
 
 def test_fingerprint_on_call_flags_a_schema_that_moved_under_a_tool(demo: Path) -> None:

@@ -52,9 +52,13 @@ def serve(
             raise ConfigError("stdio needs a user: pass --as-user NAME or set TETHER_USER.",
                               hint="Whoever writes the client's config chooses the user.")
         server = TetherServer(proj, m, stdio_user=user, dedicated_tools=dedicated)
+        for line in server.held_reviews():
+            log(line)
         anyio.run(server.serve_stdio)
     elif transport == "http":
         server = TetherServer(proj, m, dedicated_tools=dedicated)
+        for line in server.held_reviews():
+            log(line)
         log(f"tether serving {len(server.listed.names)} {m} tools ({server.listed.route}, "
             f"{server.listed.tokens:,} tokens) on http://{host}:{port}/mcp "
             "(bearer tokens: tether token add USER)")

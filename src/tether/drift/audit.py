@@ -11,17 +11,21 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from tether.config import Project
+from tether.policy.versions import POLICY_KIND
+from tether.registry import Registry
 
 
-def record(project: Project, definitions: list[dict[str, Any]], message: str) -> bool:
-    """Write the current definitions into the audit repo and commit; False if not configured or
-    git failed (the reason goes to stderr)."""
+def record(project: Project, registry: Registry, message: str) -> bool:
+    """Write the current definitions (tools/NAME.json) and the access policy now enforced
+    (policy.json) into the audit repo and commit; False if not configured or git failed (the
+    reason goes to stderr)."""
     target = project.config.drift.audit_repo
     if not target:
         return False
+    definitions = [v.definition for v in registry.current().values()]
+    policy = registry.current_policy()
     repo = Path(target) if Path(target).is_absolute() else project.root / target
     try:
         if not (repo / ".git").exists():
@@ -37,6 +41,10 @@ def record(project: Project, definitions: list[dict[str, Any]], message: str) ->
         for stale in tools.glob("*.json"):
             if stale.name not in names:
                 stale.unlink()
+        if policy is not None:
+            (repo / "policy.json").write_text(
+                json.dumps(policy.definition, indent=2, ensure_ascii=False) + "\n",
+                encoding="utf-8")
         _git(repo, "add", "-A")
         if not _git(repo, "status", "--porcelain"):
             return False
@@ -54,7 +62,12 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def message(rule: str, notes: dict[str, str | None]) -> str:
-    """First line: what was published and by which rule; then one line per tool's note."""
-    head = f"publish {len(notes)} tool version(s) ({rule})"
+    """First line: what was published and by which rule; then one line per tool's note (the
+    access policy's among them, not counted as a tool)."""
+    tools = sum(1 for name in notes if name != POLICY_KIND)
+    parts = [f"{tools} tool version(s)"] if tools else []
+    if POLICY_KIND in notes:
+        parts.append("the access policy")
+    head = f"publish {' and '.join(parts) or 'nothing'} ({rule})"
     return "\n\n".join([head, "\n".join(f"{name}: {note or 'published'}"
                                         for name, note in sorted(notes.items()))])

@@ -216,7 +216,7 @@ def dispatch(project: Project, registry: Registry, routes: Routes, result: Check
         result.publication = registry.publish(
             [NewVersion(c.name, c.outcome.version or FIRST, c.wire, c.plan)
              for c in routes["auto"]], rule, now)
-        audit.record(project, [v.definition for v in registry.current().values()],
+        audit.record(project, registry,
                      audit.message(rule, {c.name: c.outcome.change_note for c in routes["auto"]}))
     for route in ("human", "blocked"):
         if routes[route]:
@@ -500,7 +500,7 @@ def decide(project: Project, review_id: int, approve: bool, by: str,
         pid = registry.decide_review(review_id, "approved" if approve else "rejected", by,
                                      project.now(), versions, comment)
         if approve:
-            audit.record(project, [v.definition for v in registry.current().values()],
+            audit.record(project, registry,
                          audit.message(f"review {review_id} approved by {by}",
                                        {t["name"]: t["change_note"]
                                         for t in review["body"]["tools"]}))

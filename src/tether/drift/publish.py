@@ -168,7 +168,7 @@ def _publish(project: Project, registry: Registry, tools: list[GeneratedTool],
     if pid is not None and project.config.drift.audit_repo:
         from tether.drift import audit
 
-        audit.record(project, [v.definition for v in registry.current().values()],
+        audit.record(project, registry,
                      audit.message(rule, {v.name: None for v in new}))
     return BuildResult("grounded", pid, outcomes)
 

@@ -184,6 +184,13 @@ def _qualify_top_level(pred: exp.Expr, alias: str) -> exp.Expr:
 def equality_scope(config: TetherConfig, user: str, product: str) -> dict[str, set[Any]]:
     """{column: values} a simple row filter pins (``col = {{ user.x }}``, or several such
     joined by AND): the values of that column the user may see. Empty for other filters."""
+    return {col: values for col, (_, values) in equality_pins(config, user, product).items()}
+
+
+def equality_pins(config: TetherConfig, user: str, product: str
+                  ) -> dict[str, tuple[str, set[Any]]]:
+    """{column: (attribute, values)}: :func:`equality_scope` with the user attribute that pins
+    each column (what a sentence about the scope names)."""
     template = role_of(config, user)[1].row_filters.get(product)
     if template is None:
         return {}
@@ -192,7 +199,7 @@ def equality_scope(config: TetherConfig, user: str, product: str) -> dict[str, s
         parsed = templates.parse(template)
     except templates.TemplateError:
         return {}
-    out: dict[str, set[Any]] = {}
+    out: dict[str, tuple[str, set[Any]]] = {}
     for part in parsed.conjuncts():
         if not isinstance(part, exp.EQ):
             continue
@@ -203,7 +210,8 @@ def equality_scope(config: TetherConfig, user: str, product: str) -> dict[str, s
         attr = name[len(templates.USER_PREFIX):]
         if isinstance(col, exp.Column) and name.startswith(templates.USER_PREFIX) and attr in attrs:
             value = attrs[attr]
-            out[col.name] = set(value) if isinstance(value, list | tuple | set) else {value}
+            out[col.name] = (attr, set(value) if isinstance(value, list | tuple | set)
+                             else {value})
     return out
 
 

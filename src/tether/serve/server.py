@@ -39,6 +39,7 @@ from tether.errors import ConfigError, TetherError
 from tether.keyfile import load_secret
 from tether.policy.entitle import REFUSAL_META, MaskKey, Refusal, table_allowed
 from tether.policy.model import role_of, tool_visible
+from tether.policy.versions import POLICY_KIND
 from tether.registry import Registry, ToolVersion
 from tether.serve import answer, discovery, peruser
 from tether.serve.executor import Answered, Call, Executor, ToolError, validate, without_blanks
@@ -80,7 +81,6 @@ class TetherServer:
         self.clock = clock or project.now
         self.stdio_user = stdio_user
         self.registry: Registry = open_registry(project)
-        self._refuse_unreviewed_policy()
         try:  # the last approved policy, never tether.yaml's unreviewed edit
             self.project, self.policy_version = policyversion.enforced(
                 project, self.registry, required=mode == "grounded")
@@ -139,18 +139,20 @@ class TetherServer:
             self.registry.close()
             raise
 
-    def _refuse_unreviewed_policy(self) -> None:
-        """A change the gate blocked (it would expose a restricted column) keeps every server
-        down until it is fixed. A change that waits for a reviewer does not: servers enforce
-        the last approved policy meanwhile (:meth:`_apply_policy`)."""
-        blocked = [r for r in self.registry.reviews() if r["status"] == "blocked"]
-        if blocked:
-            ids = ", ".join(str(r["id"]) for r in blocked)
-            self.registry.close()
-            raise ConfigError(
-                f"tether.yaml holds a change the gate blocked (review {ids}): it would expose "
-                "a restricted column.",
-                hint="Revert the edit that exposes it and run tether check.")
+    def held_reviews(self) -> list[str]:
+        """What tether.yaml holds that this server does not serve, in words (`tether serve`
+        logs them at start): each policy change waiting for a reviewer (servers enforce the
+        last approved policy meanwhile) and each change the gate blocked (never served)."""
+        out = []
+        for r in self.registry.reviews():
+            if r["status"] == "blocked":
+                out.append(f"review {r['id']} was blocked (it would expose a restricted "
+                           "column): nothing of it is served")
+            elif r["status"] == "pending" and any(
+                    t.get("name") == POLICY_KIND for t in r["body"].get("tools", [])):
+                out.append(f"review {r['id']} holds a policy change waiting for a reviewer: "
+                           f"serving the approved policy {self.policy_version or '(none)'}")
+        return out
 
     def _apply_policy(self) -> bool:
         """On a publication: enforce the newest approved policy version, over tether.yaml as

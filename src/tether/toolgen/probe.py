@@ -61,8 +61,7 @@ def probe_tool(ctx: Ctx) -> GeneratedTool:
         "name": {"type": "string"}, "type": {"type": "string"},
         "description": {"type": ["string", "null"]}, "unit": {"type": ["string", "null"]},
         "values": {"type": "array"},
-        "mask": {"type": "string", "enum": ["redact", "hash", "null"],
-                 "description": "How the column is masked for you (its values are not shown)."},
+        "mask": {"enum": ["redact", "hash", "null"]},
     }}
     out = {
         "type": "object",

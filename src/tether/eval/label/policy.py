@@ -28,7 +28,7 @@ from tether.errors import TetherError
 from tether.eval.label.calls import CallView
 from tether.eval.label.sql import rerun
 from tether.eval.label.work import Finding, Work, rule
-from tether.policy.entitle import equality_scope
+from tether.policy.entitle import equality_pins
 from tether.policy.model import role_of
 from tether.policy.oracle import check_rows, entitled_keys
 
@@ -110,13 +110,13 @@ def _dimension_check(work: Work, product: str, rows: list[dict[str, Any]]) -> li
     assert config is not None
     user = work.trace.as_user
     out = []
-    for name, allowed in equality_scope(config, user, product).items():
+    for name, (attr, allowed) in equality_pins(config, user, product).items():
         column = name.lower()
         bad = sorted({str(r[column]) for r in rows if column in r and r[column] not in allowed})
         if bad:
             shown = ", ".join(sorted(map(str, allowed)))
             out.append(f"{product}.{column} values {', '.join(bad[:5])} outside {user}'s "
-                       f"{column} {shown}")
+                       f"{attr} {shown}")
     return out
 
 
