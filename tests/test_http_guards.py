@@ -95,8 +95,6 @@ def test_lineage_answers_every_host_and_origin_as_the_mcp_endpoint(
     assert got[json.dumps(EVIL_HOST)] == (421, 421) and got[json.dumps(EVIL_ORIGIN)] == (403, 403)
 
 
-@pytest.mark.xfail(strict=True, reason="needs serve/server.py to pass the same Allowed to "
-                   "lineage_route (Allowed.for_server(...)); remove this mark when it does")
 def test_beyond_loopback_both_routes_answer_the_named_hosts_and_origins(
         second_dir: Path, tmp_path: Path) -> None:
     with mcp_server(second_dir, tmp_path / "second", "--allowed-host", "tether.internal:*",

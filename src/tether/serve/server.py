@@ -623,18 +623,16 @@ class TetherServer:
 
         from tether.serve.identity import StoreVerifier, TokenStore
 
-        store = TokenStore(self.project.root / self.project.config.serve.tokens_file)
-        security = None
-        if allowed_hosts or host not in ("127.0.0.1", "localhost", "::1"):
-            security = TransportSecuritySettings(
-                enable_dns_rebinding_protection=True,
-                allowed_hosts=allowed_hosts or [f"{host}:*"],
-                allowed_origins=allowed_origins or [])
+        from tether.httpguard import Allowed
         from tether.serve.lineage import lineage_route
 
+        store = TokenStore(self.project.root / self.project.config.serve.tokens_file)
+        # one Host/Origin rule for the MCP endpoint and every other route
+        allowed = Allowed.for_server(host, allowed_hosts, allowed_origins)
+        security = TransportSecuritySettings(**allowed.sdk_settings())
         return self.server.streamable_http_app(
             host=host, transport_security=security, token_verifier=StoreVerifier(store),
-            custom_starlette_routes=[lineage_route(self.project.root)],
+            custom_starlette_routes=[lineage_route(self.project.root, allowed)],
             auth=AuthSettings(issuer_url=f"http://{host}:{port}",
                               resource_server_url=f"http://{host}:{port}/mcp",
                               validate_token_resource=False))
