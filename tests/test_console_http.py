@@ -357,3 +357,74 @@ def test_two_runs_of_one_server_show_what_changed(proj: Project) -> None:
         assert status == 200 and "What changed from the first run to the second" in html
         assert f"{first['case_id']}: regressed" in html
         assert "the-second-run" in html and 'href="/eval/run?run=0/again"' in html
+
+
+def test_a_policy_review_reads_in_words_and_its_author_may_not_approve_it(proj: Project
+                                                                         ) -> None:
+    """A widened row filter waits in the console as changes per role in words; the reviewer who
+    ran the check is refused (403, nothing published); another person's widening is approved
+    there and becomes the policy every server enforces."""
+    from tether.demo.policy_tour import FILTER, WIDER
+
+    yaml = proj.root / "tether.yaml"
+    yaml.write_text(yaml.read_text().replace(FILTER, WIDER))
+    assert check(load_project(proj.root), author=MANAGER).exit_code == 11
+    registry = open_registry(load_project(proj.root))
+    try:
+        mine = max(r["id"] for r in registry.reviews())
+        before = registry.current_policy()
+        assert before is not None
+    finally:
+        registry.close()
+    with served(proj.root) as url:
+        c = Client(url)
+        c.sign_in(proj.tokens[REVIEWER])
+        status, html, _ = c.request(f"/reviews/{mine}")
+        assert status == 200
+        assert "regional_manager" in html and "widening" in html
+        assert str(escape("OR segment = 'SMB'")) in html
+        assert f"by a check {MANAGER} ran" in html and "You ran the check" not in html
+        status, _, _ = c.request(f"/reviews/{mine}/decide",
+                                 {"csrf": c.csrf(f"/reviews/{mine}"), "decision": "approve"},
+                                 {"Origin": url})
+        assert status == 303 and _status(proj.root, mine) == "approved"
+        # the reviewer's own widening: shown as hers, and refused
+        yaml.write_text(yaml.read_text().replace(WIDER, WIDER.replace("'SMB'", "'ENT'")))
+        assert check(load_project(proj.root), author=REVIEWER).exit_code == 11
+        own = mine + 1
+        status, html, _ = c.request(f"/reviews/{own}")
+        assert status == 200 and "You ran the check" in html
+        status, html, _ = c.request(f"/reviews/{own}/decide",
+                                    {"csrf": c.csrf(f"/reviews/{own}"), "decision": "approve"},
+                                    {"Origin": url})
+        assert status == 403 and "nobody approves their own widening" in html
+        assert _status(proj.root, own) == "pending"
+    registry = open_registry(load_project(proj.root))
+    try:
+        now = registry.current_policy()
+        assert now is not None and now.version != before.version
+        assert "'SMB'" in json.dumps(now.definition["policy"]) and "'ENT'" not in json.dumps(
+            now.definition["policy"])
+    finally:
+        registry.close()
+
+
+def test_a_reviewer_flag_waiting_for_review_grants_nothing_in_the_console(proj: Project) -> None:
+    """`reviewer: true` given to the manager's role in tether.yaml is a widening: until another
+    reviewer approves it, the manager may not decide (the console reads the approved policy)."""
+    yaml = proj.root / "tether.yaml"
+    text = yaml.read_text()
+    assert "    regional_manager:\n" in text
+    yaml.write_text(text.replace("    regional_manager:\n",
+                                 "    regional_manager:\n      reviewer: true\n", 1))
+    assert check(load_project(proj.root), author=MANAGER).exit_code == 11
+    with served(proj.root) as url:
+        c = Client(url)
+        c.sign_in(proj.tokens[MANAGER])
+        status, html, _ = c.request("/reviews/1")
+        assert status == 200 and 'value="approve"' not in html
+        status, html, _ = c.request("/reviews/1/decide", {"csrf": c.csrf("/reviews/1"),
+                                                          "decision": "approve"},
+                                    {"Origin": url})
+        assert status == 403
+    assert _status(proj.root) == "pending"

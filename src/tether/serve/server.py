@@ -621,9 +621,8 @@ class TetherServer:
         from mcp.server.auth.settings import AuthSettings
         from mcp.server.transport_security import TransportSecuritySettings
 
-        from tether.serve.identity import StoreVerifier, TokenStore
-
         from tether.httpguard import Allowed
+        from tether.serve.identity import StoreVerifier, TokenStore
         from tether.serve.lineage import lineage_route
 
         store = TokenStore(self.project.root / self.project.config.serve.tokens_file)

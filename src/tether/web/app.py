@@ -25,11 +25,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from tether.config import Project, load_project
+from tether.drift.policyversion import enforced
 from tether.errors import NotPermittedError, TetherError
 from tether.keyfile import load_secret
 from tether.policy import reviewers, role_of
 from tether.registry import Registry
 from tether.serve.identity import TokenStore
+from tether.serve.server import TetherServer
 from tether.web.guard import Allowed, Guard
 from tether.web.render import environment
 from tether.web.session import COOKIE, Session, Signer, csrf_ok, session_key
@@ -74,12 +76,17 @@ class Viewer:
     """Who is looking, for one request."""
 
     session: Session
-    project: Project
+    project: Project  # with the access policy servers enforce (the last approved version)
     user: str | None = None
     role: str | None = None
     reviewer: bool = False
     new_cookie: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    file_project: Project | None = None  # tether.yaml as it stands (what a decision reads)
+
+    @property
+    def as_written(self) -> Project:
+        return self.file_project or self.project
 
 
 @dataclass
@@ -92,6 +99,23 @@ class Console:
         project = load_project(self.project_dir)  # a broken project fails at start, not later
         self.signer = Signer(session_key(load_secret(
             project.root / project.config.serve.cursor_key_file)))
+        self._server: TetherServer | None = None
+        self._server_lock = threading.Lock()
+
+    def serving(self) -> TetherServer:
+        """The project's MCP server, made once and brought up to the registry's newest
+        publication (tools and approved policy) on each use: the tool pages show what its
+        tools/list shows each user (one answer to what a role reaches, shaped per user). Used
+        under :meth:`lock`; its sources open on the first tool page, not at start."""
+        if self._server is None:
+            self._server = TetherServer(load_project(self.project_dir))
+        else:
+            self._server.reload()
+        return self._server
+
+    @property
+    def lock(self) -> threading.Lock:
+        return self._server_lock
 
     def tokens(self, project: Project) -> TokenStore:
         return TokenStore(project.root / project.config.serve.tokens_file)
@@ -99,10 +123,13 @@ class Console:
     def viewer(self, request: Request) -> Viewer:
         """The session (a new anonymous one when absent or void) and the user it names, if that
         user still exists and still holds the token they signed in with."""
-        project = load_project(self.project_dir)
+        written = load_project(self.project_dir)
+        # who may sign in, their role and whether they review: the approved policy, as servers
+        # enforce it (an edit that waits for review grants nothing here either)
+        project = enforced(written, shared_registry(written), required=False)[0]
         found = self.signer.load(request.cookies.get(COOKIE))
         session = found or Session.anonymous()
-        v = Viewer(session, project, new_cookie=found is None)
+        v = Viewer(session, project, new_cookie=found is None, file_project=written)
         user = session.user
         if user and user in project.config.policies.users and (
                 self.tokens(project).fingerprint(user) == session.token):

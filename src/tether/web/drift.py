@@ -72,7 +72,7 @@ def drift_view(v: Viewer, page: int) -> dict[str, Any]:
     registry = shared_registry(v.project)
     report = drift_report(registry, v.project.now(), v.project.config.drift.deprecation_days)
     items, more = timeline(registry, page)
-    checklist = evaluate(v.project, registry)
+    checklist = evaluate(v.as_written, registry)  # item 14: tether.yaml against the served
     kinds = report["events_by_kind"]
     chart = hbars("Drift events by kind", list(kinds), ["events"], [[n] for n in kinds.values()],
                   fmt=lambda x: "n/a" if x is None else f"{x:g}") if kinds else no_data(

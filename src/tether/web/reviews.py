@@ -20,6 +20,7 @@ from starlette.routing import Route
 from tether.config import Project
 from tether.drift.check import Blocked, decide, definition_diff
 from tether.errors import ConfigError
+from tether.policy.versions import POLICY_KIND
 from tether.web.app import Console, Viewer, id_in_url, shared_registry
 
 OPEN = ("pending", "blocked")
@@ -58,21 +59,29 @@ def review_view(review: dict[str, Any]) -> dict[str, Any]:
     tools = []
     for t in body.get("tools", []):
         name = t["name"]
-        policy = diffs.get("policy", {}).get(name) or {}
-        tools.append({
+        entry = {
             "name": name, "version": t["version"], "level": t.get("change_level"),
             "kind": t.get("change_kind"), "note": t.get("change_note"),
-            "retire": t.get("retire"), "description": t["definition"].get("description", ""),
+            "retire": t.get("retire"), "description": t["definition"].get("description", "")}
+        if name == POLICY_KIND:  # the access policy itself: each change in words, per role
+            entry["changes"] = [{"role": c.get("role") or "every role", "words": c.get("words"),
+                                 "effect": c.get("effect")}
+                                for c in t["definition"].get("changes", [])]
+            tools.append(entry)
+            continue
+        policy = diffs.get("policy", {}).get(name) or {}
+        tools.append(entry | {
             "schema": [(path, _js(c["before"]), _js(c["after"]))
                        for path, c in (diffs.get("schema", {}).get(name) or {}).items()],
             "description_diff": diff_lines(
                 (diffs.get("description", {}).get(name) or "").splitlines()),
             "policy": [(key.split(":", 1)[1].replace(":", " on "), _js(c.get("before")),
-                        _js(c.get("after"))) for key, c in policy.items()]})
+                        _js(c.get("after"))) for key, c in policy.items() if ":" in key]})
     decided = review["decided_by"] or review["rule"]
     return {**{k: review[k] for k in ("id", "status", "route", "created_at", "decided_at",
                                       "comment")},
-            "decided": decided, "tools": tools,
+            "author": review.get("author"), "decided": decided, "tools": tools,
+            "holds_policy": any(t["name"] == POLICY_KIND for t in tools),
             "events": [evidence(e) for e in body.get("events", [])]}
 
 
@@ -121,7 +130,7 @@ def _decide(console: Console, v: Viewer, rid: int, approve: bool, comment: str) 
     """Decide as the signed-in user; the outcome as query parameters for the page after."""
     assert v.user is not None
     try:
-        pid = decide(v.project, rid, approve, v.user, comment)
+        pid = decide(v.as_written, rid, approve, v.user, comment)
     except Blocked:  # the review is now blocked in the registry; its page says why
         return {"decided": "blocked"}
     out = {"decided": "approved" if approve else "rejected"}
@@ -130,7 +139,7 @@ def _decide(console: Console, v: Viewer, rid: int, approve: bool, comment: str) 
         if v.project.config.eval.regression_suite:
             from tether.eval.regression import rerun
 
-            regression = rerun(v.project, pid)
+            regression = rerun(v.as_written, pid)
             if regression is not None:
                 out["flipped"] = str(len(regression.flipped))
     return out

@@ -18,7 +18,6 @@ from tether.context.meta import ToolContext, enum_of
 from tether.drift.history import history
 from tether.drift.retire import retired_info
 from tether.lint import ToolReview, review_tools
-from tether.policy import tool_visible
 from tether.registry import ToolVersion, content_hash
 from tether.toolgen.describe import split_sentences
 from tether.web.app import Console, Viewer, name_in_url, shared_registry
@@ -48,24 +47,48 @@ def lint(definitions: list[dict[str, Any]]) -> dict[str, ToolReview]:
     return out
 
 
-def visible(v: Viewer, current: dict[str, ToolVersion]) -> dict[str, ToolVersion]:
-    """A reviewer sees every tool; anyone else the tools their role sees."""
-    if v.reviewer:
-        return current
-    return {n: t for n, t in current.items() if tool_visible(v.project.config, v.user, n)}
+def reach(console: Console, v: Viewer, current: dict[str, ToolVersion]
+          ) -> dict[str, dict[str, Any]]:
+    """{tool: definition as v's tools/list shows it}: the tools the user may call, asked of the
+    project's own server (tool globs and `tables` together, the approved policy), each listed
+    one shaped for them (enum values from their rows). A tool reached only through discovery
+    is shown as published until its page is opened (shaping it reads the caller's values)."""
+    if not current:
+        return {}
+    assert v.user is not None
+    with console.lock:
+        server = console.serving()
+        listed = {x.name: x for x in server.visible(v.user)}
+        return {x.name: listed.get(x.name, x).definition
+                for x in server.reachable(v.user)}
 
 
-def tool_rows(v: Viewer) -> list[dict[str, Any]]:
+def shaped_one(console: Console, v: Viewer, name: str) -> dict[str, Any] | None:
+    """``name``'s definition as the user sees it, None when they may not call it."""
+    assert v.user is not None
+    with console.lock:
+        server = console.serving()
+        found = next((x for x in server.reachable(v.user) if x.name == name), None)
+        return None if found is None else server.shaped(v.user, found).definition
+
+
+def tool_rows(console: Console, v: Viewer) -> list[dict[str, Any]]:
+    """Each tool the user may call, as they see it; a reviewer sees every published tool
+    (what a review decides on), those they do not call as published and marked so."""
     registry = shared_registry(v.project)
-    current = visible(v, registry.current())
-    reviews = lint([t.definition for t in current.values()])
+    current = registry.current()
+    mine = reach(console, v, current)
+    shown = {n: mine.get(n, t.definition) for n, t in current.items()
+             if v.reviewer or n in mine}
+    reviews = lint(list(shown.values()))
     rows = []
-    for name, t in sorted(current.items()):
-        ctx = ToolContext.of(t.definition)
+    for name, definition in sorted(shown.items()):
+        t = current[name]
+        ctx = ToolContext.of(definition)
         r = reviews[name]
         rows.append({"name": name, "version": t.version, "published_at": t.published_at,
                      "kind": ctx.change_kind, "score": r.score, "tokens": r.tokens,
-                     "products": ctx.products,
+                     "products": ctx.products, "yours": name in mine,
                      "retired": retired_info(t.definition) is not None})
     return rows
 
@@ -84,13 +107,16 @@ def _params(schema: dict[str, Any] | None) -> list[dict[str, Any]]:
     return out
 
 
-def tool_view(project: Project, name: str, deprecation_days: int) -> dict[str, Any] | None:
+def tool_view(project: Project, name: str, deprecation_days: int,
+              shown: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """One tool's page: ``shown`` (its definition as the viewer sees it), else as published;
+    its versions and who still calls a deprecated one."""
     registry = shared_registry(project)
     found = registry.versions(name)
     callers = registry.callers(name) if found else []
     if not found:
         return None
-    d = found[-1].definition
+    d = shown if shown is not None else found[-1].definition
     ctx = ToolContext.of(d)
     sentences = [(s, ctx.sources.get(s)) for s in split_sentences(d.get("description", ""))]
     rows = history(found, deprecation_days)
@@ -100,7 +126,7 @@ def tool_view(project: Project, name: str, deprecation_days: int) -> dict[str, A
             "sentences": sentences, "inputs": _params(d.get("inputSchema")),
             "outputs": _params(d.get("outputSchema")), "products": ctx.products,
             "json": json.dumps(d, indent=2, sort_keys=True, ensure_ascii=False),
-            "versions": list(reversed(rows)), "lint": review,
+            "versions": list(reversed(rows)), "lint": review, "yours": shown is not None,
             "deprecations": ctx.deprecation,
             "callers": [c | {"served_until": windows.get(c["version"])} for c in callers]}
 
@@ -108,15 +134,16 @@ def tool_view(project: Project, name: str, deprecation_days: int) -> dict[str, A
 def routes(console: Console) -> list[Route]:
     def index(request: Request) -> Response:
         v = console.signed_in(request)
-        return console.page(request, "tools.html", tools=tool_rows(v))
+        return console.page(request, "tools.html", tools=tool_rows(console, v))
 
     def show(request: Request) -> Response:
         v = console.signed_in(request)
         name = name_in_url(request.path_params["name"],
                            "There is no published tool of that name.")
-        if not v.reviewer and not tool_visible(v.project.config, v.user, name):
+        shown = shaped_one(console, v, name)
+        if shown is None and not v.reviewer:
             raise HTTPException(404, f"There is no published tool {name} you may see.")
-        view = tool_view(v.project, name, v.project.config.drift.deprecation_days)
+        view = tool_view(v.project, name, v.project.config.drift.deprecation_days, shown)
         if view is None:
             raise HTTPException(404, f"There is no published tool {name}.")
         return console.page(request, "tool.html", t=view)
