@@ -20,9 +20,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from tether.context.config_model import (
-    CLOCK_TEMPLATE,
     PII_SELECTOR,
-    USER_TEMPLATE,
     CalendarConfig,
     ColumnFacts,
     DriftConfig,
@@ -56,7 +54,7 @@ from tether.imports.loading import Origin, layer_origin, precedence, project_lay
 from tether.textfiles import check_yaml_aliases, read_text
 
 __all__ = [
-    "CLOCK_TEMPLATE", "PII_SELECTOR", "PROJECT_FILE", "USER_TEMPLATE", "CalendarConfig",
+    "PII_SELECTOR", "PROJECT_FILE", "CalendarConfig",
     "ColumnFacts", "DriftConfig", "EvalConfig", "Freshness", "GlossaryTerm", "IdentifierScheme",
     "LineageEdge", "MetricConfig", "MetricOutput", "Model", "PageConfig", "PoliciesConfig",
     "ProductConfig", "ProfilingConfig", "Project", "RegistryConfig", "Relationship",

@@ -13,9 +13,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-USER_TEMPLATE = re.compile(r"\{\{\s*user\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
-"""`{{ user.ATTRIBUTE }}` in a row filter: the one definition every reader of templates uses (it
-becomes a bound parameter, never text)."""
 PII_SELECTOR = "pii"
 """A role's ``masks`` key that means every column classified pii."""
 
@@ -44,10 +41,6 @@ class SourceConfig(Model):
 # --- products ------------------------------------------------------------------------------------
 
 
-CLOCK_TEMPLATE = re.compile(r"\{\{\s*clock\s*\}\}")
-"""`{{ clock }}` in a freshness condition: the project clock, as a bound parameter."""
-
-
 class Freshness(Model):
     column: str | None = Field(default=None, description="Column whose max() is the data's as_of.")
     where: str | None = Field(
@@ -66,15 +59,6 @@ class Freshness(Model):
         if (self.column is not None) != self.load_time:
             return self
         raise ValueError("give exactly one of `column: NAME` or `load_time: true`")
-
-    def condition(self, dialect: str) -> Any:
-        """The ``where`` condition as a sqlglot expression, ``{{ clock }}`` as the placeholder
-        ``:clock`` (None without one). Raises sqlglot's ParseError on bad SQL."""
-        if self.where is None:
-            return None
-        import sqlglot
-
-        return sqlglot.parse_one(CLOCK_TEMPLATE.sub(":clock", self.where), read=dialect)
 
 
 class ColumnFacts(Model):

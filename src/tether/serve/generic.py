@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 import sqlglot
 from sqlglot import exp
 
-from tether.config import USER_TEMPLATE
 from tether.context.meta import Evidence
-from tether.errors import QueryError
+from tether.errors import QueryError, TetherError
+from tether.policy import templates
 from tether.policy.entitle import column_masks, equality_scope, table_allowed
 from tether.policy.model import exposable
 from tether.serve import pagination, sqlguard
@@ -72,16 +72,31 @@ def reserved(ex: Executor, source: str | None) -> set[str]:
 def filter_tables(ex: Executor) -> set[str]:
     """Tables the row filters and SQL products read (whatever schema they live in)."""
     config = ex.project.config
-    texts = [t for r in config.policies.roles.values() for t in r.row_filters.values()]
-    texts += [p.sql for p in config.products.values() if p.sql]
+    trees: list[exp.Expr] = []
+    for role in config.policies.roles.values():
+        for product, text in role.row_filters.items():
+            try:  # the one grammar (policy/templates.py), each template as NULL
+                trees.append(templates.parse(text, _dialect(ex, product)).with_nulls())
+            except TetherError:
+                continue
+    for name, p in config.products.items():
+        if p.sql:
+            try:
+                trees.append(sqlglot.parse_one(p.sql, read=_dialect(ex, name)))
+            except sqlglot.errors.SqlglotError:
+                continue
     out: set[str] = set()
-    for text in texts:
-        try:
-            tree = sqlglot.parse_one(USER_TEMPLATE.sub("NULL", text))
-        except sqlglot.errors.SqlglotError:
-            continue
+    for tree in trees:
         out |= {t.name.lower() for t in tree.find_all(exp.Table) if t.name}
     return out
+
+
+def _dialect(ex: Executor, product: str) -> str:
+    p = ex.project.config.products.get(product)
+    try:
+        return ex.source(p.source if p is not None else None).dialect
+    except TetherError:
+        return "duckdb"
 
 
 def sql_catalog(ex: Executor, user: str, source: str | None) -> sqlguard.Catalog:
