@@ -296,3 +296,34 @@ def test_a_vanished_dbt_project_says_what_to_do(site: Path) -> None:
     res = run_cli("import", "dbt", str(site / "dbt-moved"), "--project", str(project))
     assert res.returncode == 0, res.stderr
     assert run_cli("check", "--project", str(project)).returncode in (0, 10)
+
+
+@pytest.mark.parametrize("restricted", ["fare_cents", "state"])
+def test_an_imported_metric_over_a_restricted_column_is_blocked(site: Path, restricted: str
+                                                                ) -> None:
+    """dbt's completed_fares sums fare_cents where state is COMPLETED: with either column
+    restricted in tether.yaml, the imported metric is never published (its measure or its
+    filter reads the column), every other tool is, and no tool names the column."""
+    yml = site / "tether" / "tether.yaml"
+    yml.write_text(yml.read_text().replace(
+        "policies:\n", f"policies:\n  restricted: [rentals.{restricted}]\n", 1))
+    report = import_dbt(site)
+    assert report["metrics"] == ["completed_fares"] or skipped(
+        report, "metric.cycling.completed_fares")
+    res = run_cli("build", "--project", str(site / "tether"), "--json")
+    assert "Traceback" not in res.stderr, res.stderr
+    project = load_project(site / "tether")
+    from tether.drift.publish import open_registry
+
+    registry = open_registry(project)
+    try:
+        current = registry.current()
+    finally:
+        registry.close()
+    assert current and "completed_fares" not in current
+    assert not [n for n, v in current.items() if restricted in json.dumps(
+        v.definition.get("inputSchema", {})) + json.dumps(v.definition.get("outputSchema", {}))]
+    if report["metrics"]:  # imported, then stopped by the gate: said so, exit 12
+        assert res.returncode == 12, res.stdout + res.stderr
+        assert any(o.get("name") == "completed_fares" and o.get("outcome") == "blocked"
+                   for o in json.loads(res.stdout)["tools"]), res.stdout

@@ -36,8 +36,8 @@ def _parsers(path: Path) -> list[str]:
     def templated(node: ast.AST) -> str | None:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             text = node.value
-            if ("{{" in text or r"\{\{" in text or r"\{" in text and "{" in text.replace(
-                    r"\{", "")) and not any(name in text for name in DBT_JINJA):
+            if ("{{" in text or r"\{\{" in text) and not any(name in text
+                                                           for name in DBT_JINJA):
                 return text
         return None
 

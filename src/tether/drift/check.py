@@ -281,7 +281,7 @@ def retire_candidate(project: Project, prev: Any, reason: str,
     from tether.drift.retire import retirement
 
     wire, version = retirement(prev, reason, project.now())
-    blocked = bool(gate.exposes(wire, restricted))
+    blocked = bool(gate.exposure(wire, prev.plan, restricted))
     outcome = Outcome(prev.name, "blocked" if blocked else "pending", version, "major",
                       "breaking", f"Retired: {reason}.")
     return Candidate(prev.name, prev.plan, wire, outcome, retire=True)
@@ -485,7 +485,7 @@ def decide(project: Project, review_id: int, approve: bool, by: str,
         if approve:
             policyversion.may_approve(review, by, via)
         restricted = gate.restricted_by(project, registry.state(prefix="product:"))
-        exposed = {t["name"]: gate.exposes(t["definition"], restricted)
+        exposed = {t["name"]: gate.exposure(t["definition"], t.get("plan") or {}, restricted)
                    for t in review["body"]["tools"]} if approve else {}
         if any(exposed.values()):  # the policy moved since the review was opened
             registry.decide_review(review_id, "blocked", by, project.now(), comment=comment)

@@ -94,6 +94,15 @@ def plan_reads(plan: Mapping[str, Any], restricted: Restricted,
     return sorted(found)
 
 
+def exposure(definition: Mapping[str, Any], plan: Mapping[str, Any], restricted: Restricted
+             ) -> list[str]:
+    """Every restricted ``product.column`` a tool would expose: what its definition says
+    (:func:`exposes`) and what its statement reads (:func:`plan_reads`). The one check of
+    every publisher (build, check, approval) and of every server loading a version."""
+    return sorted(set(exposes(definition, restricted)) | set(plan_reads(
+        plan, restricted, ToolContext.of(dict(definition)).products)))
+
+
 def related(t: GeneratedTool, events: list[Event]) -> list[Event]:
     """The events that concern a tool: its products, its governed terms, its metric."""
     ctx = ToolContext.of(t.wire())
@@ -138,8 +147,7 @@ def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
         level, kind = ("major" if level == "major" or semantic else "minor"), "policy"
     elif semantic:
         level, kind = "major", "semantic"
-    if exposes(wire, restricted) or plan_reads(t.plan.model_dump(), restricted,
-                                               ToolContext.of(wire).products):
+    if exposure(wire, t.plan.model_dump(), restricted):
         return "blocked", level, kind
     if prev is None:
         return "auto", level, kind

@@ -135,7 +135,7 @@ def _publish(project: Project, registry: Registry, tools: list[GeneratedTool],
     restricted = gate.restricted_by(project)
     for t in tools:
         wire = t.wire()
-        exposed = gate.exposes(wire, restricted)
+        exposed = gate.exposure(wire, t.plan.model_dump(mode="json"), restricted)
         if exposed:
             outcomes.append(Outcome(t.name, None, "blocked"))
             gate.page_blocked(project, None, [t.name], exposed)

@@ -140,7 +140,7 @@ def rollback_tool(project: Project, name: str, to: str) -> CheckResult:
             level, kind = "minor", "additive"  # bringing a retired tool back adds it again
         wire, version = rollback(now_version, target, project.now(), level, kind)
         state = registry.state()
-        exposed = gate.exposes(wire, gate.restricted_by(project, state))
+        exposed = gate.exposure(wire, target.plan, gate.restricted_by(project, state))
         route = "blocked" if exposed else (
             "human" if kind in ("breaking", "semantic", "policy") else "auto")
         stamp = _stamp(project.now())

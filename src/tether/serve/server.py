@@ -268,8 +268,7 @@ class TetherServer:
                     log(f"tether: not serving {v.name} {v.version}: its kind {plan_kind!r} is "
                         "not one this server knows (a plugin not loaded, or a newer tether)")
                 continue
-            found = gate.exposes(v.definition, restricted) or gate.plan_reads(
-                v.plan or {}, restricted, ToolContext.of(v.definition).products)
+            found = gate.exposure(v.definition, v.plan or {}, restricted)
             if not found:
                 safe.append(v)
             elif (v.name, v.version) not in self.withheld:
