@@ -503,19 +503,37 @@ def test_a_new_sql_product_over_a_filtered_product_reads_it_filtered(live: Live)
             decide(load_project(live.dir), _pending_review(live)["id"], True, SECOND_REVIEWER)
 
 
+def _restricted_column(live: Live) -> tuple[str, str]:
+    """A restricted product.column of the warehouse's own tether.yaml."""
+    config = load_project(live.dir).config
+    for p, prod in sorted(config.products.items()):
+        for c, f in sorted(prod.columns.items()):
+            if f.classification == "restricted":
+                return p, c
+    entry = next(e for e in config.policies.restricted if "*" not in e)
+    product, column = entry.split(".", 1)
+    return product, column
+
+
+def _assert_blocked(live: Live, metric: str) -> None:
+    result = check(load_project(live.dir), author=live.scope.reviewer)
+    leaky = next(o for o in result.outcomes if o.tool == metric)
+    assert leaky.outcome == "blocked" and result.exit_code == 12, result.to_json()
+
+
+def _never_published(live: Live, metric: str) -> None:
+    registry = open_registry(load_project(live.dir))
+    try:
+        assert metric not in registry.current()
+    finally:
+        registry.close()
+
+
 def test_a_metric_over_a_restricted_column_is_blocked(live: Live) -> None:
-    """A governed metric whose measure reads a restricted column is never published, however
-    it is declared (tether.yaml here; an import layer merges into the same place)."""
-    project = load_project(live.dir)
-    config = project.config
-    restricted = next((p, c) for p, prod in config.products.items()
-                      for c, f in prod.columns.items() if f.classification == "restricted") \
-        if any(f.classification == "restricted" for prod in config.products.values()
-               for f in prod.columns.values()) else None
-    if restricted is None:
-        entry = next(e for e in config.policies.restricted if "*" not in e)
-        restricted = tuple(entry.split(".", 1))  # type: ignore[assignment]
-    product, column = restricted
+    """A governed metric whose measure reads a restricted column is never published: declared
+    in tether.yaml, or imported from a dbt project's semantic layer (the import layer merges
+    into the same place)."""
+    product, column = _restricted_column(live)
     edited = yaml.safe_load(live.original)
     for measure in (f"max({product}.{column})", f"count(distinct {product}.{column})"):
         edited.setdefault("metrics", {})["leaky"] = {
@@ -523,16 +541,51 @@ def test_a_metric_over_a_restricted_column_is_blocked(live: Live) -> None:
             "description": "Reads a restricted column."}
         (live.dir / "tether.yaml").write_text(yaml.safe_dump(edited, sort_keys=False))
         try:
-            result = check(load_project(live.dir), author=live.scope.reviewer)
-            leaky = next(o for o in result.outcomes if o.tool == "leaky")
-            assert leaky.outcome == "blocked" and result.exit_code == 12, result.to_json()
+            _assert_blocked(live, "leaky")
         finally:
             (live.dir / "tether.yaml").write_text(live.original)
-            registry = open_registry(load_project(live.dir))
-            try:
-                assert "leaky" not in registry.current()
-            finally:
-                registry.close()
+            _never_published(live, "leaky")
+
+
+DBT_PROJECT = 'name: site\nversion: "1.0"\nprofile: site\nmodel-paths: ["models"]\n'
+
+
+@pytest.mark.parametrize("agg", ["max", "count_distinct"])
+def test_an_imported_dbt_metric_over_a_restricted_column_is_blocked(live: Live, agg: str
+                                                                   ) -> None:
+    """A dbt semantic model over the product's relation with a measure on the restricted
+    column (schema.yml, no dbt run needed): `tether import dbt` then `tether check` never
+    publishes the metric, on both warehouses and both engines."""
+    from tether.imports.layer import layer_path
+
+    product, column = _restricted_column(live)
+    p = load_project(live.dir).config.products[product]
+    relation = str(p.table).replace('"', "").split(".")[-1]
+    key = p.primary_key[0]
+    d = live.dir / "dbt-site"
+    (d / "models").mkdir(parents=True, exist_ok=True)
+    (d / "dbt_project.yml").write_text(DBT_PROJECT)
+    (d / "models" / f"{relation}.sql").write_text("select 1\n")
+    (d / "models" / "schema.yml").write_text(yaml.safe_dump({
+        "version": 2,
+        "models": [{"name": relation, "columns": [{"name": key}, {"name": column}]}],
+        "semantic_models": [{
+            "name": f"{relation}_sm", "model": f"ref('{relation}')",
+            "entities": [{"name": "thing", "type": "primary", "expr": key}],
+            "measures": [{"name": "peek", "agg": agg, "expr": column}]}],
+        "metrics": [{"name": "leaky_import", "label": "leaky import", "type": "simple",
+                     "description": "Reads a restricted column.",
+                     "type_params": {"measure": "peek"}}]}, sort_keys=False))
+    try:
+        res = run_cli("import", "dbt", str(d), "--project", str(live.dir), "--json")
+        assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr
+        report = json.loads(res.stdout)
+        assert report["products"] == [product], report
+        assert report["metrics"] == ["leaky_import"], report  # imported: the gate stops it
+        _assert_blocked(live, "leaky_import")
+    finally:
+        layer_path(live.dir, "dbt").unlink(missing_ok=True)
+        _never_published(live, "leaky_import")
 
 
 def test_the_author_cannot_approve_from_the_command_line_either(live: Live) -> None:
