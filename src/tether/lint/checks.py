@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.context.meta import ToolContext
+from tether.context.names import name_words
 from tether.toolgen.describe import split_sentences
 from tether.toolgen.model import META_KEY, SOURCES
 
@@ -65,8 +66,7 @@ def _context(tool: Tool) -> ToolContext:
 
 
 def _tokens(name: str) -> list[str]:
-    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
-    return [t for t in re.split(r"[^A-Za-z0-9]+", spaced.lower()) if t]
+    return name_words(name)
 
 
 # 1 -----------------------------------------------------------------------------------------------

@@ -7,12 +7,14 @@ non-nullness, one value shape), and each inference carries ``# inferred: confirm
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sqlglot import exp
 
+from tether.context.names import identifier_like
 from tether.context.schema import Column
 from tether.sources import Source, resolve_duckdb_path
 from tether.sources.sqlalchemy import redact
@@ -20,7 +22,6 @@ from tether.sources.sqlalchemy import redact
 INFERRED = "# inferred: confirm"
 _LOAD_WORDS = ("load", "ingest", "etl", "sync", "updat", "refresh", "extract")
 """A time column one of whose words starts so says when the row was loaded: freshness."""
-_ID_SUFFIX = re.compile(r"(^id$|_id$|_ref$|_no$|_number$|_key$|_code$)")
 
 
 @dataclass
@@ -65,19 +66,30 @@ def _says_load(name: str) -> bool:
 
 _KEY_KINDS = ("string", "integer", "uuid")
 """Kinds a single-column key may have (a float or a time that happens to be unique is not one)."""
+_SET_KINDS = (*_KEY_KINDS, "date", "timestamp", "timestamptz")
+"""Kinds a column of a composite key may have: a time may tell rows of one thing apart."""
 _KEY_COLUMNS_CHECKED = 12
+_SET_CANDIDATES = 8
+"""Columns tried in composite keys: pairs of the first 8, triples of the first 6 (28 and 20
+sets, each statement one pass over the table)."""
+_TRIPLE_CANDIDATES = 6
 
 
 def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> list[str]:
-    """A single column that is unique and non-null in the data, checked in the engine in one
-    query: id-like names first (``id``, ``<table>_id``, then ``*_id``, ``*_code``, ...), then
-    the table's columns in order. Empty when no column is (or the table has no rows)."""
+    """The smallest set of at most three columns that is unique and non-null in the data,
+    checked in the engine in at most three statements: one column first (id-like names
+    first: ``id``, ``<table>_id``, then any name whose last word is an identifier word, in any
+    case style, then the table's columns in order), then pairs, then triples of the non-null
+    id-like, time and other key-kind columns. Empty when none is (or the table has no rows)."""
     singular = table.rsplit(".", 1)[-1].rstrip("s")
-    names = [c.name for c in cols if c.kind in _KEY_KINDS and "." not in c.name]
+    names = [c.name for c in cols if c.kind in _SET_KINDS and "." not in c.name]
+    kinds = {c.name: c.kind for c in cols}
     order = [n for n in ("id", f"{singular}_id", f"{table}_id") if n in names]
-    order += [n for n in names if _ID_SUFFIX.search(n) and n not in order]
+    order += [n for n in names if identifier_like(n) and n not in order]
+    order += [n for n in names if kinds[n] in ("date", "timestamp", "timestamptz")
+              and n not in order]
     order += [n for n in names if n not in order]
-    order = order[:_KEY_COLUMNS_CHECKED]
+    order = order[:max(_KEY_COLUMNS_CHECKED, _SET_CANDIDATES)]
     if not order:
         return []
     exprs: list[exp.Expr] = [exp.func("COUNT", exp.Star())]
@@ -87,10 +99,22 @@ def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> l
                   exp.Count(this=exp.Distinct(expressions=[ref.copy()]))]
     row = src.query(exp.select(*exprs).from_(rel.copy()))[0]
     n = row[0]
+    if not n:
+        return []
+    full = [name for i, name in enumerate(order) if row[1 + 2 * i] == n]
     for i, name in enumerate(order):
-        non_null, distinct = row[1 + 2 * i], row[2 + 2 * i]
-        if n and n == non_null == distinct:
+        if kinds[name] in _KEY_KINDS and n == row[1 + 2 * i] == row[2 + 2 * i]:
             return [name]
+    for size, width in ((2, _SET_CANDIDATES), (3, _TRIPLE_CANDIDATES)):
+        sets = list(itertools.combinations(full[:width], size))
+        if not sets:
+            continue
+        counts = src.query(exp.select(*[exp.Count(this=exp.Distinct(expressions=[exp.Tuple(
+            expressions=[exp.column(c, quoted=True) for c in cols_])])) for cols_ in sets])
+            .from_(rel.copy()))[0]
+        for cols_, distinct in zip(sets, counts, strict=True):
+            if distinct == n:
+                return list(cols_)
     return []
 
 
@@ -118,7 +142,7 @@ def _infer_identifiers(src: Source, rel: exp.Table, cols: list[Column]) -> dict[
     """Id-like string columns whose every value fits one shape (checked in the engine)."""
     found: dict[str, str] = {}
     for c in cols:
-        if c.kind not in ("string", "uuid") or not _ID_SUFFIX.search(c.name):
+        if c.kind not in ("string", "uuid") or not identifier_like(c.name):
             continue
         if c.kind == "uuid":
             found[c.name] = _UUID

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.context.meta import Evidence, ToolContext, enum_of
+from tether.context.names import spaced
 from tether.serve.kinds import Runner, register
 from tether.toolgen.discovery import PROBE, ROWS, SEARCH_LIMIT
 from tether.toolgen.kinds import kind
@@ -61,7 +62,9 @@ def stem(word: str) -> str:
 
 
 def words(text: str) -> set[str]:
-    return {stem(w) for w in WORD.findall(text.lower()) if w not in STOP and len(w) > 1}
+    """The stemmed words of ``text``, names split into theirs (``HallOfFame``: hall, of, fame;
+    context/names.py)."""
+    return {stem(w) for w in WORD.findall(spaced(text).lower()) if w not in STOP and len(w) > 1}
 
 
 @dataclass

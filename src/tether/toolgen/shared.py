@@ -258,11 +258,21 @@ def filter_columns(p: ProductConfig, cols: list[ColumnProfile]) -> list[ColumnPr
     key = p.primary_key[0] if len(p.primary_key) == 1 else None
     return [c for c in cols if c.column.name in p.identifiers
             or (c.column.name == key and c.column.kind in LOOKUP_KINDS)
+            or key_part(p, c)
             or (c.enum is not None and len(c.enum) >= 2)]
 
 
+def key_part(p: ProductConfig, c: ColumnProfile) -> bool:
+    """An integer column of a composite key that is no time column: a lookup parameter (the
+    rows of one season, one stint), its type saying its format. A text part is one when it is
+    a declared identifier (its scheme says the format) or few-valued (an enum)."""
+    return (len(p.primary_key) > 1 and c.column.name in p.primary_key
+            and c.column.name not in p.time_columns and c.column.kind == "integer")
+
+
 LOOKUP_KINDS = ("string", "integer", "uuid", "decimal", "date")
-"""Kinds of a single-column key offered as a lookup parameter (one row by its key)."""
+"""Kinds of a key's columns offered as lookup parameters (one row by its key, or the rows of one
+value of a composite key's column: one season, one stint)."""
 EXAMPLES = 5
 """Values shown for an enum above MAX_FILTER_ENUM (the parameter then has a pattern, not a list)."""
 
@@ -362,6 +372,9 @@ def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
     key = p.primary_key[0] if len(p.primary_key) == 1 else None
     if leaf == key:
         notes.append(f"the key of {plural(grain_noun(p.grain, product))}: at most one row")
+    elif key_part(p, c):
+        rest = join_words([k for k in p.primary_key if k != leaf])
+        notes.append(f"key part: with {rest}, at most one row")
     chosen = bool(p.tool and p.tool.filters and leaf in p.tool.filters)  # named in tether.yaml
     if c.enum is not None and c.column.kind != "boolean" and (
             chosen or len(c.enum) <= MAX_FILTER_ENUM):

@@ -1,0 +1,59 @@
+"""The words of a name as people and engines write it: ``customer_id``, ``playerID``,
+``HallOfFame``, ``Team Name``, ``park.key``, ``HTTPStatus2xx``.
+
+One implementation for every reader that needs a name's words: the starter's identifier and key
+inference, search, lint and the labeller. Layer 0: the standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+
+_BOUNDARY = re.compile(
+    r"(?<=[a-z])(?=[A-Z])"          # camelCase: a lower letter, then an upper one
+    r"|(?<=[A-Z])(?=[A-Z][a-z])"    # an acronym, then a word: HTTPServer -> HTTP Server
+    r"|(?<=[A-Za-z])(?=[0-9])"      # letters, then digits
+    r"|(?<=[0-9])(?=[A-Za-z])")     # digits, then letters
+_SEPARATOR = re.compile(r"[^A-Za-z0-9]+")
+
+IDENTIFIER_WORDS = frozenset({"id", "key", "code", "no", "number", "ref", "uuid", "guid"})
+"""A name whose last word is one of these names an identifier (``order_id``, ``playerID``,
+``ParkKey``, ``line_no``)."""
+
+
+def name_words(name: str) -> list[str]:
+    """The lower-case words of ``name``: split at separators (anything not a letter or digit),
+    camelCase and PascalCase boundaries, and between letters and digits."""
+    return [w.lower() for part in _SEPARATOR.split(name) if part
+            for w in _BOUNDARY.split(part) if w]
+
+
+def spaced(text: str) -> str:
+    """``text`` with every name in it split into its words (``HallOfFame`` -> ``Hall Of
+    Fame``); other characters kept."""
+    return _BOUNDARY.sub(" ", text)
+
+
+def identifier_like(name: str) -> bool:
+    """Whether the name says it holds an identifier: its last word is an identifier word."""
+    words = name_words(name)
+    return bool(words) and words[-1] in IDENTIFIER_WORDS
+
+
+def subject(name: str) -> str:
+    """What an identifier identifies, in words (``playerID`` -> ``player``, ``order_line_no``
+    -> ``order line``); other names as their words (``stint`` -> ``stint``)."""
+    words = name_words(name)
+    if len(words) > 1 and words[-1] in IDENTIFIER_WORDS:
+        words = words[:-1]
+    return " ".join(words) or name
+
+
+def key_grain(key: list[str]) -> str | None:
+    """One row per what a key's columns identify, in words: ``[playerID, yearID, stint]`` ->
+    "one row per player, year and stint" (None without a key)."""
+    if not key:
+        return None
+    words = [subject(c) for c in key]
+    said = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return f"one row per {said}"

@@ -1,0 +1,142 @@
+"""`tether init` on names and keys of any shape, on DuckDB and PostgreSQL: identifiers in
+camelCase, PascalCase and snake_case; composite keys (the smallest unique, non-null set of at
+most three columns, found by the engine in at most three statements) and the grain they say;
+a table with no key at all left without one. The data is made here, in shapes no dataset of
+the project has, and loaded by each engine."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+import yaml
+
+from conftest import run_cli
+from tether.config import SourceConfig
+from tether.context.names import identifier_like, key_grain, name_words, subject
+from tether.profiling.starter import infer_products
+from tether.sources import open_source
+
+DAY0 = dt.date(2024, 3, 1)
+
+
+def _rows() -> dict[str, tuple[list[tuple[str, str]], list[tuple[Any, ...]]]]:
+    """Tables: (columns with SQL types, rows)."""
+    stations = [(f"S{i:03d}", f"Station {i}") for i in range(1, 13)]
+    readings = [(s, DAY0 + dt.timedelta(days=d), seq, 0.5 * (d + seq))
+                for s, _ in stations for d in range(6) for seq in (1, 2, 3)]
+    stats = [(f"pl{p:02d}", 2001 + y, stint, (p + y) % 3)
+             for p in range(20) for y in range(4) for stint in ((1, 2) if p % 4 == 0 else (1,))]
+    events = [("open", 1), ("open", 1), ("close", 2)]  # a duplicated row: no key at all
+    return {
+        "Stations": ([("StationKey", "VARCHAR"), ("label", "VARCHAR")], stations),
+        "Readings": ([("StationKey", "VARCHAR"), ("readingDay", "DATE"), ("seq", "INTEGER"),
+                      ("value", "DOUBLE PRECISION")], readings),
+        "season_stats": ([("playerId", "VARCHAR"), ("yearNum", "INTEGER"), ("stint", "INTEGER"),
+                          ("hits", "INTEGER")], stats),
+        "events": ([("kind", "VARCHAR"), ("n", "INTEGER")], events),
+    }
+
+
+def _load(execute: Any) -> None:
+    for table, (cols, rows) in _rows().items():
+        execute(f'CREATE TABLE "{table}" (' + ", ".join(f'"{c}" {t}' for c, t in cols) + ")",
+                None)
+        marks = ", ".join(["%s"] * len(cols))
+        for row in rows:
+            execute(f'INSERT INTO "{table}" VALUES ({marks})', row)
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str | None]]:
+    if request.param == "duckdb":
+        path = tmp_path / "shapes.duckdb"
+        con = duckdb.connect(str(path))
+        _load(lambda sql, row: con.execute(sql.replace("%s", "?"), row))
+        con.close()
+        yield f"duckdb:///{path}", None
+        return
+    import psycopg
+
+    url = request.getfixturevalue("pg_url")
+    schema = f"shapes_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(f'CREATE SCHEMA "{schema}"')
+        c.execute(f'SET search_path TO "{schema}"')
+        _load(lambda sql, row: c.execute(sql, row))
+    try:
+        yield url, schema
+    finally:
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def test_names_are_split_into_their_words() -> None:
+    assert name_words("playerID") == ["player", "id"]
+    assert name_words("StationKey") == ["station", "key"]
+    assert name_words("HallOfFame") == ["hall", "of", "fame"]
+    assert name_words("HTTPServer2") == ["http", "server", "2"]
+    assert name_words("park.key") == name_words("park key") == ["park", "key"]
+    assert all(identifier_like(n) for n in ("id", "ID", "order_id", "playerID", "ParkKey",
+                                            "line_no", "teamCode"))
+    assert not any(identifier_like(n) for n in ("idea", "valid", "kidney", "stint", "Width"))
+    assert subject("playerID") == "player" and subject("seq") == "seq"
+    assert key_grain(["playerID", "yearNum", "stint"]) == (
+        "one row per player, year num and stint")
+    assert key_grain([]) is None
+    # search reads names as words too: "hall of fame" finds a table named HallOfFame
+    from tether.serve.discovery import words
+
+    assert words("HallOfFame") == words("hall of fame") == {"hall", "fame"}
+
+
+def test_keys_of_any_case_style_and_composite_ones(source: tuple[str, str | None],
+                                                   tmp_path: Path) -> None:
+    url, schema = source
+    with open_source("main", SourceConfig(url=url, schema=schema), tmp_path) as src:
+        found = {p.table.rsplit(".", 1)[-1]: p for p in infer_products(src)}
+    assert found["Stations"].primary_key == ["StationKey"]
+    assert found["Readings"].primary_key == ["StationKey", "readingDay", "seq"]
+    assert found["season_stats"].primary_key == ["playerId", "yearNum", "stint"]
+    assert found["events"].primary_key == []
+    # a PascalCase identifier is an identifier: its one value shape becomes a scheme
+    assert found["Stations"].identifiers == {"StationKey": "^S\\d{3}$"}
+    assert all(p.pk_inferred for name, p in found.items() if name != "events")
+
+
+def test_the_starter_serves_a_composite_key(source: tuple[str, str | None],
+                                            tmp_path: Path) -> None:
+    """init, profile, build: the composite key is written (marked for a person); the listing
+    tool says the grain it makes (a sentence whose source is the schema) and takes its
+    integer and identifier columns as parameters."""
+    url, schema = source
+    args = ["init", "proj", "--source", url, "--user", "ana"] + (
+        ["--schema", schema] if schema else [])
+    r = run_cli(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "proj" / "tether.yaml").read_text()
+    assert ("primary_key: [playerId, yearNum, stint]  # inferred: confirm (unique and non-null "
+            "in the data)") in text
+    products = yaml.safe_load(text)["products"]
+    assert "primary_key" not in products["events"]
+    for step in ("profile", "build"):
+        r = run_cli(step, "--project", str(tmp_path / "proj"), cwd=tmp_path)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, (step, r.stderr)
+    r = run_cli("tools", "--project", str(tmp_path / "proj"), "--as-user", "ana", "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+
+    tools = {t["name"]: t for t in json.loads(r.stdout)}
+    listing = next(t for n, t in tools.items() if n.startswith("season_stats"))
+    assert {"playerId", "yearNum", "stint"} <= set(listing["inputSchema"]["properties"])
+    said = "one row per player, year num and stint"
+    assert said in listing["description"]
+    sources = listing["_meta"]["tether/context"]["sources"]
+    assert [v for k, v in sources.items() if said in k] == ["schema"]
+    stint = listing["inputSchema"]["properties"]["stint"]
+    assert stint["type"] == "integer" and stint["description"].startswith("Key part")
