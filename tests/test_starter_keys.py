@@ -30,7 +30,7 @@ def _rows() -> dict[str, tuple[list[tuple[str, str]], list[tuple[Any, ...]]]]:
     stations = [(f"S{i:03d}", f"Station {i}") for i in range(1, 13)]
     readings = [(s, DAY0 + dt.timedelta(days=d), seq, 0.5 * (d + seq))
                 for s, _ in stations for d in range(6) for seq in (1, 2, 3)]
-    stats = [(f"pl{p:02d}", 2001 + y, stint, (p + y) % 3)
+    stats = [(f"pl{p:02d}", 2001 + y, stint, (p + y) % 3, ("East", "West")[p % 2], p % 5)
              for p in range(20) for y in range(4) for stint in ((1, 2) if p % 4 == 0 else (1,))]
     events = [("open", 1), ("open", 1), ("close", 2)]  # a duplicated row: no key at all
     return {
@@ -38,7 +38,8 @@ def _rows() -> dict[str, tuple[list[tuple[str, str]], list[tuple[Any, ...]]]]:
         "Readings": ([("StationKey", "VARCHAR"), ("readingDay", "DATE"), ("seq", "INTEGER"),
                       ("value", "DOUBLE PRECISION")], readings),
         "season_stats": ([("playerId", "VARCHAR"), ("yearNum", "INTEGER"), ("stint", "INTEGER"),
-                          ("hits", "INTEGER")], stats),
+                          ("hits", "INTEGER"), ("leagueName", "VARCHAR"),
+                          ("venueID", "INTEGER")], stats),
         "events": ([("kind", "VARCHAR"), ("n", "INTEGER")], events),
     }
 
@@ -140,3 +141,40 @@ def test_the_starter_serves_a_composite_key(source: tuple[str, str | None],
     assert [v for k, v in sources.items() if said in k] == ["schema"]
     stint = listing["inputSchema"]["properties"]["stint"]
     assert stint["type"] == "integer" and stint["description"].startswith("Key part")
+    # a number whose name says it is an identifier is no quantity: never summed
+    assert listing["inputSchema"]["properties"]["sum_and_average_of"]["enum"] == ["hits"]
+    _counts_keep_the_columns_case(tmp_path / "proj", listing["name"])
+
+
+def _counts_keep_the_columns_case(project: Path, tool: str) -> None:
+    """count_by on a mixed-case column: the rows keep the column's name and the sentence its
+    values, on both engines (PostgreSQL folds an unquoted alias to lower case)."""
+    import anyio
+    from mcp import Client
+
+    from tether.config import load_project
+    from tether.serve.server import TetherServer
+
+    server = TetherServer(load_project(project), stdio_user="ana")
+
+    async def go() -> Any:
+        async with Client(server.server) as c:
+            return (await c.call_tool(tool, {"count_by": "leagueName"}),
+                    await c.call_tool(tool, {"sum_and_average_of": "hits", "yearNum": 2002}))
+
+    try:
+        counted, summed = anyio.run(go)
+    finally:
+        server.close()
+    assert not counted.is_error, counted.content[0].text
+    stats = _rows()["season_stats"][1]  # gold from the rows themselves
+    east = sum(1 for r in stats if r[4] == "East")
+    rows = counted.structured_content["rows"]
+    assert rows == [{"leagueName": "East", "rows": east},
+                    {"leagueName": "West", "rows": len(stats) - east}]
+    assert f"East {east}, West {len(stats) - east}" in counted.content[0].text
+    hits = [r[3] for r in stats if r[1] == 2002]
+    [got] = summed.structured_content["rows"]
+    assert got["rows"] == len(hits) and got["sum_hits"] == sum(hits)
+    assert isinstance(got["sum_hits"], int)  # a sum of integers is an integer on both engines
+    assert f"total hits {sum(hits)}" in summed.content[0].text

@@ -107,14 +107,15 @@ def aggregate(ex: Executor, call: Call) -> Answered:
             if per not in {g for g, _ in groups}:
                 groups.append((per, per))
 
-    selects: list[exp.Expr] = [col(c).as_(n) for c, n in groups]
-    selects.append(exp.Count(this=exp.Star()).as_("rows"))
+    # aliases quoted: an unquoted one is folded to lower case by PostgreSQL (teamID -> teamid)
+    selects: list[exp.Expr] = [col(c).as_(n, quoted=True) for c, n in groups]
+    selects.append(exp.Count(this=exp.Star()).as_("rows", quoted=True))
     units: dict[str, str] = {}
     for how, fn in (("sum", exp.Sum), ("average", exp.Avg)):
         if measured is None:
             break
         name = f"{how}_{measured}"
-        selects.append(fn(this=col(measured)).as_(name))
+        selects.append(fn(this=col(measured)).as_(name, quoted=True))
         if plan.units.get(measured):
             units[name] = plan.units[measured]
     grouped = exp.select(*selects).from_(query.subquery("q"))

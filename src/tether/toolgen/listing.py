@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from tether.config import ProductConfig
 from tether.context.meta import enum_of
-from tether.context.names import key_grain
+from tether.context.names import identifier_like, key_grain
 from tether.context.profile import ColumnProfile
 from tether.profiling.formats import is_money
 from tether.toolgen.describe import (
@@ -138,10 +138,12 @@ def _column_units(p: ProductConfig, cols: list[ColumnProfile]) -> dict[str, str]
 
 def _summable(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile]) -> list[str]:
     """Numeric columns whose total and mean mean something (sum_and_average_of): not a key,
-    an identifier or another product's key (a reference is a number, not a quantity)."""
+    an identifier, a column whose name says it is one (``invoice_id``, ``yearID``, in any case
+    style) or another product's key (a reference is a number, not a quantity)."""
     return [c.column.name for c in cols
             if "." not in c.column.name and c.column.kind in _NUMERIC
             and c.column.name not in p.primary_key and c.column.name not in p.identifiers
+            and not identifier_like(c.column.name)
             and parent_product(ctx, name, c.column.name) is None]
 
 
