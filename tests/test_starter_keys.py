@@ -30,7 +30,8 @@ def _rows() -> dict[str, tuple[list[tuple[str, str]], list[tuple[Any, ...]]]]:
     stations = [(f"S{i:03d}", f"Station {i}") for i in range(1, 13)]
     readings = [(s, DAY0 + dt.timedelta(days=d), seq, 0.5 * (d + seq))
                 for s, _ in stations for d in range(6) for seq in (1, 2, 3)]
-    stats = [(f"pl{p:02d}", 2001 + y, stint, (p + y) % 3, ("East", "West")[p % 2], p % 5)
+    stats = [(f"pl{p:02d}", 2001 + y, stint, (p + y) % 3, ("East", "West")[p % 2], p % 5,
+              1000 * (p + 1))
              for p in range(20) for y in range(4) for stint in ((1, 2) if p % 4 == 0 else (1,))]
     events = [("open", 1), ("open", 1), ("close", 2)]  # a duplicated row: no key at all
     return {
@@ -39,7 +40,7 @@ def _rows() -> dict[str, tuple[list[tuple[str, str]], list[tuple[Any, ...]]]]:
                       ("value", "DOUBLE PRECISION")], readings),
         "season_stats": ([("playerId", "VARCHAR"), ("yearNum", "INTEGER"), ("stint", "INTEGER"),
                           ("hits", "INTEGER"), ("leagueName", "VARCHAR"),
-                          ("venueID", "INTEGER")], stats),
+                          ("venueID", "INTEGER"), ("salary", "INTEGER")], stats),
         "events": ([("kind", "VARCHAR"), ("n", "INTEGER")], events),
     }
 
@@ -142,7 +143,13 @@ def test_the_starter_serves_a_composite_key(source: tuple[str, str | None],
     stint = listing["inputSchema"]["properties"]["stint"]
     assert stint["type"] == "integer" and stint["description"].startswith("Key part")
     # a number whose name says it is an identifier is no quantity: never summed
-    assert listing["inputSchema"]["properties"]["sum_and_average_of"]["enum"] == ["hits"]
+    assert listing["inputSchema"]["properties"]["sum_and_average_of"]["enum"] == [
+        "hits", "salary"]
+    # a salary is money (its currency unknown); a count of hits has no known unit: said so,
+    # never "no amounts"
+    text = listing["description"].lower()
+    assert "amounts are in currency" in text and "no known unit for hits" in text
+    assert "no amounts" not in text
     _counts_keep_the_columns_case(tmp_path / "proj", listing["name"])
 
 

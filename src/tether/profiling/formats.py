@@ -12,6 +12,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from tether.context.names import name_words
 from tether.context.schema import TypeKind
 
 # ISO 4217 active codes (2024). A column is a currency code only if every value is one.
@@ -120,7 +121,9 @@ def native_formats(kind: TypeKind) -> list[str]:
 
 # --- units ---------------------------------------------------------------------------------------
 
-_MONEY = frozenset({"amount", "price", "revenue", "cost", "fee", "balance", "mrr", "arr"})
+_MONEY = frozenset({"amount", "amounts", "price", "prices", "revenue", "cost", "costs", "fee",
+                    "fees", "balance", "mrr", "arr", "salary", "salaries", "pay", "wage",
+                    "wages", "income", "payroll"})
 _CODES = frozenset({"usd", "eur", "gbp", "jpy"})
 # a token of time or of counting makes a money word mean something else (``arr_time`` is an
 # arrival time, ``cost_count`` a count): no currency is claimed then
@@ -143,8 +146,9 @@ def unit_from_name(name: str) -> str | None:
     """A unit from a column name's whole words (split on ``_``), or None when the name does not
     say: ``amount_cents`` -> cents, ``price_usd`` -> USD, ``price`` -> currency,
     ``duration_seconds`` -> seconds, ``order_count`` -> count; ``arr_time`` -> None (a time
-    word beside a money word), ``subtotal`` -> None (not a whole word)."""
-    tokens = [t for t in name.rsplit(".", 1)[-1].lower().split("_") if t]
+    word beside a money word), ``subtotal`` -> None (not a whole word). Words as
+    context/names.py splits them (``salaryUSD``: salary, usd)."""
+    tokens = name_words(name.rsplit(".", 1)[-1])
     words = set(tokens)
     for unit_words, unit in _TOKEN_UNITS:
         if words & unit_words:

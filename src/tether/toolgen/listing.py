@@ -34,6 +34,7 @@ from tether.toolgen.model import (
 from tether.toolgen.plan import from_clause
 from tether.toolgen.provenance import declared_unseen, field_origins
 from tether.toolgen.shared import (
+    NO_UNIT,
     Ctx,
     child_product,
     closed,
@@ -169,11 +170,20 @@ def _alias_table(ctx: Ctx, product: str) -> exp.Expr:
     return table
 
 
-def _units_phrase(cols: list[ColumnProfile], p: ProductConfig) -> str:
+def _units_phrase(cols: list[ColumnProfile], p: ProductConfig,
+                  quantities: list[str] | None = None) -> str:
+    """Money in its units, and each quantity (a column sum_and_average_of takes) with no known
+    unit, "no known unit for X" (never "no amounts" over a number that may be one); else "no
+    amounts"."""
     money = sorted({c.unit_hint for c in cols if c.unit_hint and is_money(c.unit_hint)})
     per_row = sorted({c.unit_hint for c in cols if c.unit_hint and "{" in c.unit_hint})
-    parts = [f"amounts are in {join_words(money + per_row)}" if money or per_row
-             else "no amounts"]
+    hints = {c.column.name: c.unit_hint for c in cols}
+    unknown = [q for q in quantities or [] if not hints.get(q)]
+    parts = [f"amounts are in {join_words(money + per_row)}"] if money or per_row else []
+    if unknown:
+        shown = unknown[:3] + ([f"{len(unknown) - 3} more"] if len(unknown) > 3 else [])
+        parts.append(f"{NO_UNIT} for {join_words(shown)}")
+    parts = parts or ["no amounts"]
     if p.time_columns:
         parts.append(f"times are {join_words(sorted(set(p.time_columns.values())))}")
     return ", ".join(parts)
@@ -204,7 +214,8 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
     said = "glossary" if p.grain or (p.tool and p.tool.question) else "schema"
     out = [Sentence(text=sentence(s1), source=said)]
     out.append(Sentence(text=sentence(
-        f"{_units_phrase(cols, p)}; read-only, at most {max_rows} rows or "
+        f"{_units_phrase(cols, p, _summable(ctx, name, p, cols))}; read-only, at most "
+        f"{max_rows} rows or "
         f"{size_words(ctx.config.serve.max_result_bytes)} a page, cursor paging"),
         source="schema"))
     if p.description:
