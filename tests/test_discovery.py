@@ -335,6 +335,13 @@ def test_the_budget_decides_the_default_and_fails_closed(demo_dir: Path, tmp_pat
     small = config.model_copy(update={"serve": config.serve.model_copy(
         update={"tool_list_token_budget": whole.tokens - 1})})
     assert listed(small, tools).route == "discovery"  # the default gives way
+    # and says why, as tether tools and tether build print it
+    assert "fits serve.tool_list_token_budget" in whole.reason
+    assert listed(small, tools).reason.startswith(
+        f"discovery only: a tool for each of the {len(config.products)} products would take "
+        f"over serve.tool_list_token_budget ({whole.tokens - 1:,} tokens)")
+    said = run_cli("tools", "--project", str(d), "--dedicated-tools", "none")
+    assert said.returncode == 0 and "discovery only, as serve.dedicated_tools" in said.stdout
     with pytest.raises(ConfigError, match=r"over serve\.tool_list_token_budget"):
         listed(small, tools, "all")
     named = listed(config, tools, [next(iter(config.products))])

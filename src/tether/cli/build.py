@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from tether.errors import ConfigError
 from tether.policy import role_of
 from tether.policy.versions import POLICY_KIND
 from tether.toolgen import MODES, Mode, generate
-from tether.toolgen.discovery import Setting
+from tether.toolgen.discovery import Listed, Setting
 
 TABLE_ROWS = 60
 """A build of thousands of tools prints this many rows; --json lists them all."""
@@ -77,6 +78,9 @@ def build(project: Path = ProjectOpt, mode: str = ModeOpt, as_json: bool = JsonO
                   + (f", {counts['blocked']} blocked" if counts["blocked"] else "")
                   + (f"; access policy {policy.version} {policy.outcome}" if policy else "")
                   + f"; exported to {result.export_dir}")
+        if m == "grounded":  # nothing published to list (each tool blocked or waiting): said
+            with contextlib.suppress(ConfigError):
+                out.print(f"tools/list: {_published(proj, m, None)[1].reason}")
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
@@ -101,8 +105,8 @@ def tools(
     proj = load_project(project)
     m = _mode(mode)
     setting = dedicated_setting(dedicated_tools)
-    visible = (_as_served(proj, m, as_user, setting) if as_user is not None
-               else _published(proj, m, setting))
+    visible, served = (_as_served(proj, m, as_user, setting) if as_user is not None
+                       else _published(proj, m, setting))
     if x_context:
         visible = [_mirror(d) for d in visible]
     if as_json:
@@ -116,23 +120,28 @@ def tools(
         ctx = ToolContext.of(d)
         t.add_row(d["name"], ctx.version or "", d.get("description", ""))
     out.print(t)
-    out.print(f"{len(visible)} tools" + (f" visible to {as_user}" if as_user else ""))
+    out.print(f"{len(visible)} tools" + (f" visible to {as_user}" if as_user else "")
+              + (f"; {served.reason}" if served.reason else ""))
 
 
-def _as_served(proj: Project, mode: Mode, user: str, setting: Setting) -> list[dict[str, Any]]:
-    """``user``'s tools/list, from the server itself (one answer for every surface)."""
+def _as_served(proj: Project, mode: Mode, user: str, setting: Setting
+               ) -> tuple[list[dict[str, Any]], Listed]:
+    """``user``'s tools/list, from the server itself (one answer for every surface), and why
+    the list is that one."""
     from tether.serve.server import TetherServer
 
     server = TetherServer(proj, mode=mode, dedicated_tools=setting)
     try:
         role_of(server.project.config, user)  # unknown under the policy servers enforce
-        return [v.definition for v in server.visible(user)]
+        return [v.definition for v in server.visible(user)], server.listed
     finally:
         server.close()
 
 
-def _published(proj: Project, mode: Mode, setting: Setting) -> list[dict[str, Any]]:
-    """Every tool the list holds, as published (or generated, for bare and generic)."""
+def _published(proj: Project, mode: Mode, setting: Setting
+               ) -> tuple[list[dict[str, Any]], Listed]:
+    """Every tool the list holds, as published (or generated, for bare and generic), and why
+    the list is that one."""
     from tether.toolgen.discovery import listed
     from tether.toolgen.kinds import kind
     from tether.toolgen.model import QueryPlan
@@ -155,7 +164,7 @@ def _published(proj: Project, mode: Mode, setting: Setting) -> list[dict[str, An
     served = listed(proj.config, [(d["name"], d, p) for d, p in tools], setting)
     routed = any(kind(p.kind).listing for _d, p in tools)
     return sorted((d for d, p in tools if d["name"] in served and (
-        routed if kind(p.kind).routed else True)), key=lambda d: d["name"])
+        routed if kind(p.kind).routed else True)), key=lambda d: d["name"]), served
 
 
 def _mirror(d: dict[str, Any]) -> dict[str, Any]:

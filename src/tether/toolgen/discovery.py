@@ -158,6 +158,7 @@ class Listed:
     route: Literal["dedicated", "discovery", "mixed"]
     tokens: int
     budget: int
+    reason: str = ""  # why the list is this one, in words (tether tools and build print it)
 
     def __contains__(self, name: object) -> bool:
         return name in self.names
@@ -196,6 +197,9 @@ def listed(config: TetherConfig, tools: Iterable[tuple[str, dict[str, Any], Quer
     route: Literal["dedicated", "discovery", "mixed"]
     if chosen == "all" or (chosen is None and fits(everything)):
         names, route = everything, "dedicated"
+        reason = ("every product has its own tool (serve.dedicated_tools: all)" if chosen == "all"
+                  else "every product has its own tool: the whole list fits "
+                  f"serve.tool_list_token_budget ({budget:,} tokens)")
     else:
         wanted = [] if chosen in (None, "none") else list(chosen)
         dedicated = set()
@@ -210,6 +214,17 @@ def listed(config: TetherConfig, tools: Iterable[tuple[str, dict[str, Any], Quer
             dedicated.add(name)
         names = {n for n in definitions if n not in listing_names or n in dedicated}
         route = "mixed" if dedicated else "discovery"
+        through = f"through {SEARCH}, {PROBE} and {ROWS}"
+        if chosen is None:
+            reason = (f"discovery only: a tool for each of the {len(listings):,} products "
+                      f"would take over serve.tool_list_token_budget ({budget:,} tokens), so "
+                      f"every product is reached {through}")
+        elif route == "discovery":
+            reason = (f"discovery only, as serve.dedicated_tools (or --dedicated-tools) says: "
+                      f"every product is reached {through}")
+        else:
+            reason = (f"{len(dedicated)} of {len(listings):,} products with their own tool "
+                      f"(serve.dedicated_tools); the others are reached {through}")
     total = sum(size(n) for n in names)
     if total > budget:
         raise ConfigError(
@@ -217,4 +232,4 @@ def listed(config: TetherConfig, tools: Iterable[tuple[str, dict[str, Any], Quer
             f"serve.tool_list_token_budget ({budget:,}).", where="tether.yaml",
             hint="Name fewer products in serve.dedicated_tools (the rest stay reachable through "
             f"{SEARCH} and {ROWS}), or raise the budget.")
-    return Listed(frozenset(names), route, total, budget)
+    return Listed(frozenset(names), route, total, budget, reason)
