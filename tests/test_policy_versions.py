@@ -495,6 +495,22 @@ def test_a_new_sql_product_over_a_filtered_product_reads_it_filtered(live: Live)
         assert _until(lambda: rows(s.user), own) == own  # the running server, and a new one
         assert in_new_server(live, s.user, "every_row_copy")["rows"] == own
         assert rows(s.reviewer) > own
+        # generic mode lists the SQL product by its name, and run_sql reads it as the caller
+        # may: the rows of their entitlement
+        generic = TetherServer(load_project(live.dir), mode="generic", stdio_user=s.user)
+
+        async def go() -> tuple[Any, Any]:
+            async with Client(generic.server) as c:
+                return (await c.call_tool("list_tables", {}), await c.call_tool(
+                    "run_sql", {"sql": "SELECT count(*) AS n FROM every_row_copy"}))
+
+        try:
+            listed, ran = anyio.run(go)
+        finally:
+            generic.close()
+        assert {"table": "every_row_copy"} in listed.structured_content["rows"]
+        assert not ran.is_error, ran.content[0].text
+        assert ran.structured_content["rows"][0]["n"] == own
         ci = run_cli("ci", "--project", str(live.dir), "--json")
         assert json.loads(ci.stdout)[12]["status"] == "holds", ci.stdout
     finally:  # removing the product retires its tool: a person approves that

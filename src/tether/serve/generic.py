@@ -22,10 +22,12 @@ if TYPE_CHECKING:
 
 
 def tables(ex: Executor, user: str | None = None) -> dict[str, str]:
-    """{table name (lower case): product} of the table-backed products the user may read."""
+    """{table name (lower case): product} of the products the user may read: a table-backed
+    one by its table's name, a product defined by SQL by its own name (run_sql reads it
+    through its SQL, as the caller may read what that SQL reads)."""
     config = ex.project.config
     return {(p.table or name).split(".")[-1].lower(): name for name, p in config.products.items()
-            if p.table and (user is None or table_allowed(config, user, name))}
+            if (p.table or p.sql) and (user is None or table_allowed(config, user, name))}
 
 
 def _no_data(call: Call, products: list[str]) -> Evidence:
