@@ -185,3 +185,28 @@ def _counts_keep_the_columns_case(project: Path, tool: str) -> None:
     assert got["rows"] == len(hits) and got["sum_hits"] == sum(hits)
     assert isinstance(got["sum_hits"], int)  # a sum of integers is an integer on both engines
     assert f"total hits {sum(hits)}" in summed.content[0].text
+
+
+def test_a_row_filter_that_misses_a_mixed_case_column_says_to_quote_it(
+        source: tuple[str, str | None], tmp_path: Path) -> None:
+    """`leagueName = {{ user.league }}` unquoted: PostgreSQL reads leaguename and the build
+    stops naming the file, the filter and the name to write; DuckDB matches names without
+    regard to case and builds."""
+    url, schema = source
+    args = ["init", "proj", "--source", url, "--user", "ana"] + (
+        ["--schema", schema] if schema else [])
+    assert run_cli(*args, cwd=tmp_path).returncode == 0
+    yml = tmp_path / "proj" / "tether.yaml"
+    data = yaml.safe_load(yml.read_text())
+    data["policies"]["roles"]["east"] = {
+        "tools": ["*"], "row_filters": {"season_stats": "leagueName = {{ user.league }}"}}
+    data["policies"]["users"]["eve"] = {"role": "east", "league": "East"}
+    yml.write_text(yaml.safe_dump(data, sort_keys=False))
+    r = run_cli("build", "--project", str(tmp_path / "proj"))
+    assert "Traceback" not in r.stderr
+    if schema is None:  # DuckDB
+        assert r.returncode == 0, r.stderr
+        return
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "the row filter on season_stats does not compile" in r.stderr
+    assert 'write "leagueName" in double quotes' in r.stderr and "tether.yaml:" in r.stderr

@@ -125,8 +125,29 @@ def row_filters_compile(facts: Facts) -> list[Problem]:
             problem = _compile(facts, product, _row_filter(template))
             if problem:
                 out.append(Problem(loc, f"the row filter on {product} does not compile on its "
-                                   f"source: {problem}"))
+                                   f"source: {problem}"
+                                   + _case_hint(template, facts.columns.get(product, []))))
     return out
+
+
+def _case_hint(template: str, columns: Sequence[str]) -> str:
+    """For an unquoted name that differs from a column only in case (PostgreSQL folds unquoted
+    names to lower case): the name to write instead."""
+    try:
+        parsed = templates.parse(template)
+    except TetherError:
+        return ""
+    have = set(columns)
+    said = []
+    for col in parsed.expr.find_all(exp.Column):
+        ident = col.this
+        if not isinstance(ident, exp.Identifier) or ident.quoted or ident.name.lower() in have:
+            continue  # quoted, or the folded name is a column: not this mistake
+        same = [c for c in columns if c.lower() == ident.name.lower()]
+        if same:
+            said.append(f'write "{same[0]}" in double quotes (unquoted, {ident.name} is read '
+                        f"as {ident.name.lower()})")
+    return ("; " + "; ".join(dict.fromkeys(said))) if said else ""
 
 
 def _row_filter(template: str) -> Callable[[str], exp.Expr]:
