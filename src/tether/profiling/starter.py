@@ -89,11 +89,13 @@ def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> l
     order += [n for n in names if kinds[n] in ("date", "timestamp", "timestamptz")
               and n not in order]
     order += [n for n in names if n not in order]
-    order = order[:max(_KEY_COLUMNS_CHECKED, _SET_CANDIDATES)]
-    if not order:
+    singles = [n for n in order if kinds[n] in _KEY_KINDS][:_KEY_COLUMNS_CHECKED]
+    in_sets = order[:_SET_CANDIDATES]  # composite candidates, times among them
+    counted = list(dict.fromkeys(singles + in_sets))  # what the first statement counts
+    if not counted:
         return []
     exprs: list[exp.Expr] = [exp.func("COUNT", exp.Star())]
-    for name in order:
+    for name in counted:
         ref = exp.column(name, quoted=True)
         exprs += [exp.func("COUNT", ref.copy()),
                   exp.Count(this=exp.Distinct(expressions=[ref.copy()]))]
@@ -101,10 +103,11 @@ def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> l
     n = row[0]
     if not n:
         return []
-    full = [name for i, name in enumerate(order) if row[1 + 2 * i] == n]
-    for i, name in enumerate(order):
-        if kinds[name] in _KEY_KINDS and n == row[1 + 2 * i] == row[2 + 2 * i]:
+    stats = {name: (row[1 + 2 * i], row[2 + 2 * i]) for i, name in enumerate(counted)}
+    for name in singles:
+        if stats[name] == (n, n):
             return [name]
+    full = [name for name in in_sets if stats[name][0] == n]  # the non-null ones
     for size, width in ((2, _SET_CANDIDATES), (3, _TRIPLE_CANDIDATES)):
         sets = list(itertools.combinations(full[:width], size))
         if not sets:
