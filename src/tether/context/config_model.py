@@ -122,8 +122,10 @@ class ProductConfig(Model):
     description: str | None = Field(default=None, description="What one row is, in plain words.")
     grain: str | None = Field(default=None, description="One row per ..., in plain words.")
     owner: str | None = Field(default=None, description="Who answers for this product.")
-    primary_key: list[str] = Field(default_factory=list, description="Columns identifying a row (one, or several together; `tether init` writes the smallest "
-        "unique, non-null set of at most three it finds, marked `# inferred: confirm`).")
+    primary_key: list[str] = Field(
+        default_factory=list, description="Columns identifying a row (one, or several together; "
+        "`tether init` writes the smallest unique, non-null set of at most three it finds, "
+        "marked `# inferred: confirm`).")
     time_columns: dict[str, str] = Field(
         default_factory=dict, description="Timestamp/date columns and the time zone of each."
     )
