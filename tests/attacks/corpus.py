@@ -599,8 +599,12 @@ _add("describe-denied", B, "describe_table", {"table": "{denied}"}, m="rejected"
 _add("describe-inject", B, "describe_table", {"table": "{p}; DROP TABLE {p}"}, f="rejected",
      m="rejected")
 _add("describe-catalog", B, "describe_table", {"table": "pg_shadow"}, f="rejected", m="rejected")
-_add("describe-sql-product", B, "describe_table", {"table": "{sqlprod}"}, f="rejected",
-     m="rejected")
+# a product defined by SQL is listed and described by its name (its exposable columns only) and
+# read through its SQL as the caller may (the oracle checks the rows against the entitlement)
+_add("describe-sql-product", B, "describe_table", {"table": "{sqlprod}"}, f="ok", m="ok")
+sql("sql-product-rows", B, "SELECT * FROM {sqlprod}", f="ok", m="ok")
+sql("sql-product-by-scope", B, "SELECT {fact_fc}, count(*) AS n FROM {sqlprod} GROUP BY {fact_fc}",
+    f="ok", m="ok")
 
 # --- denied tables (the masked user's role denies some) ---
 N = "denied"

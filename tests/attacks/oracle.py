@@ -312,8 +312,9 @@ class Oracle:
         self.key = MaskKey.from_secret(secret)
         self.key_texts = {self.key.inner, self.key.outer, secret.hex(),
                           base64.b64encode(secret).decode()}
-        self.tables = {self.policy.table_of(p): p for p in self.policy.products
-                       if self.policy.table_of(p)}
+        # a product defined by SQL is read by its own name, as run_sql lists it
+        self.tables = {(self.policy.table_of(p) or p).lower(): p for p in self.policy.products
+                       if self.policy.table_of(p) or self.policy.products[p].get("sql")}
         self._cols: dict[str, list[tuple[str, str]]] = {}
         self._views: dict[str, UserView] = {}
         self._rows: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -363,10 +364,13 @@ class Oracle:
             else:
                 parts.append(q)
         table = self.policy.table_of(product)
-        source = (self.owner.table(table) if table else
-                  f"({self.policy.products[product]['sql']}) AS {self.owner.quote(product)}")
-        sql = f"SELECT {', '.join(parts)} FROM {source}"
         params: dict[str, Any] = {}
+        if table:
+            source = self.owner.table(table)
+        else:  # its SQL over what this user may read of each product it reads
+            inner, params = self.rewrite(str(self.policy.products[product]["sql"]), user)
+            source = f"({inner}) AS {self.owner.quote(product)}"
+        sql = f"SELECT {', '.join(parts)} FROM {source}"
         template = self.policy.row_filter(user, product)
         if template is not None:
             attrs = self.policy.attrs(user)
