@@ -27,7 +27,7 @@ TEXT_CALLS = {"compile", "sub", "subn", "search", "match", "fullmatch", "findall
               "partition", "count"}
 
 
-def _parsers(path: Path) -> list[str]:
+def _parsers(path: Path, root: Path = SRC) -> list[str]:
     """Where ``path`` handles template text itself: a pattern for `{{` (regex or plain) given
     to a matching, substituting or splitting call, or compared with ``in``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
@@ -50,12 +50,12 @@ def _parsers(path: Path) -> list[str]:
                 for arg in node.args:
                     text = templated(arg)
                     if text is not None:
-                        found.append(f"{path.relative_to(SRC)}:{node.lineno} {name}({text!r})")
+                        found.append(f"{path.relative_to(root)}:{node.lineno} {name}({text!r})")
         elif isinstance(node, ast.Compare) and any(isinstance(o, ast.In | ast.NotIn)
                                                    for o in node.ops):
             text = templated(node.left)
             if text is not None:
-                found.append(f"{path.relative_to(SRC)}:{node.lineno} {text!r} in ...")
+                found.append(f"{path.relative_to(root)}:{node.lineno} {text!r} in ...")
     return found
 
 
@@ -82,12 +82,7 @@ def test_the_scan_sees_a_second_parser(tmp_path: Path) -> None:
 
 
 def _parsers_at(path: Path) -> list[str]:
-    global SRC
-    saved, SRC = SRC, path.parent
-    try:
-        return _parsers(path)
-    finally:
-        SRC = saved
+    return _parsers(path, path.parent)
 
 
 def test_the_owner_is_the_grammar() -> None:

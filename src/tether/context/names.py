@@ -1,5 +1,5 @@
-"""The words of a name as people and engines write it: ``customer_id``, ``playerID``,
-``HallOfFame``, ``Team Name``, ``park.key``, ``HTTPStatus2xx``.
+"""The words of a name as people and engines write it: ``widget_id``, ``widgetID``,
+``ShelfOfParts``, ``Box Label``, ``bin.key``, ``HTTPStatus2xx``.
 
 One implementation for every reader that needs a name's words: the starter's identifier and key
 inference, search, lint and the labeller. Layer 0: the standard library only.
@@ -17,8 +17,8 @@ _BOUNDARY = re.compile(
 _SEPARATOR = re.compile(r"[^A-Za-z0-9]+")
 
 IDENTIFIER_WORDS = frozenset({"id", "key", "code", "no", "number", "ref", "uuid", "guid"})
-"""A name whose last word is one of these names an identifier (``order_id``, ``playerID``,
-``ParkKey``, ``line_no``)."""
+"""A name whose last word is one of these names an identifier (``widget_id``, ``widgetID``,
+``BinKey``, ``line_no``)."""
 
 
 def name_words(name: str) -> list[str]:
@@ -29,8 +29,8 @@ def name_words(name: str) -> list[str]:
 
 
 def spaced(text: str) -> str:
-    """``text`` with every name in it split into its words (``HallOfFame`` -> ``Hall Of
-    Fame``); other characters kept."""
+    """``text`` with every name in it split into its words (``ShelfOfParts`` -> ``Shelf Of
+    Parts``); other characters kept."""
     return _BOUNDARY.sub(" ", text)
 
 
@@ -41,8 +41,8 @@ def identifier_like(name: str) -> bool:
 
 
 def subject(name: str) -> str:
-    """What an identifier identifies, in words (``playerID`` -> ``player``, ``order_line_no``
-    -> ``order line``); other names as their words (``stint`` -> ``stint``)."""
+    """What an identifier identifies, in words (``widgetID`` -> ``widget``, ``crate_line_no``
+    -> ``crate line``); other names as their words (``step`` -> ``step``)."""
     words = name_words(name)
     if len(words) > 1 and words[-1] in IDENTIFIER_WORDS:
         words = words[:-1]
@@ -50,8 +50,8 @@ def subject(name: str) -> str:
 
 
 def key_grain(key: list[str]) -> str | None:
-    """One row per what a key's columns identify, in words: ``[playerID, yearID, stint]`` ->
-    "one row per player, year and stint" (None without a key)."""
+    """One row per what a key's columns identify, in words: ``[widgetID, batchNo, step]`` ->
+    "one row per widget, batch and step" (None without a key)."""
     if not key:
         return None
     words = [subject(c) for c in key]

@@ -147,7 +147,7 @@ def unit_from_name(name: str) -> str | None:
     say: ``amount_cents`` -> cents, ``price_usd`` -> USD, ``price`` -> currency,
     ``duration_seconds`` -> seconds, ``order_count`` -> count; ``arr_time`` -> None (a time
     word beside a money word), ``subtotal`` -> None (not a whole word). Words as
-    context/names.py splits them (``salaryUSD``: salary, usd)."""
+    context/names.py splits them (``feeUSD``: fee, usd)."""
     tokens = name_words(name.rsplit(".", 1)[-1])
     words = set(tokens)
     for unit_words, unit in _TOKEN_UNITS:

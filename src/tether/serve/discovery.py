@@ -62,7 +62,7 @@ def stem(word: str) -> str:
 
 
 def words(text: str) -> set[str]:
-    """The stemmed words of ``text``, names split into theirs (``HallOfFame``: hall, of, fame;
+    """The stemmed words of ``text``, names split into theirs (``ShelfOfParts``: shelf, of, parts;
     context/names.py)."""
     return {stem(w) for w in WORD.findall(spaced(text).lower()) if w not in STOP and len(w) > 1}
 

@@ -107,7 +107,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
             if per not in {g for g, _ in groups}:
                 groups.append((per, per))
 
-    # aliases quoted: an unquoted one is folded to lower case by PostgreSQL (teamID -> teamid)
+    # aliases quoted: an unquoted one is folded to lower case by PostgreSQL (groupID -> groupid)
     selects: list[exp.Expr] = [col(c).as_(n, quoted=True) for c, n in groups]
     selects.append(exp.Count(this=exp.Star()).as_("rows", quoted=True))
     units: dict[str, str] = {}

@@ -139,7 +139,7 @@ def _column_units(p: ProductConfig, cols: list[ColumnProfile]) -> dict[str, str]
 
 def _summable(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile]) -> list[str]:
     """Numeric columns whose total and mean mean something (sum_and_average_of): not a key,
-    an identifier, a column whose name says it is one (``invoice_id``, ``yearID``, in any case
+    an identifier, a column whose name says it is one (``widget_id``, ``batchID``, in any case
     style) or another product's key (a reference is a number, not a quantity)."""
     return [c.column.name for c in cols
             if "." not in c.column.name and c.column.kind in _NUMERIC

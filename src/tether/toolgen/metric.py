@@ -112,7 +112,7 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     sentences = _metric_sentences(ctx, name, m, kind, dims, max_rows, props)
     description, sources = join_sentences(sentences)
     select = from_clause(ctx.config, products, dialect)
-    # dimension aliases quoted: PostgreSQL folds an unquoted one to lower case (teamID -> teamid)
+    # dimension aliases quoted: PostgreSQL folds an unquoted one to lower case (groupID -> groupid)
     select = select.select(*[qualified(f"{t}.{c}").as_(c, quoted=True) for t, c in dims],
                            append=False)
     for mname, (sql, _, _) in measures.items():

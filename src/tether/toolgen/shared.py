@@ -264,7 +264,7 @@ def filter_columns(p: ProductConfig, cols: list[ColumnProfile]) -> list[ColumnPr
 
 def key_part(p: ProductConfig, c: ColumnProfile) -> bool:
     """An integer column of a composite key that is no time column: a lookup parameter (the
-    rows of one season, one stint), its type saying its format. A text part is one when it is
+    rows of one batch, one step), its type saying its format. A text part is one when it is
     a declared identifier (its scheme says the format) or few-valued (an enum)."""
     return (len(p.primary_key) > 1 and c.column.name in p.primary_key
             and c.column.name not in p.time_columns and c.column.kind == "integer")
@@ -272,7 +272,7 @@ def key_part(p: ProductConfig, c: ColumnProfile) -> bool:
 
 LOOKUP_KINDS = ("string", "integer", "uuid", "decimal", "date")
 """Kinds of a key's columns offered as lookup parameters (one row by its key, or the rows of one
-value of a composite key's column: one season, one stint)."""
+value of a composite key's column: one batch, one step)."""
 EXAMPLES = 5
 """Values shown for an enum above MAX_FILTER_ENUM (the parameter then has a pattern, not a list)."""
 
