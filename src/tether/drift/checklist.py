@@ -189,7 +189,7 @@ def policy_coverage(f: Facts) -> tuple[str, str]:
 
 def policy_served(f: Facts) -> tuple[str, str]:
     """tether.yaml's access policy is the version servers enforce: none waits, none unchecked."""
-    from tether.drift.policyversion import coverage_gaps
+    from tether.drift.policyversion import coverage_gaps, holds_policy
     from tether.policy import versions
 
     if f.policy is None:
@@ -203,8 +203,8 @@ def policy_served(f: Facts) -> tuple[str, str]:
         return HOLDS, (f"servers enforce policy {f.policy.version}, which is tether.yaml's; "
                        "a widening waits for a reviewer who is not its author")
     words = "; ".join(c.words for c in versions.changes(approved, here))
-    waiting = [str(r["id"]) for r in f.reviews if r["status"] == "pending" and any(
-        t.get("name") == versions.POLICY_KIND for t in r["body"].get("tools", []))]
+    waiting = [str(r["id"]) for r in f.reviews
+               if r["status"] == "pending" and holds_policy(r)]
     return FAILS, (f"servers enforce policy {f.policy.version}, not tether.yaml's ({words}); "
                    + (f"review {', '.join(waiting)} waits for a reviewer" if waiting
                       else "run `tether check`"))

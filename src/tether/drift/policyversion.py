@@ -120,10 +120,15 @@ def enforced(project: Project, registry: Registry, required: bool = True
     return project.with_config(versions.apply(project.config, doc)), version
 
 
+def holds_policy(review: Mapping[str, Any]) -> bool:
+    """Whether a review holds a change of the access policy (its candidate ``policy``)."""
+    return any(t.get("name") == POLICY_KIND for t in review["body"].get("tools", []))
+
+
 def may_approve(review: Mapping[str, Any], by: str, via: str | None) -> None:
     """A review holding a policy change may not be approved by its author: the policy user
     who ran the check, or on the command line the same operating-system account."""
-    if not any(t.get("name") == POLICY_KIND for t in review["body"].get("tools", [])):
+    if not holds_policy(review):
         return
     author = review.get("author")
     if not author:

@@ -39,7 +39,6 @@ from tether.errors import ConfigError, TetherError
 from tether.keyfile import load_secret
 from tether.policy.entitle import REFUSAL_META, MaskKey, Refusal, table_allowed
 from tether.policy.model import role_of, tool_visible
-from tether.policy.versions import POLICY_KIND
 from tether.registry import Registry, ToolVersion
 from tether.serve import answer, discovery, peruser
 from tether.serve.executor import Answered, Call, Executor, ToolError, validate, without_blanks
@@ -148,8 +147,7 @@ class TetherServer:
             if r["status"] == "blocked":
                 out.append(f"review {r['id']} was blocked (it would expose a restricted "
                            "column): nothing of it is served")
-            elif r["status"] == "pending" and any(
-                    t.get("name") == POLICY_KIND for t in r["body"].get("tools", [])):
+            elif r["status"] == "pending" and policyversion.holds_policy(r):
                 out.append(f"review {r['id']} holds a policy change waiting for a reviewer: "
                            f"serving the approved policy {self.policy_version or '(none)'}")
         return out

@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from tether.config import Project
 from tether.drift.check import Blocked, decide, definition_diff
+from tether.drift.policyversion import holds_policy
 from tether.errors import ConfigError
 from tether.policy.versions import POLICY_KIND
 from tether.web.app import Console, Viewer, id_in_url, shared_registry
@@ -81,7 +82,7 @@ def review_view(review: dict[str, Any]) -> dict[str, Any]:
     return {**{k: review[k] for k in ("id", "status", "route", "created_at", "decided_at",
                                       "comment")},
             "author": review.get("author"), "decided": decided, "tools": tools,
-            "holds_policy": any(t["name"] == POLICY_KIND for t in tools),
+            "holds_policy": holds_policy(review),
             "events": [evidence(e) for e in body.get("events", [])]}
 
 
