@@ -85,6 +85,14 @@ class Project:
         self.layers: list[ImportLayer] = layers or []
         self.data: dict[str, Any] = data if data is not None else self.typed
 
+    def without(self, products: set[str]) -> Project:
+        """This project with those products left out (a first build goes on without a product
+        the engine cannot read)."""
+        clone = copy.copy(self)
+        clone.config = self.config.model_copy(update={"products": {
+            n: p for n, p in self.config.products.items() if n not in products}})
+        return clone
+
     def where(self, *loc: str | int) -> str:
         """``tether.yaml:LINE`` for the deepest known prefix of ``loc``; for a key an import
         layer supplied, that layer (and the node, or file and line, it was read from)."""

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from tether.cli.options import JsonOpt, ProjectOpt
-from tether.cli.output import out, print_json, progress
+from tether.cli.output import err, out, print_json, progress
 from tether.config import Project, load_project
 from tether.context.meta import CONTEXT_KEY, ToolContext
 from tether.drift.publish import build as run_build
@@ -50,7 +50,7 @@ def build(project: Path = ProjectOpt, mode: str = ModeOpt, as_json: bool = JsonO
     if as_json:
         print_json({"mode": result.mode, "publication": result.publication,
                     "export_dir": str(result.export_dir), "exit_code": result.exit_code,
-                    "reviews": result.reviews,
+                    "reviews": result.reviews, "skipped": result.skipped,
                     "tools": [o.__dict__ for o in result.outcomes]})
     else:
         t = Table(show_edge=False, header_style="bold")
@@ -81,6 +81,8 @@ def build(project: Path = ProjectOpt, mode: str = ModeOpt, as_json: bool = JsonO
         if m == "grounded":  # nothing published to list (each tool blocked or waiting): said
             with contextlib.suppress(ConfigError):
                 out.print(f"tools/list: {_published(proj, m, None)[1].reason}")
+    for why in result.skipped:
+        err.print(f"skipped: {why}", markup=False, highlight=False)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 

@@ -10,9 +10,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from tether.cli.options import JsonOpt, ProjectOpt
-from tether.cli.output import out, print_json, progress
+from tether.cli.output import err, out, print_json, progress
 from tether.config import load_project
 from tether.context.profile import ColumnProfile, ProductProfile
+from tether.errors import ProductError
 from tether.profiling import profile_product
 
 
@@ -28,12 +29,21 @@ def profile(
     for n in names:
         proj.product(n)  # unknown names fail before any work
     results: list[ProductProfile] = []
+    skipped: list[ProductError] = []
     with progress(len(names), "profiling") as step:
         for n in names:
-            results.append(profile_product(proj, n, progress=step))
+            try:
+                results.append(profile_product(proj, n, progress=step))
+            except ProductError as e:  # one product that cannot be read stops no other
+                if len(names) == 1:
+                    raise
+                skipped.append(e)
             step.advance()  # type: ignore[attr-defined]
+    for why in skipped:
+        err.print(f"skipped: {why.paragraph()}", markup=False, highlight=False)
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
+        _exit_if(skipped)
         return
     for r in results:
         render(r)
@@ -42,6 +52,15 @@ def profile(
         out.print("\n[bold]What the data says that a thin tool definition would not[/]", markup=True)
         for line in findings:
             out.print(f"  - {line}", markup=False)
+    _exit_if(skipped)
+
+
+def _exit_if(skipped: list[ProductError]) -> None:
+    """Exit 2 when a product was skipped: the others were profiled and shown."""
+    if skipped:
+        err.print(f"{len(skipped)} product(s) skipped; the others were profiled.",
+                  highlight=False)
+        raise typer.Exit(2)
 
 
 def learned(results: list[ProductProfile]) -> list[str]:

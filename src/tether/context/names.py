@@ -57,3 +57,49 @@ def key_grain(key: list[str]) -> str | None:
     words = [subject(c) for c in key]
     said = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
     return f"one row per {said}"
+
+
+# --- references: ``product.column`` and ``product.column.field`` as plans and policies write them
+
+def ref(*parts: str) -> str:
+    """A reference from its identifiers, joined with dots; an identifier that holds a dot or a
+    double quote is double-quoted (``t."bin.key"``), so a column named ``bin.key`` is never read
+    as the field ``key`` of a column ``bin``."""
+    return ".".join('"' + p.replace('"', '""') + '"' if ("." in p or '"' in p) else p
+                    for p in parts)
+
+
+def ref_parts(reference: str) -> list[str]:
+    """The identifiers of a reference written by :func:`ref` (a plain ``a.b.c`` splits at each
+    dot, as references written by hand always have)."""
+    if '"' not in reference:
+        return reference.split(".")
+    parts: list[str] = []
+    i, n = 0, len(reference)
+    while i <= n:
+        if i < n and reference[i] == '"':
+            j, word = i + 1, []
+            while j < n:
+                if reference[j] == '"':
+                    if j + 1 < n and reference[j + 1] == '"':
+                        word.append('"')
+                        j += 2
+                        continue
+                    break
+                word.append(reference[j])
+                j += 1
+            parts.append("".join(word))
+            i = j + 2  # past the closing quote and the dot after it
+        else:
+            j = reference.find(".", i)
+            j = n if j < 0 else j
+            parts.append(reference[i:j])
+            i = j + 1
+    return parts
+
+
+def ref_column(reference: str) -> tuple[str, str]:
+    """``(product, column name)`` of a reference: the name as the schema writes it (a nested
+    field's parts joined with dots, a dotted column's name whole)."""
+    head, *rest = ref_parts(reference)
+    return head, ".".join(rest)

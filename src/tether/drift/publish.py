@@ -15,6 +15,7 @@ from typing import Any
 
 from tether.config import Project
 from tether.drift.classify import classify
+from tether.errors import ProductError
 from tether.policy.versions import POLICY_KIND
 from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
@@ -44,6 +45,7 @@ class BuildResult:
     outcomes: list[Outcome] = field(default_factory=list)
     export_dir: Path | None = None
     reviews: list[int] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # products that could not be read: why
 
     @property
     def exit_code(self) -> int:
@@ -70,7 +72,12 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
                 return _through_check(project, registry, note, author)
         finally:
             registry.close()
-    listed, cache, _ = profile_changed(project, {}, full=True, progress=note)
+    skipped: dict[str, ProductError] = {}
+    listed, cache, _ = profile_changed(project, {}, full=True, progress=note, skipped=skipped)
+    if skipped:  # the first build: a product that cannot be read stops no other
+        if len(skipped) == len(project.config.products):
+            raise next(iter(skipped.values()))
+        project = project.without(set(skipped))
     profiles = {p.product: p for p in listed}
     check_profiled(project, profiles)  # a policy naming a missing column fails closed
     note("generating tool definitions")
@@ -78,7 +85,8 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
     if mode != "grounded":
         out_dir = project.root / TOOLS_DIR / mode
         export(out_dir, [t.wire() for t in tools])
-        return BuildResult(mode, None, [Outcome(t.name, None, "generated") for t in tools], out_dir)
+        return BuildResult(mode, None, [Outcome(t.name, None, "generated") for t in tools], out_dir,
+                           skipped=[e.paragraph() for e in skipped.values()])
     registry = open_registry(project)
     try:
         result = _publish(project, registry, tools, {
@@ -102,6 +110,7 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
                [current[t.name].definition for t in tools if t.name in current],
                project.root / EXPORT_INDEX)
         result.export_dir = project.root / TOOLS_DIR
+        result.skipped = [e.paragraph() for e in skipped.values()]
         return result
     finally:
         registry.close()

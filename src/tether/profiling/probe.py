@@ -26,8 +26,9 @@ from typing import Any
 from sqlglot import exp
 
 from tether.config import Project
+from tether.context.names import ref, ref_parts
 from tether.context.profile import ProductProfile
-from tether.errors import TetherError
+from tether.errors import ProductError, TetherError
 from tether.profiling.profile import _aliased, _col, _relation, profile_product
 from tether.profiling.statements import fill, piece, relation_slot, slot
 from tether.sources import Source, open_product_source
@@ -83,7 +84,7 @@ def _newest(prof: ProductProfile) -> dt.datetime | None:
 def _tracked(prof: ProductProfile | None) -> list[str]:
     if prof is None:
         return []
-    return [c.column.name for c in prof.columns if c.enum is not None or c.top_values]
+    return [ref(*c.column.parts) for c in prof.columns if c.enum is not None or c.top_values]
 
 
 def probe_source(project: Project, src: Source, names: Sequence[str],
@@ -107,10 +108,10 @@ def probe_source(project: Project, src: Source, names: Sequence[str],
         if kept.get("shape") == shape:
             branches[n] = kept["sql"]
             continue
-        slots = {str(i): src.render(_col(c)) for i, c in enumerate(tracked)}
+        slots = {str(i): src.render(_col(ref_parts(c))) for i, c in enumerate(tracked)}
         slots.update(rel=src.render(_aliased(rel)), product=src.render(exp.Literal.string(n)))
         if ts:
-            slots["ts"] = src.render(_col(ts))
+            slots["ts"] = src.render(_col([ts]))  # a time column is a top-level column
         branches[n] = fill(src, piece(src, ("probe", len(tracked), bool(ts)),
                                       partial(_probe_branch, src, len(tracked), bool(ts))), slots)
         if n in cache:
@@ -135,15 +136,32 @@ WORKERS = max(1, min(2, os.cpu_count() or 1))
 and its results read (the engine runs each statement on its own threads as well)."""
 
 
-def _profiled(project: Project, src: Source, names: list[str], note: Callable[[str], None]
-              ) -> dict[str, ProductProfile]:
+def _profiled(project: Project, src: Source, names: list[str], note: Callable[[str], None],
+              skipped: dict[str, ProductError] | None = None) -> dict[str, ProductProfile]:
     """Full profiles of ``names`` (in that order), several at once; the first product that
-    fails, in that order, raises as it would alone."""
+    fails, in that order, raises as it would alone, unless ``skipped`` collects the products
+    that cannot be read (the others are profiled)."""
+    def one(n: str) -> ProductProfile | ProductError:
+        try:
+            return profile_product(project, n, source=src, progress=note)
+        except ProductError as e:
+            if skipped is None:
+                raise
+            return e
+
     if len(names) < 2 or WORKERS == 1:
-        return {n: profile_product(project, n, source=src, progress=note) for n in names}
-    with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="tether-profile") as pool:
-        done = pool.map(lambda n: profile_product(project, n, source=src, progress=note), names)
-        return dict(zip(names, done, strict=True))
+        done = [one(n) for n in names]
+    else:
+        with ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="tether-profile") as pool:
+            done = list(pool.map(one, names))
+    out: dict[str, ProductProfile] = {}
+    for n, got in zip(names, done, strict=True):
+        if isinstance(got, ProductError):
+            assert skipped is not None
+            skipped[n] = got
+        else:
+            out[n] = got
+    return out
 
 
 def _probe_branch(src: Source, tracked: int, ts: bool) -> exp.Expr:
@@ -170,9 +188,11 @@ def _reusable(entry: dict[str, Any], probe: dict[str, Any] | None, key: str,
 def profile_changed(
     project: Project, cache: Cache, *, full: bool = False,
     progress: Callable[[str], None] | None = None,
+    skipped: dict[str, ProductError] | None = None,
 ) -> tuple[list[ProductProfile], Cache, list[str]]:
     """Profiles of every product (reused where the probe says nothing moved), the new cache, and
-    the names of the products profiled in full."""
+    the names of the products profiled in full; with ``skipped``, a product that cannot be read
+    is left out and its error kept there instead of stopping the others."""
     note = progress or (lambda _m: None)
     names = list(project.config.products)
     by_source: dict[str, list[str]] = {}
@@ -187,16 +207,17 @@ def profile_changed(
         try:
             with src.catalog_read():
                 redone += _profile_members(project, src, members, cache, full, shared, now,
-                                           profiles, new_cache, note)
+                                           profiles, new_cache, note, skipped)
         finally:
             src.close()
-    return [profiles[n] for n in names], new_cache, redone
+    return [profiles[n] for n in names if n in profiles], new_cache, redone
 
 
 def _profile_members(project: Project, src: Source, members: list[str], cache: Cache,
                      full: bool, shared: str, now: dt.datetime,
                      profiles: dict[str, ProductProfile], new_cache: Cache,
-                     note: Callable[[str], None]) -> list[str]:
+                     note: Callable[[str], None],
+                     skipped: dict[str, ProductError] | None = None) -> list[str]:
     """Probe and (where needed) profile the products of one source; the names profiled."""
     redone: list[str] = []
     note(f"probing {len(members)} products")
@@ -208,8 +229,10 @@ def _profile_members(project: Project, src: Source, members: list[str], cache: C
     keys = {n: config_key(project, n, shared) for n in members}
     todo = [n for n in members if full or cache.get(n) is None
             or not _reusable(cache[n], probes.get(n), keys[n], now)]
-    fresh = _profiled(project, src, todo, note)
+    fresh = _profiled(project, src, todo, note, skipped)
     for n in members:
+        if skipped and n in skipped:
+            continue
         key, entry = keys[n], cache.get(n)
         if n not in fresh:
             assert entry is not None

@@ -31,7 +31,7 @@ from sqlglot import exp
 from tether.config import ProductConfig, ProfilingConfig, Project, TetherConfig
 from tether.context.profile import ColumnProfile, EnumValue, ProductProfile, ValueCount
 from tether.context.schema import Column, TypeKind
-from tether.errors import ProductError, TetherError
+from tether.errors import ProductError, QueryError, TetherError
 from tether.policy import inherit, templates
 from tether.profiling.enums import enum_candidates
 from tether.profiling.fingerprint import schema_fingerprint
@@ -78,7 +78,10 @@ def profile_product(
         leaves = [leaf for c in columns for leaf in c.leaves()]
         note(f"{name}: scanning {len(leaves)} columns")
         refs = _refs(src, leaves)
-        row_count, scalar = _scalar_pass(src, relation, leaves, refs)
+        try:
+            row_count, scalar = _scalar_pass(src, relation, leaves, refs)
+        except QueryError as e:
+            raise _unreadable(project, src, relation, name, leaves, refs, e) from None
         _format_pass(src, relation, leaves, refs, scalar, formats)
         ts = product.timestamp_column()
         cfg = project.config.profiling
@@ -87,9 +90,9 @@ def profile_product(
         keep = max(cfg.top_values, cfg.enum_max_values + 1)
         few = all((scalar[i].get("distinct") or 0) <= keep for i in groupable)
         note(f"{name}: counting values of {len(groupable)} low-cardinality columns")
-        ts_ref = src.render(_col(ts)) if ts else None
+        ts_ref = src.render(_col(parts_of(ts, columns))) if ts else None
         groups = _group_pass(src, relation, refs, groupable, ts_ref, cfg, row_count, few)
-        conditional = _conditional_as_of(project, src, relation, name)
+        conditional = _conditional_as_of(project, src, relation, name, columns)
     finally:
         if own:
             src.close()
@@ -179,9 +182,10 @@ def _check_declared(project: Project, name: str, p: ProductConfig, columns: list
             )
 
 
-def _col(name: str) -> exp.Expr:
-    """``p."a"`` or, for a nested field, ``p."a"."b"``."""
-    head, *rest = name.split(".")
+def _col(parts: Sequence[str]) -> exp.Expr:
+    """``p."a"`` for a column, ``p."a"."b"`` for a nested field (its path), ``p."a.b"`` for a
+    column whose name holds a dot."""
+    head, *rest = parts
     node: exp.Expr = exp.column(head, table=ALIAS, quoted=True)
     for part in rest:
         node = exp.Dot(this=node, expression=exp.to_identifier(part, quoted=True))
@@ -226,7 +230,19 @@ def _run_stats(src: Source, relation: exp.Expr, refs: list[str],
 
 def _refs(src: Source, leaves: list[Column]) -> list[str]:
     """Each leaf's reference (``p."a"``, ``p."a"."b"``) as the source writes it."""
-    return [src.render(_col(c.name)) for c in leaves]
+    return [src.render(_col(c.parts)) for c in leaves]
+
+
+def parts_of(name: str, columns: Sequence[Column]) -> list[str]:
+    """The identifiers of a column or nested field named in tether.yaml: a top-level column's
+    name is one identifier (dots and all); a nested field's, its path."""
+    for c in columns:
+        if c.name == name:
+            return c.parts
+        for leaf in c.leaves():
+            if leaf.name == name:
+                return leaf.parts
+    return [name]
 
 
 def _scalar_pass(
@@ -242,6 +258,24 @@ def _scalar_pass(
         if stat == "distinct":
             out[i]["distinct_exact"] = d != "duckdb"
     return int(row[0]), out
+
+
+def _unreadable(project: Project, src: Source, relation: exp.Expr, name: str,
+                leaves: list[Column], refs: list[str], error: QueryError) -> ProductError:
+    """The product and the column the engine cannot read (each column asked alone, once, to
+    find it: a view whose cast fails on one value, a type the driver cannot return)."""
+    for i, c in enumerate(leaves):
+        try:
+            _scalar_pass(src, relation, [c], [refs[i]])
+        except QueryError as e:
+            return ProductError(
+                f"product {name!r}: column {c.name!r} cannot be read: {e.reason}",
+                where=project.where("products", name),
+                hint="Fix the column in the source, leave it out with `sql:`, or remove the "
+                     "product; the other products are not affected.")
+    return ProductError(f"product {name!r} cannot be read: {error.reason}",
+                        where=project.where("products", name),
+                        hint="Fix its table or sql; the other products are not affected.")
 
 
 def _format_count(f: FormatCheck, dialect: str) -> exp.Expr:
@@ -478,14 +512,15 @@ def _zone(name: str) -> dt.tzinfo:
     return dt.UTC if name.upper() == "UTC" else zoneinfo.ZoneInfo(name)
 
 
-def _conditional_as_of(project: Project, src: Source, relation: exp.Expr, name: str) -> Any:
+def _conditional_as_of(project: Project, src: Source, relation: exp.Expr, name: str,
+                       columns: Sequence[Column]) -> Any:
     """The newest freshness value among the rows its ``where`` keeps (None without one); a
     condition the engine rejects is an error naming its line in tether.yaml."""
     f = project.config.products[name].freshness
     if f is None or f.column is None or f.where is None:
         return None
     try:
-        q = exp.select(exp.func("MAX", _col(f.column))).from_(_aliased(relation)).where(
+        q = exp.select(exp.func("MAX", _col(parts_of(f.column, columns)))).from_(_aliased(relation)).where(
             templates.freshness_condition(f.where, src.dialect))
         return src.query(q, {"clock": project.now()})[0][0]
     except (sqlglot.errors.SqlglotError, TetherError) as e:

@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from tether.context.names import identifier_like
 from tether.context.schema import Column
+from tether.errors import QueryError
 from tether.sources import Source, resolve_duckdb_path
 from tether.sources.sqlalchemy import redact
 
@@ -34,6 +35,7 @@ class StarterProduct:
     metric_time: str | None = None
     freshness: str | None = None
     identifiers: dict[str, str] = field(default_factory=dict)  # col -> pattern
+    problem: str | None = None  # the engine could not read the table: nothing inferred
 
 
 def infer_products(src: Source) -> list[StarterProduct]:
@@ -43,21 +45,30 @@ def infer_products(src: Source) -> list[StarterProduct]:
         rel = src.table_expr(table)
         cols = src.describe(rel, label=f"table {table!r}")
         p = StarterProduct(table=table, columns=cols)
-        p.primary_key = src.primary_key(table)
-        if not p.primary_key:
-            p.primary_key, p.pk_inferred = _infer_key(src, rel, table, cols), True
-        for c in cols:
-            if c.kind == "timestamptz":
-                p.time_columns[c.name] = ("UTC", False)
-            elif c.kind in ("timestamp", "date"):
-                p.time_columns[c.name] = ("UTC", True)
-        p.freshness = next((c.name for c in cols if c.name in p.time_columns
-                            and _says_load(c.name)), None)
-        candidates = [c for c in p.time_columns if c != p.freshness]
-        p.metric_time = candidates[0] if candidates else None  # the first event time
-        p.identifiers = _infer_identifiers(src, rel, cols)
+        try:
+            _infer(src, rel, table, cols, p)
+        except QueryError as e:  # one table the engine cannot read stops no other
+            p = StarterProduct(table=table, columns=cols, problem=e.reason.splitlines()[0])
         out.append(p)
     return out
+
+
+def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: StarterProduct
+           ) -> None:
+    """Key, time columns, freshness and identifiers of one table, into ``p``."""
+    p.primary_key = src.primary_key(table)
+    if not p.primary_key:
+        p.primary_key, p.pk_inferred = _infer_key(src, rel, table, cols), True
+    for c in cols:
+        if c.kind == "timestamptz":
+            p.time_columns[c.name] = ("UTC", False)
+        elif c.kind in ("timestamp", "date"):
+            p.time_columns[c.name] = ("UTC", True)
+    p.freshness = next((c.name for c in cols if c.name in p.time_columns
+                        and _says_load(c.name)), None)
+    candidates = [c for c in p.time_columns if c != p.freshness]
+    p.metric_time = candidates[0] if candidates else None  # the first event time
+    p.identifiers = _infer_identifiers(src, rel, cols)
 
 
 def _says_load(name: str) -> bool:
@@ -82,7 +93,7 @@ def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> l
     case style, then the table's columns in order), then pairs, then triples of the non-null
     id-like, time and other key-kind columns. Empty when none is (or the table has no rows)."""
     singular = table.rsplit(".", 1)[-1].rstrip("s")
-    names = [c.name for c in cols if c.kind in _SET_KINDS and "." not in c.name]
+    names = [c.name for c in cols if c.kind in _SET_KINDS and not c.nested]
     kinds = {c.name: c.kind for c in cols}
     order = [n for n in ("id", f"{singular}_id", f"{table}_id") if n in names]
     order += [n for n in names if identifier_like(n) and n not in order]
@@ -217,11 +228,14 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
     for p in products:
         name = re.sub(r"\W", "_", p.table.rsplit(".", 1)[-1])
         lines += [f"  {name}:", f"    table: {_q(p.table)}"]
+        if p.problem:
+            lines.append(f"    # tether init could not read it ({p.problem[:120]}): nothing "
+                         "inferred; `tether profile` names the column")
         if p.primary_key:
             pk = f"    primary_key: [{', '.join(_q(c) for c in p.primary_key)}]"
             lines.append(pk + (f"  {INFERRED} (unique and non-null in the data)"
                                if p.pk_inferred else ""))
-        else:
+        elif not p.problem:
             lines.append("    # primary_key: []  # no declared key and no unique, non-null column found")
         if p.time_columns:
             lines.append("    time_columns:")
@@ -237,7 +251,9 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
         if p.identifiers:
             lines.append("    identifiers:")
             for col, pattern in p.identifiers.items():
-                scheme = schemes.setdefault(pattern, col)
+                # a scheme names a parameter: letters, digits and _ (bin.key -> bin_key)
+                scheme = schemes.setdefault(
+                    pattern, re.sub(r"[^A-Za-z0-9_]+", "_", col).strip("_") or "id")
                 lines.append(f"      {_q(col)}: {_q(scheme)}  {INFERRED} (every value fits "
                              f"{pattern})")
         lines.append("")

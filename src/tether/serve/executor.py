@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from tether.config import Project
 from tether.context.meta import MASK_KEY_SHOWN, Evidence, ToolContext, enum_of, with_enum
+from tether.context.names import ref_column
 from tether.context.profile import ProductProfile
 from tether.context.schema import Column
 from tether.errors import QueryError, TetherError
@@ -355,7 +356,7 @@ class Executor:
         config = self.project.config
         for f in call.plan.filters:
             value = call.args.get(f.param)
-            table, _, column = f.column.rpartition(".")
+            table, column = ref_column(f.column)
             if value is None or table not in config.products:
                 continue
             route = chosen_route(f, value)

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from tether.context.names import ref, ref_column, ref_parts
 from tether.policy.entitle import Refusal, table_allowed
 from tether.serve import pagination
 from tether.serve.answer import SHOWN, measure_words, valued
@@ -40,7 +41,75 @@ def shape_key(ex: Executor, call: Call) -> tuple[Any, ...]:
     """What the SQL text of a call depends on: tool, version, user, filters present."""
     present = tuple(sorted((k, len(v) if isinstance(v, list) else 0)
                            for k, v in call.args.items() if v is not None))
-    return (call.tool, call.version, call.user, present, routes_key(call.plan, call.args))
+    order = (call.args.get(ORDER_BY), call.args.get(ORDER))
+    return (call.tool, call.version, call.user, present, routes_key(call.plan, call.args), order)
+
+
+ORDER_BY, ORDER = "order_by", "order"
+MEASURES = {"count": "rows", "sum_of_": "sum_", "avg_of_": "average_"}
+"""``order_by`` names of a count or total (as the schema says them) -> the result field's
+prefix (``sum_of_weight`` orders by ``sum_weight``)."""
+
+
+def asked_order(call: Call, masks: dict[str, Any] | set[str]) -> tuple[str, bool] | None:
+    """The order a call asks for, checked: (a column of the rows, or a result field of its
+    counts and totals; descending). A measure sorts descending unless ``order`` says asc, a
+    column ascending; a masked column is refused (its order would tell its values apart)."""
+    spec, order = call.args.get(ORDER_BY), call.args.get(ORDER)
+    if order is not None and order not in ("asc", "desc"):
+        raise ArgumentError(f"order: {str(order)[:20]!r} is neither asc nor desc")
+    if spec is None:
+        if order is not None:
+            raise ArgumentError("order needs order_by: the column or count to sort by")
+        return None
+    spec = str(spec)
+    plan = call.plan
+    by, measured = call.args.get("count_by"), call.args.get(AGGREGATE)
+    if by is not None or measured is not None:
+        fields = {"count": "rows"} if by is not None else {}
+        if measured is not None:
+            fields |= {f"sum_of_{measured}": f"sum_{measured}",
+                       f"avg_of_{measured}": f"average_{measured}"}
+        if by is not None:
+            fields[str(by)] = str(by)
+        if spec not in fields:
+            raise ArgumentError(f"order_by: {spec[:80]!r} is not one of this result's fields; "
+                                "with count_by or sum_and_average_of it takes "
+                                + ", ".join(fields))
+        return fields[spec], (order or ("asc" if spec == by else "desc")) == "desc"
+    orderable = plan.orderable or []
+    if spec not in orderable:
+        hint = ("; count, sum_of_C and avg_of_C sort counts and totals (with count_by or "
+                "sum_and_average_of)") if spec == "count" or spec.startswith(
+                    ("sum_of_", "avg_of_")) else ""
+        raise ArgumentError(f"order_by: {spec[:80]!r} is not a column of this tool's rows; "
+                            "it takes " + (", ".join(orderable) or "none") + hint)
+    if spec in masks:
+        raise Refusal("masked_predicate", f"order_by: {spec} is masked for your role, so rows "
+                      "cannot be sorted by it")
+    return spec, (order or "asc") == "desc"
+
+
+def _ordered(node: exp.Expr, desc: bool) -> exp.Ordered:
+    """``node`` sorted one way, NULLs last on every engine."""
+    return exp.Ordered(this=node, desc=desc, nulls_first=False)
+
+
+def _after(column: exp.Expr, keys: list[exp.Expr], desc: bool, null_mark: bool,
+           first: int) -> exp.Expr:
+    """Rows after the last one of a page sorted by ``column`` (NULLs last), then by the key in
+    the same direction: the last row's value is ``:k<first-1>`` (unless NULL) and its key
+    ``:k<first>...``."""
+    beyond = exp.LT if desc else exp.GT
+    tie = beyond(this=exp.Tuple(expressions=[k.copy() for k in keys]),
+                 expression=exp.Tuple(expressions=[exp.Placeholder(this=f"k{first + i}")
+                                                   for i in range(len(keys))]))
+    if null_mark:  # among the NULLs, which sort last: only the key moves on
+        return exp.and_(exp.Is(this=column.copy(), expression=exp.Null()), tie)
+    mark = exp.Placeholder(this=f"k{first - 1}")
+    return exp.or_(beyond(this=column.copy(), expression=mark),
+                   exp.Is(this=column.copy(), expression=exp.Null()),
+                   exp.and_(exp.EQ(this=column.copy(), expression=mark.copy()), tie))
 
 
 def listing_window(ex: Executor, call: Call) -> dict[str, Any]:
@@ -73,13 +142,14 @@ def aggregate(ex: Executor, call: Call) -> Answered:
                             "parameters to count by; it takes " + (
                                 ", ".join(countable) or "none"))
     masks, _ = ex.policy_of(call.user, product)
+    sort = asked_order(call, masks)
     measured = call.args.get(AGGREGATE)
     if measured is not None and measured not in plan.aggregates:
         raise ArgumentError(f"{AGGREGATE}: {str(measured)[:80]!r} is not one of "
                             f"{', '.join(plan.aggregates) or 'no column'}")
-    for param, column in [(str(by), f.column.rsplit(".", 1)[-1]) if f else ("", ""),
+    for param, column in [(str(by), ref_column(f.column)[1]) if f else ("", ""),
                           (AGGREGATE, str(measured or ""))]:
-        if column and column in masks:
+        if column and (column in masks or column.rsplit(".", 1)[-1] in masks):
             raise Refusal("masked_predicate", f"{param}: {column} is masked for your role, "
                           "so it cannot be counted or totalled")
     src = ex.source(plan.source)
@@ -90,22 +160,22 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     query.set("order", None)
     query.set("limit", None)
     params.pop("limit", None)
-    def col(path: str) -> exp.Expr:  # a column of the listing's rows, or a STRUCT's field
-        head, *rest = path.split(".")
+    def col(path: list[str]) -> exp.Expr:  # a column of the listing's rows, or a STRUCT's field
+        head, *rest = path
         out: exp.Expr = exp.column(head, table="q", quoted=True)
         for part in rest:
             out = exp.Dot(this=out, expression=exp.to_identifier(part, quoted=True))
         return out
 
-    groups: list[tuple[str, str]] = []  # (column path, name in the result)
+    groups: list[tuple[list[str], str]] = []  # (column path, name in the result)
     if f is not None:
-        groups.append((f.column.split(".", 1)[1], str(by)))
+        groups.append((ref_parts(f.column)[1:], str(by)))
     if measured is not None:
         unit = plan.units.get(measured, "")
         if "{" in unit:  # amounts in each row's currency are never added across currencies
             per = unit[unit.index("{") + 1:unit.index("}")]
-            if per not in {g for g, _ in groups}:
-                groups.append((per, per))
+            if per not in {n for _, n in groups}:
+                groups.append(([per], per))
 
     # aliases quoted: an unquoted one is folded to lower case by PostgreSQL (groupID -> groupid)
     selects: list[exp.Expr] = [col(c).as_(n, quoted=True) for c, n in groups]
@@ -115,23 +185,34 @@ def aggregate(ex: Executor, call: Call) -> Answered:
         if measured is None:
             break
         name = f"{how}_{measured}"
-        selects.append(fn(this=col(measured)).as_(name, quoted=True))
+        selects.append(fn(this=col([measured])).as_(name, quoted=True))
         if plan.units.get(measured):
             units[name] = plan.units[measured]
     grouped = exp.select(*selects).from_(query.subquery("q"))
+    most = config.serve.max_result_rows
     if groups:
-        grouped = grouped.group_by(*[col(c) for c, _ in groups]).order_by(
-            *[col(c) for c, _ in groups])
+        grouped = grouped.group_by(*[col(c) for c, _ in groups])
+        firsts = [_ordered(exp.column(sort[0], quoted=True), sort[1])] if sort else []
+        grouped = grouped.order_by(*firsts, *[col(c) for c, _ in groups])
+        if sort:  # the top groups: limit keeps its meaning, rows of this answer
+            # every matching row still counted, beside the groups shown (one statement)
+            grouped = grouped.select(exp.Window(this=exp.Sum(this=exp.Count(
+                this=exp.Star()))).as_(TOTAL, quoted=True))
+            given = call.args.get("limit")
+            most = plan.default_rows if given is None else int(given)
+            if not 1 <= most <= plan.max_rows:
+                raise ArgumentError(f"limit must be between 1 and {plan.max_rows} (got {most})")
     secured, policy_params = ex.secure(grouped, call.user)
     params.update(policy_params)
-    got = ex.fetch(src, src.render(secured), params, config.serve.max_result_rows,
-                     known(call))
+    got = ex.fetch(src, src.render(secured), params, most, known(call))
     rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
+    totals = {r.pop(TOTAL, None) for r in rows}
     if not groups and rows and rows[0]["rows"] == 0:
         rows = []  # nothing matched: no totals of nothing
     out = ex.result(call, rows, [product], truncated=got.capped is not None,
                        next_cursor=None, paged=True)
-    out["total_rows"] = sum(int(r["rows"]) for r in rows)
+    out["total_rows"] = (int(next(iter(totals))) if len(totals) == 1 and None not in totals
+                         else sum(int(r["rows"]) for r in rows))
     out["aggregate"] = {"count_by": by, AGGREGATE: measured}
     resolved, via = identifiers_read(call)
     if resolved:
@@ -154,12 +235,32 @@ def run(ex: Executor, call: Call) -> Answered:
     src = ex.source(plan.source)
     args = coerce_times(call.args, call.definition)
     params = call_params(plan, args, config, ex.project.now())
-    key = shape_key(ex, call)
+    sort = asked_order(call, ex.policy_of(call.user, product)[0])
+    last: list[Any] = []
+    if call.args.get("cursor"):
+        last = pagination.decode(ex.cursor_key, str(call.args["cursor"]), call.user,
+                                 call.tool, call.version, call.args)
+        width = 1 if plan.paging == "offset" else len(plan.order_by) + bool(sort)
+        if len(last) != width or (plan.paging == "offset" and (
+                not isinstance(last[0], int) or last[0] < 0)):
+            raise pagination.CursorError("this cursor is not one of this tool's: ask for "
+                                         "the first page again")
+    null_mark = bool(sort and plan.paging == "keyset" and last and last[0] is None)
+    key = (*shape_key(ex, call), null_mark)
     if key not in ex.sql_texts:
         query, _ = compile_plan(plan, args, config, ex.project.now())
         assert isinstance(query, exp.Select)
-        if call.args.get("cursor") and plan.paging == "keyset":
-            keys = [qualified(k) for k in plan.order_by]
+        keys = [qualified(k) for k in plan.order_by]
+        if sort:  # the column asked first, NULLs last; then the key (or every column) breaks ties
+            by = qualified(ref(product, sort[0]))
+            rest = [k for k in keys if k != by] if plan.paging == "offset" else keys
+            query.set("order", None)
+            query = query.order_by(_ordered(by, sort[1]), *[
+                _ordered(k, sort[1] if plan.paging == "keyset" else False) for k in rest])
+        if call.args.get("cursor") and plan.paging == "keyset" and sort:
+            query = query.where(_after(qualified(ref(product, sort[0])), keys, sort[1],
+                                       null_mark, 1))
+        elif call.args.get("cursor") and plan.paging == "keyset":
             marks = [exp.Placeholder(this=f"k{i}") for i in range(len(keys))]
             query = query.where(exp.GT(this=exp.Tuple(expressions=keys),
                                        expression=exp.Tuple(expressions=marks)))
@@ -170,15 +271,7 @@ def run(ex: Executor, call: Call) -> Answered:
         secured, policy_params = ex.secure(query, call.user)
         ex.sql_texts[key] = (src.render(secured), src.display(secured), policy_params)
     params.update(ex.sql_texts[key][2])
-    last: list[Any] = []
-    if call.args.get("cursor"):
-        last = pagination.decode(ex.cursor_key, str(call.args["cursor"]), call.user,
-                                 call.tool, call.version, call.args)
-        if plan.paging == "offset" and (len(last) != 1 or not isinstance(last[0], int)
-                                        or last[0] < 0):
-            raise pagination.CursorError("this cursor is not one of this tool's: ask for "
-                                         "the first page again")
-        params.update({f"k{i}": v for i, v in enumerate(last)})
+    params.update({f"k{i}": v for i, v in enumerate(last) if not (null_mark and i == 0)})
     limit = int(params["limit"]) - 1
     run_text, shown_text, _ = ex.sql_texts[key]
     got = ex.fetch(src, run_text, params, limit, known(call))
@@ -196,7 +289,8 @@ def run(ex: Executor, call: Call) -> Answered:
             mark = [(last[0] if last else 0) + len(got.rows)]
         else:
             last_raw = dict(zip(got.names, got.rows[-1], strict=True))
-            mark = [last_raw[k.rsplit(".", 1)[-1]] for k in plan.order_by]
+            mark = ([last_raw[sort[0]]] if sort else []) + [
+                last_raw[ref_column(k)[1]] for k in plan.order_by]
         next_cursor = pagination.encode(ex.cursor_key, call.user, call.tool, call.version,
                                         call.args, mark, total)
     out = ex.result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
@@ -227,7 +321,7 @@ def unknown_entity(ex: Executor, out: dict[str, Any], call: Call) -> None:
     config = ex.project.config
     for f in call.plan.filters:
         value = call.args.get(f.param)
-        table, _, column = f.column.rpartition(".")
+        table, column = ref_column(f.column)
         scheme = config.products[table].identifiers.get(column) if (
             table in config.products) else None
         if value is None or scheme is None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from tether.context.meta import ToolContext, enum_of, with_enum
+from tether.context.names import ref_column
 from tether.policy.entitle import equality_scope
 from tether.policy.model import role_of
 from tether.toolgen.kinds import kind
@@ -53,7 +54,7 @@ def _enums(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
     narrowed: dict[str, list[Any]] = {}
     yours: dict[str, tuple[str, Any]] = {}  # param -> (column, the caller's one value)
     for f in plan.filters:
-        product, _, column = f.column.rpartition(".")
+        product, column = ref_column(f.column)
         enum = enum_of(props.get(f.param))
         if product not in filters or product not in config.products:
             continue

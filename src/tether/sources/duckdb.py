@@ -350,13 +350,17 @@ class DuckDBSource(Source):
         return_freed_memory(force=True)  # this close turned them off for every instance
 
 
-def _column(name: str, t: Any, nullable: bool = True) -> Column:
+def _column(name: str, t: Any, nullable: bool = True, path: list[str] | None = None) -> Column:
+    """A column (``path`` None) or a STRUCT's field (``path``: the identifiers down to it; its
+    name joins them with dots, but only the path says where one identifier ends)."""
     type_name = str(t).upper()
     children: list[Column] = []
     if t.id == "struct":
-        children = [_column(f"{name}.{cn}", ct) for cn, ct in t.children]
+        children = [_column(f"{name}.{cn}", ct, path=[*(path or [name]), cn])
+                    for cn, ct in t.children]
     elif t.id == "list":
         children = [_column(f"{name}[]", t.children[0][1])]
     return Column(
-        name=name, type=type_name, kind=kind_of(type_name), nullable=nullable, children=children
+        name=name, type=type_name, kind=kind_of(type_name), nullable=nullable, children=children,
+        path=path or [],
     )

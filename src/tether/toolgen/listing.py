@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from tether.config import ProductConfig
 from tether.context.meta import enum_of
-from tether.context.names import identifier_like, key_grain
+from tether.context.names import identifier_like, key_grain, ref
 from tether.context.profile import ColumnProfile
 from tether.profiling.formats import is_money
 from tether.toolgen.describe import (
@@ -68,7 +68,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         props[pname] = param_schema(ctx, name, c, routes)
         resolver = next((ctx.tool_names.get(r.via) for r in routes if r.via), None)
         several = enum_of(props[pname]) is not None
-        filters.append(Filter(param=pname, column=f"{name}.{c.column.name}", op="eq",
+        filters.append(Filter(param=pname, column=ref(name, *c.column.parts), op="eq",
                               routes=routes if len(routes) > 1 else [], resolver=resolver,
                               several=several,
                               declared=declared_unseen(ctx.config, name, c) if several else []))
@@ -80,13 +80,15 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     if t:
         tz = p.time_columns[t]
         props["period"] = period_param(ctx, None, None, tz)
-        window = Window(kind="listing", column=f"{name}.{t}", timezone=tz)
+        window = Window(kind="listing", column=ref(name, t), timezone=tz)
     summable = _summable(ctx, name, p, cols)
     # their names say what they do (and the result's first line says what was counted)
     if countable:
         props["count_by"] = {"type": "string", "enum": countable}
     if summable:
         props[AGGREGATE] = {"type": "string", "enum": summable}
+    orderable = _sortable(cols)
+    props.update(order_schema(bool(countable or summable)))
     props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows,
                       "default": min(50, max_rows)}
     props["cursor"] = {"type": "string", "description": "From next_cursor."}
@@ -95,16 +97,16 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                     f"Newest {fresh}." if fresh else "Load time.", paged=True)
     sentences = _listing_sentences(ctx, name, p, cols, max_rows)
     description, sources = join_sentences(sentences)
-    select = exp.select(*[exp.column(c.column.name.split(".")[0], table=name, quoted=True)
+    select = exp.select(*[exp.column(c.column.head, table=name, quoted=True)
                           for c in _top_level(cols)]).from_(_alias_table(ctx, name))
     dialect = ctx.dialect(name)
     plan = QueryPlan(kind="list", product=name, source=ctx.project.source_name(name),
                      dialect=dialect, select=select.sql(dialect=dialect), filters=filters,
-                     order_by=[f"{name}.{k}" for k in (p.primary_key or _sortable(cols))],
+                     order_by=[ref(name, k) for k in (p.primary_key or _sortable(cols))],
                      paging="keyset" if p.primary_key else "offset",
                      max_rows=max_rows, default_rows=min(50, max_rows),
                      masks_apply_to=name, window=window, units=_column_units(p, cols),
-                     aggregates=summable, counts=countable)
+                     aggregates=summable, counts=countable, orderable=orderable)
     meta = tool_meta(ctx, "list", sentences, sources, [name],
                  source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
                  canonical_ids={param_name(p, c): s for c, s in p.identifiers.items()
@@ -132,7 +134,7 @@ def _column_units(p: ProductConfig, cols: list[ColumnProfile]) -> dict[str, str]
     """The unit of each top-level numeric field, as results state it (keys have none, and
     neither has a value declared dimensionless or a column no evidence gives a unit)."""
     return {c.column.name: c.unit_hint for c in cols
-            if "." not in c.column.name and c.column.kind in _NUMERIC and c.unit_hint
+            if not c.column.nested and c.column.kind in _NUMERIC and c.unit_hint
             and c.unit_hint != "none" and c.column.name not in p.primary_key
             and c.column.name not in p.identifiers}
 
@@ -142,15 +144,24 @@ def _summable(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile]) 
     an identifier, a column whose name says it is one (``widget_id``, ``batchID``, in any case
     style) or another product's key (a reference is a number, not a quantity)."""
     return [c.column.name for c in cols
-            if "." not in c.column.name and c.column.kind in _NUMERIC
+            if not c.column.nested and c.column.kind in _NUMERIC
             and c.column.name not in p.primary_key and c.column.name not in p.identifiers
             and not identifier_like(c.column.name)
             and parent_product(ctx, name, c.column.name) is None]
 
 
+def order_schema(measures: bool) -> dict[str, Any]:
+    """``order_by`` and ``order``: the top N of any column in one call (and, where the tool
+    counts or totals, the largest groups); the default direction said in a few tokens."""
+    said = ("Sort by a column (asc), or count / sum_of_C / avg_of_C (desc)" if measures
+            else "A column to sort by (asc)")
+    return {"order_by": {"type": "string", "description": said},
+            "order": {"type": "string", "enum": ["desc", "asc"]}}
+
+
 def _sortable(cols: list[ColumnProfile]) -> list[str]:
     """Without a primary key, pages are keyed on every plain top-level column."""
-    return [c.column.name for c in cols if "." not in c.column.name
+    return [c.column.name for c in cols if not c.column.nested
             and c.column.kind not in ("struct", "list", "map", "json", "binary")]
 
 
@@ -158,7 +169,7 @@ def _top_level(cols: list[ColumnProfile]) -> list[ColumnProfile]:
     seen: set[str] = set()
     out = []
     for c in cols:
-        head = c.column.name.split(".")[0]
+        head = c.column.head
         if head not in seen:
             seen.add(head)
             out.append(c)

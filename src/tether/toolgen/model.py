@@ -106,6 +106,9 @@ class QueryPlan(_M):
                                    "plan applies, as each answer states it.")
     aggregates: list[str] = Field(default_factory=list, description="Numeric columns a listing "
                                   "may total and average (sum_and_average_of).")
+    orderable: list[str] | None = Field(default=None, description="Columns a listing's rows "
+                                        "may be sorted by (order_by); None in a plan from "
+                                        "before: none.")
     counts: list[str] | None = Field(default=None, description="Parameters a listing may count "
                                      "by (count_by), checked by the server whatever the schema "
                                      "says; None in a plan from before: any plain filter.")

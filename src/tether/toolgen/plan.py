@@ -17,6 +17,7 @@ import sqlglot
 from sqlglot import exp
 
 from tether.config import TetherConfig
+from tether.context.names import ref_parts
 from tether.context.periods import FORMS_SENTENCE, FiscalCalendar, PeriodError, Window, resolve
 from tether.errors import ProductError
 from tether.sources.base import table_ref
@@ -40,10 +41,9 @@ def placeholder(name: str) -> exp.Placeholder:
 def qualified(column: str) -> exp.Expr:
     """``table.column`` -> a column with its table qualifier, or a plain column;
     ``table.column.field`` -> a STRUCT column's field."""
-    parts = column.split(".")
+    parts = ref_parts(column)
     if len(parts) <= 2:
-        table, _, name = column.rpartition(".")
-        return exp.column(name, table=table or None, quoted=True)
+        return exp.column(parts[-1], table=parts[0] if len(parts) == 2 else None, quoted=True)
     out: exp.Expr = exp.column(parts[1], table=parts[0], quoted=True)
     for part in parts[2:]:
         out = exp.Dot(this=out, expression=exp.to_identifier(part, quoted=True))

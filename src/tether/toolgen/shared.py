@@ -99,11 +99,12 @@ def visible_columns(ctx: Ctx, name: str) -> list[ColumnProfile]:
     leaves = [c.column.name for c in prof.columns]
     hidden = restricted_columns(ctx.config, name, leaves)
     # a STRUCT with a restricted field is withheld whole: its parent is selected as one value
-    hidden_heads = {h.split(".")[0] for h in hidden}
+    heads = {c.column.name: c.column.head for c in prof.columns}
+    hidden_heads = {heads.get(h, h) for h in hidden}
     fresh = ctx.config.products[name].freshness
     if fresh and fresh.column:
         hidden_heads.add(fresh.column)
-    return [c for c in prof.columns if c.column.name.split(".")[0] not in hidden_heads]
+    return [c for c in prof.columns if c.column.head not in hidden_heads]
 
 
 def field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
@@ -296,7 +297,15 @@ def value_pattern(values: list[str]) -> str | None:
 
 
 def param_name(p: ProductConfig, column: str) -> str:
-    return p.identifiers.get(column) or column.replace(".", "_")
+    """A column's parameter: its identifier scheme, else its name with each run of characters
+    a model's tool schema may not hold in a property name (dots, spaces, dashes) as one
+    ``_`` (``info.kind`` -> ``info_kind``, ``Box Label`` -> ``Box_Label``)."""
+    return safe_name(p.identifiers.get(column) or column)
+
+
+def safe_name(name: str) -> str:
+    """``name`` as a property or tool name every model API accepts: letters, digits and ``_``."""
+    return re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_") or "_"
 
 
 def id_routes(ctx: Ctx, product: str, column: str) -> list[Route]:

@@ -1,0 +1,158 @@
+"""Names as they are, on DuckDB and PostgreSQL: a column is one identifier unless the engine says
+it is a STRUCT's field. Columns with a dot (``bin.key``), a space, upper case and a reserved word
+are profiled, built and served (filters, counts, key lookups, paging) from the starter with no
+hand edit; parameters are names every model API takes; a STRUCT's fields keep working. One
+product the engine cannot read is reported with its name and column and skipped; the others
+build. The data is made here, in shapes no dataset of the project has."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+import yaml
+
+from conftest import call_tools, run_cli
+from tether.config import load_project
+from tether.context.names import ref, ref_column, ref_parts
+
+USER = "names.reader"
+ROWS = [(2000 + i % 5, f"B{i // 5}", ("North", "South", "East")[i % 3], i * 10, f"Bin {i // 5}")
+        for i in range(40)]
+DDL = ('("slot.key" INTEGER, "bin.key" VARCHAR, "Group" VARCHAR, "select" INTEGER, '
+       '"bin label" VARCHAR)')
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
+    """(init arguments, engine) for a source holding ``Placements`` and ``bins``."""
+    if request.param == "duckdb":
+        path = tmp_path / "names.duckdb"
+        with duckdb.connect(str(path)) as con:
+            con.execute(f'CREATE TABLE "Placements" {DDL}')
+            con.executemany('INSERT INTO "Placements" VALUES (?, ?, ?, ?, ?)', ROWS)
+            con.execute('ALTER TABLE "Placements" ADD COLUMN info STRUCT(kind VARCHAR, size INT)')
+            con.execute("""UPDATE "Placements" SET info = {'kind': CASE WHEN "select" % 20 = 0
+                           THEN 'a' ELSE 'b' END, 'size': "select" // 10}""")
+            con.execute('CREATE TABLE bins AS SELECT DISTINCT "bin.key", "bin label" '
+                        'FROM "Placements"')
+            con.execute("CREATE TABLE raw_counts (label VARCHAR, txt VARCHAR)")
+            con.execute("INSERT INTO raw_counts VALUES ('a', '1'), ('b', 'x')")
+            # a view the engine cannot read: one value fails its cast
+            con.execute("CREATE VIEW broken_counts AS SELECT label, CAST(txt AS INTEGER) AS n "
+                        "FROM raw_counts")
+        yield "duckdb", ["--source", f"duckdb:///{path}"]
+        return
+    import psycopg
+
+    url = request.getfixturevalue("pg_url")
+    schema = f"names_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(f'CREATE SCHEMA "{schema}"')
+        c.execute(f'CREATE TABLE "{schema}"."Placements" {DDL.replace("VARCHAR", "text")}')
+        with c.cursor() as cur:
+            cur.executemany(f'INSERT INTO "{schema}"."Placements" VALUES (%s, %s, %s, %s, %s)',
+                            ROWS)
+        c.execute(f'CREATE TABLE "{schema}".bins AS SELECT DISTINCT "bin.key", "bin label" '
+                  f'FROM "{schema}"."Placements"')
+    try:
+        yield "postgres", ["--source", url, "--schema", schema]
+    finally:
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def _built(tmp_path: Path, init: list[str]) -> tuple[Path, Any]:
+    env = {"TETHER_USER": USER}
+    r = run_cli("init", "proj", *init, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    project = tmp_path / "proj"
+    r = run_cli("build", "--project", str(project), "--json", cwd=tmp_path, env=env)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    return project, json.loads(r.stdout)
+
+
+def _ok(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    return dict(result.structured_content)
+
+
+def test_references_keep_a_dotted_name_whole() -> None:
+    assert ref("t", "bin.key") == 't."bin.key"'
+    assert ref_parts(ref("t", "bin.key")) == ["t", "bin.key"]
+    assert ref_parts("t.info.kind") == ["t", "info", "kind"]  # a STRUCT's field, as written
+    assert ref_column(ref("t", 'a"b.c', "d")) == ("t", 'a"b.c.d')
+    assert ref_parts(ref("t", "plain")) == ["t", "plain"]
+
+
+def test_names_of_any_shape_build_and_serve(source: tuple[str, list[str]],
+                                            tmp_path: Path) -> None:
+    engine, init = source
+    project, built = _built(tmp_path, init)
+    tools = {p.stem: json.loads(p.read_text()) for p in (project / "tools").glob("*.json")}
+    listing = tools["Placements_by_attributes"]
+    props = listing["inputSchema"]["properties"]
+    # every parameter is a name model APIs accept (letters, digits, _)
+    for d in tools.values():
+        for name in d["inputSchema"].get("properties", {}):
+            assert re.fullmatch(r"[A-Za-z0-9_]{1,64}", name), (d["name"], name)
+    assert {"Group", "bin_key", "bin_label"} <= set(props), sorted(props)
+    assert set(props["count_by"]["enum"]) >= {"Group", "bin_label"}
+    cfg = yaml.safe_load((project / "tether.yaml").read_text())
+    assert cfg["products"]["bins"]["primary_key"] == ["bin.key"]
+
+    proj = load_project(project)
+    page, east, counts, one, next_page = call_tools(proj, USER, [
+        ("Placements_by_attributes", {"limit": 3}),
+        ("Placements_by_attributes", {"Group": ["East"], "limit": 50}),
+        ("Placements_by_attributes", {"count_by": "bin_label"}),
+        ("bins_by_attributes", {"bin_key": "B3"}),
+        ("Placements_by_attributes", {"limit": 40}),
+    ])
+    first = _ok(page)
+    assert set(first["rows"][0]) >= {"slot.key", "bin.key", "Group", "select", "bin label"}
+    assert first["total_rows"] == 40 and first["next_cursor"]
+    want_east = sorted(r[3] for r in ROWS if r[2] == "East")
+    assert sorted(r["select"] for r in _ok(east)["rows"]) == want_east
+    got_counts = {r["bin_label"]: r["rows"] for r in _ok(counts)["rows"]}
+    assert got_counts == {f"Bin {b}": 5 for b in range(8)}
+    assert _ok(one)["rows"] == [{"bin.key": "B3", "bin label": "Bin 3"}]
+    assert len(_ok(next_page)["rows"]) == 40
+    # the cursor of a page keyed on the dotted key continues where it stopped
+    follow = call_tools(proj, USER, [("Placements_by_attributes",
+                                      {"limit": 3, "cursor": first["next_cursor"]})])[0]
+    assert [r["select"] for r in _ok(follow)["rows"]] == [30, 40, 50]
+    if engine == "duckdb":  # a STRUCT's field is still a field
+        assert "info_kind" in props
+        kinds = _ok(call_tools(proj, USER, [("Placements_by_attributes",
+                                             {"info_kind": ["a"], "limit": 50})])[0])
+        assert sorted(r["select"] for r in kinds["rows"]) == list(range(0, 400, 20))
+        # the view the engine cannot read: reported with its column, the others built
+        assert any("'broken_counts'" in s and "'n'" in s for s in built["skipped"]), built
+        assert "broken_counts_by_attributes" not in tools
+        assert "raw_counts_by_attributes" in tools
+
+
+def test_a_product_that_cannot_be_read_is_named_and_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "w.duckdb"
+    with duckdb.connect(str(path)) as con:
+        con.execute("CREATE TABLE raw_counts AS SELECT 'a' AS label, 'x' AS txt")
+        con.execute("CREATE TABLE fine AS SELECT 1 AS n")
+        con.execute("CREATE VIEW broken_counts AS SELECT label, CAST(txt AS INTEGER) AS n "
+                    "FROM raw_counts")
+    r = run_cli("init", "proj", "--source", f"duckdb:///{path}", cwd=tmp_path,
+                env={"TETHER_USER": USER})
+    assert r.returncode == 0, r.stderr
+    text = (tmp_path / "proj" / "tether.yaml").read_text()
+    assert "could not read it" in text and "Conversion Error" in text
+    r = run_cli("profile", "--project", str(tmp_path / "proj"), "--json", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "product 'broken_counts': column 'n' cannot be read" in " ".join(r.stderr.split())
+    assert "Traceback" not in r.stderr
+    assert {p["product"] for p in json.loads(r.stdout)} == {"raw_counts", "fine"}
