@@ -48,6 +48,11 @@ class ProductError(TetherError):
     """A data product does not match its source (missing table, bad SQL, unknown column)."""
 
 
+class UnreadableProduct(ProductError):
+    """The engine fails reading a product that tether.yaml names rightly (a view whose cast
+    fails on one value, a type the driver cannot return): reported, and the others go on."""
+
+
 class ProjectExistsError(TetherError):
     """A command would overwrite a file a person may have edited."""
 

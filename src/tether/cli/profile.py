@@ -13,7 +13,7 @@ from tether.cli.options import JsonOpt, ProjectOpt
 from tether.cli.output import err, out, print_json, progress
 from tether.config import load_project
 from tether.context.profile import ColumnProfile, ProductProfile
-from tether.errors import ProductError
+from tether.errors import UnreadableProduct
 from tether.profiling import profile_product
 
 
@@ -29,12 +29,12 @@ def profile(
     for n in names:
         proj.product(n)  # unknown names fail before any work
     results: list[ProductProfile] = []
-    skipped: list[ProductError] = []
+    skipped: list[UnreadableProduct] = []
     with progress(len(names), "profiling") as step:
         for n in names:
             try:
                 results.append(profile_product(proj, n, progress=step))
-            except ProductError as e:  # one product that cannot be read stops no other
+            except UnreadableProduct as e:  # one product that cannot be read stops no other
                 if len(names) == 1:
                     raise
                 skipped.append(e)
@@ -55,7 +55,7 @@ def profile(
     _exit_if(skipped)
 
 
-def _exit_if(skipped: list[ProductError]) -> None:
+def _exit_if(skipped: list[UnreadableProduct]) -> None:
     """Exit 2 when a product was skipped: the others were profiled and shown."""
     if skipped:
         err.print(f"{len(skipped)} product(s) skipped; the others were profiled.",

@@ -15,7 +15,7 @@ from typing import Any
 
 from tether.config import Project
 from tether.drift.classify import classify
-from tether.errors import ProductError
+from tether.errors import UnreadableProduct
 from tether.policy.versions import POLICY_KIND
 from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
@@ -72,7 +72,7 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
                 return _through_check(project, registry, note, author)
         finally:
             registry.close()
-    skipped: dict[str, ProductError] = {}
+    skipped: dict[str, UnreadableProduct] = {}
     listed, cache, _ = profile_changed(project, {}, full=True, progress=note, skipped=skipped)
     if skipped:  # the first build: a product that cannot be read stops no other
         if len(skipped) == len(project.config.products):

@@ -28,7 +28,7 @@ from sqlglot import exp
 from tether.config import Project
 from tether.context.names import ref, ref_parts
 from tether.context.profile import ProductProfile
-from tether.errors import ProductError, TetherError
+from tether.errors import TetherError, UnreadableProduct
 from tether.profiling.profile import _aliased, _col, _relation, profile_product
 from tether.profiling.statements import fill, piece, relation_slot, slot
 from tether.sources import Source, open_product_source
@@ -137,14 +137,14 @@ and its results read (the engine runs each statement on its own threads as well)
 
 
 def _profiled(project: Project, src: Source, names: list[str], note: Callable[[str], None],
-              skipped: dict[str, ProductError] | None = None) -> dict[str, ProductProfile]:
+              skipped: dict[str, UnreadableProduct] | None = None) -> dict[str, ProductProfile]:
     """Full profiles of ``names`` (in that order), several at once; the first product that
     fails, in that order, raises as it would alone, unless ``skipped`` collects the products
     that cannot be read (the others are profiled)."""
-    def one(n: str) -> ProductProfile | ProductError:
+    def one(n: str) -> ProductProfile | UnreadableProduct:
         try:
             return profile_product(project, n, source=src, progress=note)
-        except ProductError as e:
+        except UnreadableProduct as e:
             if skipped is None:
                 raise
             return e
@@ -156,7 +156,7 @@ def _profiled(project: Project, src: Source, names: list[str], note: Callable[[s
             done = list(pool.map(one, names))
     out: dict[str, ProductProfile] = {}
     for n, got in zip(names, done, strict=True):
-        if isinstance(got, ProductError):
+        if isinstance(got, UnreadableProduct):
             assert skipped is not None
             skipped[n] = got
         else:
@@ -188,7 +188,7 @@ def _reusable(entry: dict[str, Any], probe: dict[str, Any] | None, key: str,
 def profile_changed(
     project: Project, cache: Cache, *, full: bool = False,
     progress: Callable[[str], None] | None = None,
-    skipped: dict[str, ProductError] | None = None,
+    skipped: dict[str, UnreadableProduct] | None = None,
 ) -> tuple[list[ProductProfile], Cache, list[str]]:
     """Profiles of every product (reused where the probe says nothing moved), the new cache, and
     the names of the products profiled in full; with ``skipped``, a product that cannot be read
@@ -217,7 +217,7 @@ def _profile_members(project: Project, src: Source, members: list[str], cache: C
                      full: bool, shared: str, now: dt.datetime,
                      profiles: dict[str, ProductProfile], new_cache: Cache,
                      note: Callable[[str], None],
-                     skipped: dict[str, ProductError] | None = None) -> list[str]:
+                     skipped: dict[str, UnreadableProduct] | None = None) -> list[str]:
     """Probe and (where needed) profile the products of one source; the names profiled."""
     redone: list[str] = []
     note(f"probing {len(members)} products")

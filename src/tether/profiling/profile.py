@@ -31,7 +31,7 @@ from sqlglot import exp
 from tether.config import ProductConfig, ProfilingConfig, Project, TetherConfig
 from tether.context.profile import ColumnProfile, EnumValue, ProductProfile, ValueCount
 from tether.context.schema import Column, TypeKind
-from tether.errors import ProductError, QueryError, TetherError
+from tether.errors import ProductError, QueryError, TetherError, UnreadableProduct
 from tether.policy import inherit, templates
 from tether.profiling.enums import enum_candidates
 from tether.profiling.fingerprint import schema_fingerprint
@@ -261,19 +261,19 @@ def _scalar_pass(
 
 
 def _unreadable(project: Project, src: Source, relation: exp.Expr, name: str,
-                leaves: list[Column], refs: list[str], error: QueryError) -> ProductError:
+                leaves: list[Column], refs: list[str], error: QueryError) -> UnreadableProduct:
     """The product and the column the engine cannot read (each column asked alone, once, to
     find it: a view whose cast fails on one value, a type the driver cannot return)."""
     for i, c in enumerate(leaves):
         try:
             _scalar_pass(src, relation, [c], [refs[i]])
         except QueryError as e:
-            return ProductError(
+            return UnreadableProduct(
                 f"product {name!r}: column {c.name!r} cannot be read: {e.reason}",
                 where=project.where("products", name),
                 hint="Fix the column in the source, leave it out with `sql:`, or remove the "
                      "product; the other products are not affected.")
-    return ProductError(f"product {name!r} cannot be read: {error.reason}",
+    return UnreadableProduct(f"product {name!r} cannot be read: {error.reason}",
                         where=project.where("products", name),
                         hint="Fix its table or sql; the other products are not affected.")
 

@@ -186,12 +186,12 @@ def output_rows(ctx: Ctx, product: str, cols: list[ColumnProfile]) -> dict[str, 
     """Row properties; a STRUCT's visible leaves nest under their parent."""
     props: dict[str, Any] = {}
     for c in cols:
-        head, _, rest = c.column.name.partition(".")
-        if rest:
+        if c.column.nested:  # a STRUCT's field, under its parent (a dotted name is a column)
+            head, rest = c.column.path[0], ".".join(c.column.path[1:])
             parent = props.setdefault(head, {"type": "object", "properties": {}})
             parent["properties"][rest] = field_schema(ctx, product, c)
         else:
-            props[head] = field_schema(ctx, product, c)
+            props[c.column.name] = field_schema(ctx, product, c)
     return props
 
 
