@@ -31,17 +31,17 @@ DDL = ('("slot.key" INTEGER, "bin.key" VARCHAR, "Group" VARCHAR, "select" INTEGE
 
 @pytest.fixture(params=["duckdb", "postgres"])
 def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
-    """(init arguments, engine) for a source holding ``Placements`` and ``bins``."""
+    """(init arguments, engine) for a source holding ``BinPlacements`` and ``bins``."""
     if request.param == "duckdb":
         path = tmp_path / "names.duckdb"
         with duckdb.connect(str(path)) as con:
-            con.execute(f'CREATE TABLE "Placements" {DDL}')
-            con.executemany('INSERT INTO "Placements" VALUES (?, ?, ?, ?, ?)', ROWS)
-            con.execute('ALTER TABLE "Placements" ADD COLUMN info STRUCT(kind VARCHAR, size INT)')
-            con.execute("""UPDATE "Placements" SET info = {'kind': CASE WHEN "select" % 20 = 0
+            con.execute(f'CREATE TABLE "BinPlacements" {DDL}')
+            con.executemany('INSERT INTO "BinPlacements" VALUES (?, ?, ?, ?, ?)', ROWS)
+            con.execute('ALTER TABLE "BinPlacements" ADD COLUMN info STRUCT(kind VARCHAR, size INT)')
+            con.execute("""UPDATE "BinPlacements" SET info = {'kind': CASE WHEN "select" % 20 = 0
                            THEN 'a' ELSE 'b' END, 'size': "select" // 10}""")
             con.execute('CREATE TABLE bins AS SELECT DISTINCT "bin.key", "bin label" '
-                        'FROM "Placements"')
+                        'FROM "BinPlacements"')
             con.execute("CREATE TABLE raw_counts (label VARCHAR, txt VARCHAR)")
             con.execute("INSERT INTO raw_counts VALUES ('a', '1'), ('b', 'x')")
             # a view the engine cannot read: one value fails its cast
@@ -55,12 +55,12 @@ def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
     schema = f"names_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(url, autocommit=True) as c:
         c.execute(f'CREATE SCHEMA "{schema}"')
-        c.execute(f'CREATE TABLE "{schema}"."Placements" {DDL.replace("VARCHAR", "text")}')
+        c.execute(f'CREATE TABLE "{schema}"."BinPlacements" {DDL.replace("VARCHAR", "text")}')
         with c.cursor() as cur:
-            cur.executemany(f'INSERT INTO "{schema}"."Placements" VALUES (%s, %s, %s, %s, %s)',
+            cur.executemany(f'INSERT INTO "{schema}"."BinPlacements" VALUES (%s, %s, %s, %s, %s)',
                             ROWS)
         c.execute(f'CREATE TABLE "{schema}".bins AS SELECT DISTINCT "bin.key", "bin label" '
-                  f'FROM "{schema}"."Placements"')
+                  f'FROM "{schema}"."BinPlacements"')
     try:
         yield "postgres", ["--source", url, "--schema", schema]
     finally:
@@ -96,7 +96,7 @@ def test_names_of_any_shape_build_and_serve(source: tuple[str, list[str]],
     engine, init = source
     project, built = _built(tmp_path, init)
     tools = {p.stem: json.loads(p.read_text()) for p in (project / "tools").glob("*.json")}
-    listing = tools["Placements_by_attributes"]
+    listing = tools["BinPlacements_by_attributes"]
     props = listing["inputSchema"]["properties"]
     # every parameter is a name model APIs accept (letters, digits, _)
     for d in tools.values():
@@ -104,16 +104,18 @@ def test_names_of_any_shape_build_and_serve(source: tuple[str, list[str]],
             assert re.fullmatch(r"[A-Za-z0-9_]{1,64}", name), (d["name"], name)
     assert {"Group", "bin_key", "bin_label"} <= set(props), sorted(props)
     assert set(props["count_by"]["enum"]) >= {"Group", "bin_label"}
+    # a PascalCase name is said as its words
+    assert listing["description"].startswith("Which Bin Placements match"), listing["description"]
     cfg = yaml.safe_load((project / "tether.yaml").read_text())
     assert cfg["products"]["bins"]["primary_key"] == ["bin.key"]
 
     proj = load_project(project)
     page, east, counts, one, next_page = call_tools(proj, USER, [
-        ("Placements_by_attributes", {"limit": 3}),
-        ("Placements_by_attributes", {"Group": ["East"], "limit": 50}),
-        ("Placements_by_attributes", {"count_by": "bin_label"}),
+        ("BinPlacements_by_attributes", {"limit": 3}),
+        ("BinPlacements_by_attributes", {"Group": ["East"], "limit": 50}),
+        ("BinPlacements_by_attributes", {"count_by": "bin_label"}),
         ("bins_by_attributes", {"bin_key": "B3"}),
-        ("Placements_by_attributes", {"limit": 40}),
+        ("BinPlacements_by_attributes", {"limit": 40}),
     ])
     first = _ok(page)
     assert set(first["rows"][0]) >= {"slot.key", "bin.key", "Group", "select", "bin label"}
@@ -125,12 +127,12 @@ def test_names_of_any_shape_build_and_serve(source: tuple[str, list[str]],
     assert _ok(one)["rows"] == [{"bin.key": "B3", "bin label": "Bin 3"}]
     assert len(_ok(next_page)["rows"]) == 40
     # the cursor of a page keyed on the dotted key continues where it stopped
-    follow = call_tools(proj, USER, [("Placements_by_attributes",
+    follow = call_tools(proj, USER, [("BinPlacements_by_attributes",
                                       {"limit": 3, "cursor": first["next_cursor"]})])[0]
     assert [r["select"] for r in _ok(follow)["rows"]] == [30, 40, 50]
     if engine == "duckdb":  # a STRUCT's field is still a field
         assert "info_kind" in props
-        kinds = _ok(call_tools(proj, USER, [("Placements_by_attributes",
+        kinds = _ok(call_tools(proj, USER, [("BinPlacements_by_attributes",
                                              {"info_kind": ["a"], "limit": 50})])[0])
         assert sorted(r["select"] for r in kinds["rows"]) == list(range(0, 400, 20))
         # the view the engine cannot read: reported with its column, the others built

@@ -34,6 +34,16 @@ def spaced(text: str) -> str:
     return _BOUNDARY.sub(" ", text)
 
 
+_CASE_BOUNDARY = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def words_of(name: str) -> str:
+    """A name as a sentence says it: ``_`` and case boundaries become spaces, letters keep
+    their case and digits stay with their word (``HomeSpots`` -> ``Home Spots``,
+    ``box_v2`` -> ``box v2``)."""
+    return " ".join(_CASE_BOUNDARY.sub(" ", name).replace("_", " ").split())
+
+
 def identifier_like(name: str) -> bool:
     """Whether the name says it holds an identifier: its last word is an identifier word."""
     words = name_words(name)

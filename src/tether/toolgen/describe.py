@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from tether.context.names import words_of
 from tether.context.profile import ColumnProfile
 from tether.context.schema import TypeKind
 
@@ -63,7 +64,7 @@ def grain_noun(grain: str | None, fallback: str) -> str:
     singular (``shipment_legs`` -> ``shipment leg``)."""
     if grain:
         return re.sub(r"^one row per\s+", "", grain.strip().rstrip("."), flags=re.I)
-    return singular(fallback.replace("_", " "))
+    return singular(words_of(fallback))
 
 
 def enum_note(c: ColumnProfile) -> str | None:

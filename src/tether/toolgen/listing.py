@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from tether.config import ProductConfig
 from tether.context.meta import enum_of
-from tether.context.names import identifier_like, key_grain, ref
+from tether.context.names import identifier_like, key_grain, ref, words_of
 from tether.context.profile import ColumnProfile
 from tether.profiling.formats import is_money
 from tether.toolgen.describe import (
@@ -203,7 +203,7 @@ def _units_phrase(cols: list[ColumnProfile], p: ProductConfig,
 def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile],
                        max_rows: int) -> list[Sentence]:
     noun = grain_noun(p.grain, name)
-    words = name.replace("_", " ")
+    words = words_of(name)
     if p.grain:
         question, each = f"Which {plural(noun)} match", f"one row per {noun}"
     elif len(p.primary_key) > 1:  # a composite key says the grain (context/names.py)
