@@ -158,3 +158,27 @@ def test_a_product_that_cannot_be_read_is_named_and_skipped(tmp_path: Path) -> N
     assert "product 'broken_counts': column 'n' cannot be read" in " ".join(r.stderr.split())
     assert "Traceback" not in r.stderr
     assert {p["product"] for p in json.loads(r.stdout)} == {"raw_counts", "fine"}
+
+
+def test_every_reserved_word_of_both_engines_is_quoted_in_a_table_name(
+        request: pytest.FixtureRequest) -> None:
+    """The list a table name is checked against holds every word either engine reserves, read
+    from the engines themselves (a table named ``user`` is the current user on PostgreSQL)."""
+    from tether.sources.base import RESERVED, table_ref
+
+    with duckdb.connect() as con:
+        words = {w.upper() for (w,) in con.execute(
+            "SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'"
+        ).fetchall()}
+    assert words <= RESERVED, sorted(words - RESERVED)
+    assert table_ref("user", "postgres").sql("postgres") == '"user"'
+    assert table_ref("orders", "postgres").sql("postgres") == "orders"
+    import os
+
+    if os.environ.get("TETHER_TEST_PG_URL"):
+        import psycopg
+
+        with psycopg.connect(request.getfixturevalue("pg_url")) as c:
+            pg = {w.upper() for (w,) in c.execute(
+                "SELECT word FROM pg_get_keywords() WHERE catcode = 'R'").fetchall()}
+        assert pg <= RESERVED, sorted(pg - RESERVED)

@@ -149,6 +149,23 @@ def _shape(value: str) -> str:
     return f"^{out}$"
 
 
+def _runs(value: str) -> str | None:
+    """``abcde01`` -> ``^[a-z]+\\d+$``: each run of lower letters, upper letters or digits as its
+    class, any length (ids made of a name and a number); other characters kept. None when the
+    value has no letters or no digits (a word or a number is not an id's shape)."""
+    if not (re.search(r"[A-Za-z]", value) and re.search(r"\d", value)):
+        return None
+    classes = {"l": "[a-z]+", "u": "[A-Z]+", "d": "\\d+"}
+    out, prev = "", None
+    for ch in value:
+        kind = "l" if ch.islower() else "u" if ch.isupper() else "d" if ch.isdigit() else None
+        if kind is None:
+            out, prev = out + re.escape(ch), None
+        elif kind != prev:
+            out, prev = out + classes[kind], kind
+    return f"^{out}$"
+
+
 _UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 
 
@@ -164,12 +181,14 @@ def _infer_identifiers(src: Source, rel: exp.Table, cols: list[Column]) -> dict[
         ref = exp.column(c.name, quoted=True)
         lo, hi = src.query(exp.select(exp.func("MIN", ref), exp.func("MAX", ref.copy()))
                            .from_(rel.copy()))[0]
-        if lo is None:
+        if lo is None or lo == hi:  # one value throughout tells no shape
             continue
         low = str(lo).lower()
         candidates = [_UUID] if re.fullmatch(_UUID, low) else []
         if _shape(str(lo)) == _shape(str(hi)):
             candidates.append(_shape(str(lo)))
+        elif (loose := _runs(str(lo))) and loose == _runs(str(hi)):
+            candidates.append(loose)  # letters and digits of varying length
         for pattern in candidates:
             if _all_match(src, rel, c.name, pattern):
                 found[c.name] = pattern
@@ -224,7 +243,7 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
         "",
         "products:",
     ]
-    schemes: dict[str, str] = {}
+    schemes: dict[tuple[str, str], str] = {}  # (pattern, column or "") -> scheme name
     for p in products:
         name = re.sub(r"\W", "_", p.table.rsplit(".", 1)[-1])
         lines += [f"  {name}:", f"    table: {_q(p.table)}"]
@@ -252,14 +271,13 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
             lines.append("    identifiers:")
             for col, pattern in p.identifiers.items():
                 # a scheme names a parameter: letters, digits and _ (bin.key -> bin_key)
-                scheme = schemes.setdefault(
-                    pattern, re.sub(r"[^A-Za-z0-9_]+", "_", col).strip("_") or "id")
+                scheme = _scheme(schemes, pattern, col)
                 lines.append(f"      {_q(col)}: {_q(scheme)}  {INFERRED} (every value fits "
                              f"{pattern})")
         lines.append("")
     if schemes:
         lines.append("identifier_schemes:")
-        for pattern, scheme in schemes.items():
+        for (pattern, _col), scheme in schemes.items():
             lines.append(f"  {_q(scheme)}: {{pattern: {_json_str(pattern)}}}  {INFERRED}")
         lines.append("")
     if user:
@@ -286,6 +304,22 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
         "",
     ]
     return "\n".join(lines)
+
+
+def _scheme(schemes: dict[tuple[str, str], str], pattern: str, column: str) -> str:
+    """The scheme of an identifier column: one per exact shape (``^CRM-\\d{5}$`` in two tables
+    is one scheme: they join), but a shape of any length (``^[a-z]+\\d+$``) is shared only by
+    columns of one name, since unrelated ids fit it too. A scheme names a parameter: letters,
+    digits and _ (``bin.key`` -> ``bin_key``), made unique."""
+    loose = re.search(r"\]\+|\\d\+", pattern) is not None
+    key = (pattern, column.lower() if loose else "")
+    if key not in schemes:
+        base = re.sub(r"[^A-Za-z0-9_]+", "_", column).strip("_") or "id"
+        name, n = base, 2
+        while name in schemes.values():
+            name, n = f"{base}_{n}", n + 1
+        schemes[key] = name
+    return schemes[key]
 
 
 def _json_str(s: str) -> str:

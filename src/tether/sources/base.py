@@ -22,6 +22,20 @@ _PLAIN = re.compile(r"[a-z_][a-z0-9_]*")  # an identifier any dialect reads unqu
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")  # one plain-looking name part, any case
 
 
+RESERVED = frozenset("""ALL ANALYSE ANALYZE AND ANY ARRAY AS ASC ASYMMETRIC AUTHORIZATION BETWEEN
+BINARY BOTH CASE CAST CHECK COLLATE COLLATION COLUMN CONCURRENTLY CONSTRAINT CREATE CROSS
+CURRENT_CATALOG CURRENT_DATE CURRENT_ROLE CURRENT_SCHEMA CURRENT_TIME CURRENT_TIMESTAMP
+CURRENT_USER DEFAULT DEFERRABLE DESC DESCRIBE DISTINCT DO ELSE END EXCEPT FALSE FETCH FOR FOREIGN
+FREEZE FROM FULL GRANT GROUP HAVING ILIKE IN INITIALLY INNER INTERSECT INTO IS ISNULL JOIN LATERAL
+LEADING LEFT LIKE LIMIT LOCALTIME LOCALTIMESTAMP NATURAL NOT NOTNULL NULL OFFSET ON ONLY OR ORDER
+OUTER OVERLAPS PIVOT PLACING PRIMARY QUALIFY REFERENCES RETURNING RIGHT SELECT SESSION_USER SIMILAR
+SOME SUMMARIZE SYMMETRIC SYSTEM_USER TABLE TABLESAMPLE THEN TO TRAILING TRUE UNION UNIQUE UNPIVOT
+USER USING VARIADIC VERBOSE WHEN WHERE WINDOW WITH LAMBDA PIVOT_LONGER PIVOT_WIDER SHOW""".split())
+"""Words PostgreSQL or DuckDB reserve (their own keyword lists: PostgreSQL's reserved and
+reserved-as-function-or-type words, DuckDB's reserved ones), quoted in a table name even when
+plain."""
+
+
 def table_ref(table: str, dialect: str) -> exp.Table:
     """A product's ``table`` (``name``, ``schema.name``, ``catalog.schema.name``) as a table
     expression. Each part is kept as the catalog spells it: quoted unless every dialect reads it
@@ -29,7 +43,10 @@ def table_ref(table: str, dialect: str) -> exp.Table:
     else (already quoted parts) goes through the dialect's parser."""
     parts = table.split(".")
     if 1 <= len(parts) <= 3 and all(_NAME.fullmatch(p) for p in parts):  # no parser needed
-        ids = [exp.to_identifier(p, quoted=not _PLAIN.fullmatch(p)) for p in parts]
+        # a plain word may still be reserved (PostgreSQL reads an unquoted user as the
+        # current_user function, not the table): quoted only where no engine reserves it
+        ids = [exp.to_identifier(p, quoted=not _PLAIN.fullmatch(p) or p.upper() in RESERVED)
+               for p in parts]
         return exp.table_(ids[-1], db=ids[-2] if len(ids) > 1 else None,
                           catalog=ids[0] if len(ids) == 3 else None)
     try:

@@ -72,8 +72,10 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                               routes=routes if len(routes) > 1 else [], resolver=resolver,
                               several=several,
                               declared=declared_unseen(ctx.config, name, c) if several else []))
-        if c.enum is not None and c.column.name not in p.identifiers and c.column.name not in (
-                p.primary_key or []):
+        # a whole key counts one row per value; a part of a composite one counts its groups
+        whole_key = p.primary_key if len(p.primary_key) == 1 else []
+        if c.enum is not None and c.column.name not in p.identifiers and (
+                c.column.name not in whole_key):
             countable.append(pname)
     t = p.metric_time
     window = None
