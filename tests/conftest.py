@@ -266,3 +266,24 @@ def without_named_restrictions(probe: dict[str, Any]) -> dict[str, Any]:
     ctx["sources"] = {k: v for k, v in ctx.get("sources", {}).items() if k != said[0]}
     return {**probe, "description": probe["description"].replace(said[0], "").strip(),
             "_meta": {**probe.get("_meta", {}), "tether/context": ctx}}
+
+
+@contextlib.contextmanager
+def scratch_schema(url: str, prefix: str, ddl: str, rows: list[tuple[Any, ...]],
+                   table: str) -> Iterator[str]:
+    """A new PostgreSQL schema holding one table (``ddl``: its column list) with ``rows``; the
+    schema's name; dropped afterwards."""
+    import psycopg
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(f'CREATE SCHEMA "{schema}"')
+        c.execute(f'CREATE TABLE "{schema}"."{table}" {ddl}')
+        marks = ", ".join(["%s"] * len(rows[0]))
+        with c.cursor() as cur:
+            cur.executemany(f'INSERT INTO "{schema}"."{table}" VALUES ({marks})', rows)
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA "{schema}" CASCADE')

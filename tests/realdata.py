@@ -84,30 +84,9 @@ def load_duckdb(db: Path, work: Path, with_flights: bool = False) -> dict[str, i
                 for t in (*files, DUPLICATES)}
 
 
-_PG_TYPES = {"BIGINT": "bigint", "INTEGER": "integer", "DOUBLE": "double precision",
-             "VARCHAR": "text", "DATE": "date", "TIMESTAMP": "timestamp",
-             "TIMESTAMP WITH TIME ZONE": "timestamptz", "BOOLEAN": "boolean"}
-
-
 def load_postgres(db: Path, url: str, schema: str) -> dict[str, int]:
-    """Copy every table of a DuckDB file made by load_duckdb into a new PostgreSQL schema."""
-    import duckdb
-    import psycopg
+    """Copy every table of a DuckDB file made by load_duckdb into a new PostgreSQL schema (the
+    zoo's copier: names exact, types mapped faithfully)."""
+    import zoo
 
-    counts: dict[str, int] = {}
-    with duckdb.connect(str(db), read_only=True) as src, psycopg.connect(url) as pg:
-        pg.execute(f'CREATE SCHEMA "{schema}"')
-        for (table,) in src.execute("SELECT table_name FROM information_schema.tables "
-                                    "ORDER BY 1").fetchall():
-            cols = src.execute(f'DESCRIBE "{table}"').fetchall()
-            ddl = ", ".join(f'"{c[0]}" {_PG_TYPES[c[1]]}' for c in cols)
-            pg.execute(f'CREATE TABLE "{schema}"."{table}" ({ddl})')
-            names = ", ".join(f'"{c[0]}"' for c in cols)
-            rows = src.execute(f'SELECT {names} FROM "{table}"').fetchall()
-            with pg.cursor() as cur, cur.copy(
-                    f'COPY "{schema}"."{table}" ({names}) FROM STDIN') as copy:
-                for row in rows:
-                    copy.write_row(row)
-            counts[table] = len(rows)
-        pg.commit()
-    return counts
+    return zoo.load_postgres(db, url, schema)

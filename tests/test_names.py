@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import duckdb
 import pytest
 import yaml
 
-from conftest import call_tools, run_cli
+from conftest import call_tools, run_cli, scratch_schema
 from tether.config import load_project
 from tether.context.names import ref, ref_column, ref_parts
 
@@ -52,20 +51,12 @@ def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str
     import psycopg
 
     url = request.getfixturevalue("pg_url")
-    schema = f"names_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as c:
-        c.execute(f'CREATE SCHEMA "{schema}"')
-        c.execute(f'CREATE TABLE "{schema}"."BinPlacements" {DDL.replace("VARCHAR", "text")}')
-        with c.cursor() as cur:
-            cur.executemany(f'INSERT INTO "{schema}"."BinPlacements" VALUES (%s, %s, %s, %s, %s)',
-                            ROWS)
-        c.execute(f'CREATE TABLE "{schema}".bins AS SELECT DISTINCT "bin.key", "bin label" '
-                  f'FROM "{schema}"."BinPlacements"')
-    try:
-        yield "postgres", ["--source", url, "--schema", schema]
-    finally:
+    with scratch_schema(url, "names", DDL.replace("VARCHAR", "text"), ROWS,
+                        "BinPlacements") as schema:
         with psycopg.connect(url, autocommit=True) as c:
-            c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+            c.execute(f'CREATE TABLE "{schema}".bins AS SELECT DISTINCT "bin.key", "bin label" '
+                      f'FROM "{schema}"."BinPlacements"')
+        yield "postgres", ["--source", url, "--schema", schema]
 
 
 def _built(tmp_path: Path, init: list[str]) -> tuple[Path, Any]:

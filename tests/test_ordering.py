@@ -7,7 +7,6 @@ compared with the engine's own SQL over the same data. The data is made here."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import duckdb
 import pytest
 import yaml
 
-from conftest import call_tools, run_cli
+from conftest import call_tools, run_cli, scratch_schema
 from tether.config import load_project
 
 USER = "order.reader"
@@ -47,22 +46,12 @@ def project(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Pa
     import psycopg
 
     url = request.getfixturevalue("pg_url")
-    schema = f"order_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as c:
-        c.execute(f'CREATE SCHEMA "{schema}"')
-        c.execute(f'CREATE TABLE "{schema}".tallies {DDL.replace("VARCHAR", "text")}')
-        with c.cursor() as cur:
-            cur.executemany(f'INSERT INTO "{schema}".tallies VALUES (%s, %s, %s, %s, %s)', ROWS)
-
-    def pg(q: str) -> list[tuple[Any, ...]]:
-        with psycopg.connect(url, autocommit=True) as c:
-            c.execute(f'SET search_path TO "{schema}"')
-            return c.execute(q).fetchall()
-    try:
+    with scratch_schema(url, "order", DDL.replace("VARCHAR", "text"), ROWS, "tallies") as schema:
+        def pg(q: str) -> list[tuple[Any, ...]]:
+            with psycopg.connect(url, autocommit=True) as c:
+                c.execute(f'SET search_path TO "{schema}"')
+                return c.execute(q).fetchall()
         yield _starter(tmp_path, ["--source", url, "--schema", schema]), pg
-    finally:
-        with psycopg.connect(url, autocommit=True) as c:
-            c.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def _starter(tmp_path: Path, init: list[str]) -> Path:
