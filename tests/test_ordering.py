@@ -24,7 +24,7 @@ MASKED = "order.masked"
 ROWS = [(f"U{u:02d}", r, ("north", "south", "east")[(u + r) % 3],
          None if (u * 7 + r) % 11 == 0 else (u * 13 + r * 5) % 17, round(0.25 * u + r, 2))
         for u in range(1, 25) for r in (1, 2, 3)]
-DDL = ('(unit_code VARCHAR, round_no INTEGER, zone VARCHAR, score INTEGER, '
+DDL = ('(unit_code VARCHAR, round_no INTEGER, zone VARCHAR, score BIGINT, '
        'weight DOUBLE PRECISION)')
 
 
@@ -137,6 +137,11 @@ def test_counts_and_totals_sorted_by_value(project: tuple[Path, Any]) -> None:
     c = _ok(counts)
     assert [(r["zone"], r["rows"]) for r in c["rows"]] == [tuple(w) for w in want]
     assert c["truncated"] is True and c["total_rows"] == len(ROWS)  # the whole count kept
+    # a sum of integers is an integer on every engine (PostgreSQL's SUM(bigint) is numeric)
+    whole = _ok(call_tools(proj, USER, [("tallies_by_attributes",
+                                         {"sum_and_average_of": "score"})])[0])["rows"][0]
+    assert whole["sum_score"] == sql("SELECT SUM(score) FROM tallies")[0][0]
+    assert type(whole["sum_score"]) is int, whole
     want = sql("SELECT zone FROM tallies GROUP BY zone ORDER BY SUM(weight), zone")
     assert [r["zone"] for r in _ok(sums)["rows"]] == [w[0] for w in want]
     assert [r["zone"] for r in _ok(by_name)["rows"]] == ["south", "north", "east"]

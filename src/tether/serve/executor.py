@@ -709,8 +709,9 @@ def jsonable(v: Any) -> Any:
         return (v if v.tzinfo else v.replace(tzinfo=dt.UTC)).isoformat()
     if isinstance(v, dt.date | dt.time):
         return v.isoformat()
-    if isinstance(v, decimal.Decimal):
-        return float(v)
+    if isinstance(v, decimal.Decimal):  # a whole number stays one (a sum of integers)
+        exponent = v.as_tuple().exponent
+        return int(v) if isinstance(exponent, int) and exponent >= 0 else float(v)
     if isinstance(v, uuid.UUID):
         return str(v)
     if isinstance(v, dict):
