@@ -196,3 +196,30 @@ def test_lint_tethers_own_server_over_stdio(demo_dir: Path, tmp_path: Path) -> N
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     data = json.loads(res.stdout)
     assert data["tool_count"] == 12 and data["average_score"] == 10
+
+
+def test_a_paged_listing_that_cannot_be_narrowed_to_its_grain_loses_item_8() -> None:
+    """One row per widget, paged, and only a colour to filter by: a question about one widget
+    pages every row. A parameter on the widget (its id, a key said so, an integer key part) or
+    a period keeps the point; a list without a cursor is not asked."""
+    def tool(extra: dict[str, Any], cursor: bool = True) -> dict[str, Any]:
+        props: dict[str, Any] = {"colour": {"type": "string", "enum": ["red", "blue"]},
+                                 "limit": {"type": "integer", "maximum": 50}, **extra}
+        if cursor:
+            props["cursor"] = {"type": "string"}
+        return {"name": "widgets_by_colour", "annotations": {"readOnlyHint": True},
+                "description": "Which widgets match: one row per widget. No amounts; read-only, "
+                               "at most 50 rows a page, cursor paging.",
+                "inputSchema": {"type": "object", "properties": props}}
+
+    def lost8(t: dict[str, Any]) -> bool:
+        return any(f.item == 8 for f in review_tools([t], "x").tools[0].lost)
+
+    assert lost8(tool({}))
+    assert lost8(tool({"order_by": {"type": "string"}, "count_by": {"enum": ["colour"]}}))
+    for narrowing in ({"widget_id": {"type": "string"}}, {"period": {"type": "string"}},
+                      {"label": {"type": "string", "description": "The key: at most one row."}},
+                      {"batch": {"type": "integer"}},
+                      {"made": {"type": "string", "format": "date"}}):
+        assert not lost8(tool(narrowing)), narrowing
+    assert not lost8(tool({}, cursor=False))

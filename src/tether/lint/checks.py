@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.context.meta import ToolContext
-from tether.context.names import name_words
+from tether.context.names import IDENTIFIER_WORDS, name_words
 from tether.toolgen.describe import split_sentences
 from tether.toolgen.model import META_KEY, SOURCES
 
@@ -245,7 +245,30 @@ def _paging(tool: Tool) -> tuple[str, str] | None:
         return ("the row limit and the pagination contract are not stated",
                 "State the most rows one call returns and how to get the rest (cursor), or "
                 "that there is no pagination.")
+    if "cursor" in props and _GRAIN.search(text) and not any(
+            _narrows(n, s) for n, s in props.items() if n not in _SHAPING):
+        return ("a paged listing of one row per thing takes no parameter on that thing (its "
+                "key, an identifier or a time): a question about one of them pages everything",
+                "Offer the key's columns (or an identifier, or a period) as parameters.")
     return None
+
+
+_GRAIN = re.compile(r"\bone row (per|for each)\b", re.I)
+_KEY_SAID = re.compile(r"\b(key|identifier|id)\b|at most one row", re.I)
+_SHAPING = {"limit", "cursor", "count_by", "sum_and_average_of", "order_by", "order"}
+"""Parameters that shape a listing's answer without narrowing its rows."""
+
+
+def _narrows(name: str, schema: Any) -> bool:
+    """A parameter that picks rows by what they are about: a time (``period``, a date format),
+    an identifier (its name says so, or a pattern), or an integer (one key part's value)."""
+    if not isinstance(schema, dict):
+        return False
+    words = name_words(name)
+    said = _KEY_SAID.search(str(schema.get("description", ""))) is not None
+    return (name == "period" or bool(words and words[-1] in IDENTIFIER_WORDS) or said
+            or "pattern" in schema or schema.get("format") in ("date", "date-time")
+            or schema.get("type") == "integer")
 
 
 # 9 -----------------------------------------------------------------------------------------------
