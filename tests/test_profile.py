@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conftest import run_cli
 from tether.config import load_project
 from tether.context.profile import ProductProfile
 from tether.profiling import profile_product
@@ -215,3 +216,27 @@ def test_dormancy_counts_from_the_data_not_the_wall_clock(
     assert _dormant(project_dir, None, tmp_path / "c") == at_clock  # the wall clock
     if which == "demo":
         assert at_clock[("deals", "stage")] == {"LEGAL_REVIEW", "VERBAL_COMMIT"}
+
+
+def test_a_column_that_stopped_being_filled_marks_no_value_dormant(tmp_path: Path) -> None:
+    """Dormant means replaced: a value that stopped while others go on is deprecated; a column
+    none of whose values is recent (a closing place filled only for rows that started long
+    ago, NULL on every recent one) marks none of them, whatever their age."""
+    import duckdb
+
+    db = tmp_path / "people.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("""CREATE TABLE members AS SELECT i AS member_no,
+            DATE '2000-01-01' + CAST(i * 3 AS INTEGER) AS joined_on,
+            CASE WHEN i < 2000 THEN ['north', 'south', 'east'][i % 3 + 1] END AS closed_in,
+            CASE WHEN i < 1500 THEN ['old_a', 'old_b'][i % 2 + 1]
+                 ELSE ['new_a', 'new_b'][i % 2 + 1] END AS tier
+            FROM range(3000) t(i)""")
+    r = run_cli("init", "p", "--source", f"duckdb:///{db}", cwd=tmp_path,
+                env={"TETHER_USER": "x"})
+    assert r.returncode == 0, r.stderr
+    project = load_project(tmp_path / "p")
+    prof = {c.column.name: c for c in profile_product(project, "members").columns}
+    assert project.config.products["members"].metric_time == "joined_on"
+    assert not [e.value for e in prof["closed_in"].enum or [] if e.deprecated]
+    assert {e.value for e in prof["tier"].enum or [] if e.deprecated} == {"old_a", "old_b"}

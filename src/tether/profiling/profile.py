@@ -491,13 +491,19 @@ def _assemble(
         if i not in groups:  # exact count from the scan, but above exact_distinct_below
             continue
         _, values = groups[i]
+        # dormant means replaced: other values go on where this one stopped. A column none of
+        # whose values is recent has stopped being filled (a death place on people who started
+        # recently), which says nothing of any one value
+        seen_at = [t for v, _n, seen in values
+                   if v is not None and (t := _aware(seen, tz)) is not None]
+        quiet = bool(seen_at) and max(seen_at) < dormant
         out[i].enum = sorted(
             (
                 EnumValue(
                     value=_parse(v, leaves[i].kind),
                     count=n,
                     last_seen=_aware(seen, tz),
-                    deprecated=(_aware(seen, tz) or now) < dormant,
+                    deprecated=not quiet and (_aware(seen, tz) or now) < dormant,
                 )
                 for v, n, seen in values
                 if v is not None
