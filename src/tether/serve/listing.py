@@ -46,11 +46,6 @@ def shape_key(ex: Executor, call: Call) -> tuple[Any, ...]:
 
 
 ORDER_BY, ORDER = "order_by", "order"
-MEASURES = {"count": "rows", "sum_of_": "sum_", "avg_of_": "average_"}
-"""``order_by`` names of a count or total (as the schema says them) -> the result field's
-prefix (``sum_of_weight`` orders by ``sum_weight``)."""
-
-
 def asked_order(call: Call, masks: dict[str, Any] | set[str]) -> tuple[str, bool] | None:
     """The order a call asks for, checked: (a column of the rows, or a result field of its
     counts and totals; descending). A measure sorts descending unless ``order`` says asc, a
@@ -174,7 +169,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
         unit = plan.units.get(measured, "")
         if "{" in unit:  # amounts in each row's currency are never added across currencies
             per = unit[unit.index("{") + 1:unit.index("}")]
-            if per not in {n for _, n in groups}:
+            if [per] not in [path for path, _ in groups]:
                 groups.append(([per], per))
 
     # aliases quoted: an unquoted one is folded to lower case by PostgreSQL (groupID -> groupid)
