@@ -210,3 +210,20 @@ def test_a_row_filter_that_misses_a_mixed_case_column_says_to_quote_it(
     assert r.returncode == 2, r.stdout + r.stderr
     assert "the row filter on season_stats does not compile" in r.stderr
     assert 'write "leagueName" in double quotes' in r.stderr and "tether.yaml:" in r.stderr
+
+
+def test_a_shape_of_any_length_is_one_scheme_only_for_columns_of_one_name() -> None:
+    """An exact shape in two tables is one scheme (they join); a shape of any length
+    (letters then digits) is shared only by columns of one name, since unrelated ids fit it;
+    scheme names are parameter names, made unique."""
+    from tether.profiling.starter import _runs, _scheme
+
+    loose = _runs("widget01")
+    assert loose == r"^[a-z]+\d+$" and _runs("widget") is None and _runs("2001") is None
+    schemes: dict[tuple[str, str], str] = {}
+    assert _scheme(schemes, r"^CRM-\d{5}$", "customer_ref") == "customer_ref"
+    assert _scheme(schemes, r"^CRM-\d{5}$", "crm_id") == "customer_ref"
+    assert _scheme(schemes, r"^[A-Z]+\d+$", "batchID") == "batchID"
+    assert _scheme(schemes, r"^[A-Z]+\d+$", "bin.key") == "bin_key"
+    assert _scheme(schemes, r"^[A-Z]+\d+$", "BatchId") == "batchID"  # one name, any case
+    assert _scheme(schemes, r"^B\d{2}$", "batchID") == "batchID_2"

@@ -78,6 +78,7 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
         if len(skipped) == len(project.config.products):
             raise next(iter(skipped.values()))
         project = project.without(set(skipped))
+    said = [e.paragraph() for e in skipped.values()]
     profiles = {p.product: p for p in listed}
     check_profiled(project, profiles)  # a policy naming a missing column fails closed
     note("generating tool definitions")
@@ -86,7 +87,7 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
         out_dir = project.root / TOOLS_DIR / mode
         export(out_dir, [t.wire() for t in tools])
         return BuildResult(mode, None, [Outcome(t.name, None, "generated") for t in tools], out_dir,
-                           skipped=[e.paragraph() for e in skipped.values()])
+                           skipped=said)
     registry = open_registry(project)
     try:
         result = _publish(project, registry, tools, {
@@ -110,7 +111,7 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
                [current[t.name].definition for t in tools if t.name in current],
                project.root / EXPORT_INDEX)
         result.export_dir = project.root / TOOLS_DIR
-        result.skipped = [e.paragraph() for e in skipped.values()]
+        result.skipped = said
         return result
     finally:
         registry.close()

@@ -62,6 +62,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     props: dict[str, Any] = {}
     filters: list[Filter] = []
     countable: list[str] = []
+    # a whole key counts one row per value; a part of a composite one counts its groups
+    whole_key = p.primary_key if len(p.primary_key) == 1 else []
     for c in filter_columns(p, cols):
         pname = param_name(p, c.column.name)
         routes = id_routes(ctx, name, c.column.name) if c.column.name in p.identifiers else []
@@ -72,8 +74,6 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                               routes=routes if len(routes) > 1 else [], resolver=resolver,
                               several=several,
                               declared=declared_unseen(ctx.config, name, c) if several else []))
-        # a whole key counts one row per value; a part of a composite one counts its groups
-        whole_key = p.primary_key if len(p.primary_key) == 1 else []
         if c.enum is not None and c.column.name not in p.identifiers and (
                 c.column.name not in whole_key):
             countable.append(pname)
