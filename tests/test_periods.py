@@ -126,6 +126,107 @@ def test_bad_periods_name_the_forms(period: str, fiscal: FiscalCalendar | None,
         assert all(form in str(e.value) for form in FORMS)
 
 
+# --- the spellings people and models write: each reads as its canonical form -----------------------
+
+SPELLINGS: dict[str, list[str]] = {
+    "today": ["Today", "TODAY", " today "],
+    "yesterday": ["Yesterday", "YESTERDAY"],
+    "this_week": ["this week", "This-Week", "current week", "THIS_WEEK"],
+    "last_week": ["last week", "previous week", "prior week", "Last-Week"],
+    "this_month": ["this month", "current month", "This Month"],
+    "last_month": ["last month", "previous month", "prior_month", "LAST MONTH"],
+    "this_quarter": ["this quarter", "current quarter", "This-Quarter"],
+    "last_quarter": ["last quarter", "previous quarter", "prior quarter", "Last_Quarter",
+                     "LAST QUARTER"],
+    "this_year": ["this year", "current year", "This Year"],
+    "last_year": ["last year", "previous year", "prior-year"],
+    "last_30_days": ["last 30 days", "past 30 days", "trailing 30 days", "Past_30_Days",
+                     "last-30-days", "previous 30 days", "PAST 30 DAYS"],
+    "last_7_days": ["last 7 days", "last 1 week", "past 1 week"],
+    "last_14_days": ["past 2 weeks", "trailing 2 weeks"],
+    "2026-Q1": ["Q1 2026", "q1 2026", "2026 Q1", "2026q1", "2026-q1", "Q1-2026", "2026_Q1",
+                "2026-01 to 2026-03"],
+    "2025": [" 2025", "year 2025", "2025-01-01..2025-12-31"],
+    "2026-05": ["May 2026", "may 2026", "2026 May", "MAY-2026", "2026-5", "May_2026",
+                "2026-05-01 to 2026-05-31"],
+    "2026-09": ["Sept 2026", "September 2026", "sep 2026"],
+    "2026-05-01": ["2026-5-1", "2026-05-01..2026-05-01"],
+    "2026-01-01..2026-03-31": ["2026-01-01 to 2026-03-31", "from 2026-01-01 to 2026-03-31",
+                               "between 2026-01-01 and 2026-03-31", "2026-01-01 .. 2026-03-31",
+                               "2026-01-01 through 2026-03-31", "Jan 2026 to Mar 2026"],
+    "2024-01-01..2025-12-31": ["2024..2025", "2024 to 2025", "from 2024 to 2025"],
+}
+FISCAL_SPELLINGS: dict[str, list[str]] = {
+    "FY2027-Q1": ["FY27 Q1", "fy27-q1", "FY2027 Q1", "Q1 FY2027", "q1 fy27", "fiscal 2027 q1",
+                  "FY2027Q1", "fy 2027 q1", "FY2027_Q1", "Q1 of FY2027"],
+    "FY2027": ["FY27", "fy 2027", "fiscal year 2027", "FY-2027", "fy2027"],
+    "this_quarter": ["this fiscal quarter", "current fiscal quarter"],
+    "last_quarter": ["last fiscal quarter", "previous fiscal quarter"],
+    "this_year": ["this fiscal year"],
+    "last_year": ["last fiscal year", "previous fiscal year"],
+}
+REFUSED = ["last fortnight", "next quarter", "Q5 2026", "2026-13", "sometime soon", "2026 2027",
+           "the last 30 days of data", "last 0 days", "2026-03-31 to 2026-01-01", "Q1",
+           "since then", "2026-02-30", "x" * 70]
+FISCAL_ONLY = ["FY27 Q1", "this fiscal year", "last fiscal quarter", "fiscal year 2027"]
+
+
+def _pairs(fiscal: bool) -> list[tuple[str, str]]:
+    groups = {**SPELLINGS, **(FISCAL_SPELLINGS if fiscal else {})}
+    if fiscal:  # both maps name this_quarter ...: keep every spelling of each
+        groups = {k: SPELLINGS.get(k, []) + FISCAL_SPELLINGS.get(k, [])
+                  for k in {**SPELLINGS, **FISCAL_SPELLINGS}}
+    return [(canonical, spelled) for canonical, spelt in groups.items() for spelled in spelt]
+
+
+def test_the_spelling_table_is_large() -> None:
+    assert len(_pairs(fiscal=True)) >= 80 and len(REFUSED) + len(FISCAL_ONLY) >= 15
+
+
+@pytest.mark.parametrize("fiscal", [DEMO, SECOND, None], ids=["february", "july", "calendar"])
+@pytest.mark.parametrize("today", [D(2026, 8, 20), D(2026, 1, 1), D(2026, 7, 1)])
+def test_spellings_read_as_their_canonical_form(fiscal: FiscalCalendar | None, today: D) -> None:
+    for canonical, spelled in _pairs(fiscal is not None):
+        want = resolve(canonical, today, fiscal)
+        got = resolve(spelled, today, fiscal)
+        assert want is not None and got is not None
+        assert (got.start, got.end, got.calendar) == (want.start, want.end, want.calendar), (
+            spelled, canonical)
+        assert got.resolved_from == spelled.strip()
+
+
+@pytest.mark.parametrize(("period", "today", "fiscal", "want"), [
+    ("YTD", D(2026, 8, 20), None, (D(2026, 1, 1), D(2026, 8, 21), "2026 to date")),
+    ("ytd", D(2026, 8, 20), DEMO, (D(2026, 2, 1), D(2026, 8, 21), "FY2027 to date")),
+    ("year to date", D(2026, 1, 1), None, (D(2026, 1, 1), D(2026, 1, 2), "2026 to date")),
+    ("QTD", D(2026, 8, 20), None, (D(2026, 7, 1), D(2026, 8, 21), "2026-Q3 to date")),
+    ("qtd", D(2026, 8, 20), SECOND, (D(2026, 7, 1), D(2026, 8, 21), "FY2027-Q1 to date")),
+    ("MTD", D(2026, 8, 20), DEMO, (D(2026, 8, 1), D(2026, 8, 21), "2026-08 to date")),
+    ("month to date", D(2026, 8, 20), None, (D(2026, 8, 1), D(2026, 8, 21), "2026-08 to date")),
+    ("since 2026-05-01", D(2026, 8, 20), None, (D(2026, 5, 1), D(2026, 8, 21),
+                                                "since 2026-05-01")),
+    ("Since May 2026", D(2026, 8, 20), None, (D(2026, 5, 1), D(2026, 8, 21),
+                                              "since 2026-05-01")),
+    ("since 2025", D(2026, 8, 20), None, (D(2025, 1, 1), D(2026, 8, 21), "since 2025-01-01")),
+    ("2008..2010", D(2026, 8, 20), None, (D(2008, 1, 1), D(2011, 1, 1), "2008..2010")),
+    ("2026-01 to 2026-03", D(2026, 8, 20), None, (D(2026, 1, 1), D(2026, 4, 1),
+                                                  "2026-01..2026-03")),
+    ("FY26 to FY27", D(2026, 8, 20), DEMO, (D(2025, 2, 1), D(2027, 2, 1), "FY2026..FY2027")),
+    ("past 2 weeks", D(2026, 8, 20), None, (D(2026, 8, 7), D(2026, 8, 21), "last 14 days")),
+    ("last week", D(2026, 8, 23), None, (D(2026, 8, 10), D(2026, 8, 17), "week of 2026-08-10")),
+])
+def test_the_other_spellings(period: str, today: D, fiscal: FiscalCalendar | None,
+                             want: tuple[D, D, str]) -> None:
+    assert w(period, today, fiscal) == want
+
+
+@pytest.mark.parametrize("period", REFUSED + FISCAL_ONLY)
+def test_every_refusal_names_the_canonical_forms(period: str) -> None:
+    with pytest.raises(PeriodError) as e:
+        resolve(period, D(2026, 8, 20), None)
+    assert all(form in str(e.value) for form in FORMS), period
+
+
 # --- through the server, on both warehouses --------------------------------------------------------
 
 FORMS_TRIED = ("this_quarter", "last_quarter", "this_year", "last_year", "last_30_days",
@@ -212,3 +313,39 @@ def test_an_empty_result_says_why(served: tuple[Any, str, Any]) -> None:
         later = now.structured_content
         assert ("empty_reason" in later) == (not later["rows"]), v.name
     assert seen_yet
+
+
+def test_every_spelling_through_the_server(served: tuple[Any, str, Any]) -> None:
+    """Every spelling of the table, sent through the official client to a fiscal metric and to a
+    listing of the warehouse: the schema takes it (no pattern can refuse what the grammar
+    reads), the result states the window the grammar resolves at the project's clock, and the
+    statement was bound with exactly its bounds. Fiscal spellings on a listing (no fiscal
+    calendar) and the refused ones are tool errors that name the canonical forms."""
+    project, user, server = served
+    visible = server.visible(user)
+    metric = next(v for v in visible if v.plan.kind == "metric" and v.plan.window
+                  and v.plan.window.kind == "period" and v.plan.window.calendar)
+    listing = next(v for v in visible if v.plan.kind == "list" and v.plan.window)
+    for v in (metric, listing):
+        assert "pattern" not in v.definition["inputSchema"]["properties"]["period"]
+    cal = project.config.calendars[metric.plan.window.calendar]
+    fiscal = FiscalCalendar(cal.start_month, cal.year_named_by)
+    today = project.now().date()
+    tried = ([(metric, spelled, fiscal) for _, spelled in _pairs(fiscal=True)]
+             + [(listing, spelled, None) for _, spelled in _pairs(fiscal=False)])
+    refused = [(v, p) for v in (metric, listing) for p in REFUSED] + [
+        (listing, p) for p in FISCAL_ONLY]
+    results = _call(server, [(v.name, {"period": p}) for v, p, _ in tried]
+                    + [(v.name, {"period": p}) for v, p in refused])
+    for (v, spelled, cal_), r in zip(tried, results, strict=False):
+        assert not r.is_error, (v.name, spelled, r.content)
+        want = resolve(spelled, today, cal_, default=None)
+        assert want is not None
+        assert r.structured_content["window"] == want.to_json(), (v.name, spelled)
+        start, end = want.bounds()
+        params = r.meta["tether/evidence"]["params"]
+        assert (params["window_start"], params["window_end"]) == (
+            start.isoformat(), end.isoformat()), (v.name, spelled)
+    for (v, spelled), r in zip(refused, results[len(tried):], strict=True):
+        text = r.content[0].text
+        assert r.is_error and all(form in text for form in FORMS), (v.name, spelled, text)

@@ -1,15 +1,21 @@
-"""Periods as people say them, resolved to a window: pure date arithmetic, no I/O.
+"""Periods as people say them, resolved to a window: one grammar, pure date arithmetic, no I/O.
 
-One argument, ``period``, names a window in words a person uses ("last_quarter", "yesterday",
-"last_30_days", "FY2027-Q1", "2026-07", "2026-01-01..2026-03-31"); :func:`resolve` turns it
-into a :class:`Window` with a start, an exclusive end, the calendar it was read in and the words
-it came from, at a given day (the project's clock). Quarters and years follow the calendar given
-(fiscal where the metric has one), weeks start on Monday, and ``FYyyyy[-Qn]`` needs a fiscal
-calendar. An unrecognised period is a :class:`PeriodError` that lists the accepted forms.
+One argument, ``period``, names a window in words a person or a model writes: any case, with
+spaces, underscores, hyphens or none between the words ("last_quarter", "Last Quarter",
+"previous fiscal quarter", "yesterday", "past 30 days", "YTD", "Q1 2026", "FY27 Q1",
+"FY2027-Q1", "May 2026", "2026-07", "since 2026-05-01", "2026-05-01 to 2026-05-31",
+"2008..2010"). :func:`resolve` turns it into a :class:`Window` with a start, an exclusive end,
+the calendar it was read in and the words it came from, at a given day (the project's clock).
+Quarters and years follow the calendar given (fiscal where the tool has one), weeks start on
+Monday, and a fiscal form (``FY``, "fiscal") needs a fiscal calendar. Anything else is a
+:class:`PeriodError` that lists the canonical forms. This module is the only reader of a
+period: the tool schema takes any string (toolgen/shared.py), so it never refuses what this
+grammar accepts.
 """
 
 from __future__ import annotations
 
+import calendar as calendar_module
 import datetime as dt
 import re
 from dataclasses import dataclass
@@ -20,8 +26,11 @@ from tether.context.calendar import fiscal_year_start, quarter, quarter_of
 FORMS = ("today", "yesterday", "this_week", "last_week", "this_month", "last_month",
          "this_quarter", "last_quarter", "this_year", "last_year", "last_N_days", "FYyyyy-Qn",
          "FYyyyy", "yyyy-Qn", "yyyy", "yyyy-mm", "yyyy-mm-dd", "START..END")
-FORMS_SENTENCE = ("period: " + ", ".join(FORMS[:-1]) + " or START..END (dates, END included)")
-"""The accepted forms in one line, for a tool description and for the error."""
+FORMS_SENTENCE = ("period: " + ", ".join(FORMS[:-1]) + " or START..END (dates, months or years, "
+                  "END included); also written as 'last quarter', 'previous fiscal year', "
+                  "'past 7 days', 'YTD', 'QTD', 'MTD', 'Q1 2026', 'FY27 Q1', 'May 2026', "
+                  "'since 2026-05-01', '2026-05-01 to 2026-05-31'")
+"""The canonical forms and the other spellings, in one line: for the error that refuses one."""
 
 
 class PeriodError(ValueError):
@@ -61,21 +70,24 @@ class Window:
                 dt.datetime.combine(self.end, dt.time(), tz))
 
 
-_FQ = re.compile(r"^fy(\d{4})-?q([1-4])$")
-_FY = re.compile(r"^fy(\d{4})$")
-_CQ = re.compile(r"^(\d{4})-?q([1-4])$")
-_YEAR = re.compile(r"^(\d{4})$")
-_MONTH = re.compile(r"^(\d{4})-(\d{1,2})$")
-_LAST_N = re.compile(r"^(?:last|past|trailing)_(\d{1,4})_days?$")
+_TOKEN = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?!\d)|\d{4}-\d{1,2}(?![\d-])|q[1-4](?!\d)|\d+|[a-z]+")
+"""The words of a period as people and models write it, in any case, with spaces, underscores,
+hyphens or none between them: a date (``2026-05-01``) and a month (``2026-05``) are one word
+each, ``Q1`` is one, ``FY2027`` is two (``fy``, ``2027``)."""
+
+_THIS = frozenset({"this", "current"})
+_LAST = frozenset({"last", "previous", "prior"})
+_TRAILING = frozenset({"last", "past", "trailing", "previous"})
+_UNITS = ("week", "month", "quarter", "year")
+_TO = frozenset({"to", "through", "until", "thru"})
+_MONTH_NAMES = {name: i for i, month in enumerate(calendar_module.month_name) if month
+                for name in {month.lower(), month.lower()[:3], month.lower()[:4]}}
+"""january, jan, janu, ..., september, sep, sept: the month each names."""
 
 
-def _words(text: str) -> str:
-    """'Last Quarter', 'last-quarter', 'last 30 days' -> 'last_quarter', 'last_30_days'; a
-    code (FY2027-Q1, 2026-07) keeps its hyphens."""
-    t = text.strip().lower()
-    if re.match(r"^(fy)?\d", t):
-        return re.sub(r"\s+", "", t)
-    return re.sub(r"[\s\-_]+", "_", t)
+def words(period: str) -> list[str]:
+    """The words :func:`resolve` reads in ``period`` (".." reads as "to")."""
+    return _TOKEN.findall(period.strip().lower().replace("..", " to "))
 
 
 def _add_months(d: dt.date, months: int) -> dt.date:
@@ -91,97 +103,141 @@ def resolve(period: str | None, today: dt.date, fiscal: FiscalCalendar | None = 
     if not given:
         if default is None:
             return None
-        found = resolve(default, today, fiscal, default=None, timezone=timezone)
-        assert found is not None
-        return Window(found.start, found.end, found.calendar, "default", found.label, timezone)
-    if ".." in given:
-        return _range(given, timezone)
-    word = _words(given)
-    kind = "fiscal" if fiscal else "calendar"
+        dflt = resolve(default, today, fiscal, default=None, timezone=timezone)
+        assert dflt is not None
+        return Window(dflt.start, dflt.end, dflt.calendar, "default", dflt.label, timezone)
+    if len(given) > 60:
+        raise PeriodError(f"period {given[:60]!r}...: too long; {FORMS_SENTENCE}")
+    try:
+        found = _read(given, words(given), today, fiscal)
+        if found is None:
+            raise PeriodError(f"period {given!r} is not recognised")
+        start, end, label, kind = found
+        if end <= start:
+            raise PeriodError(f"period {given!r}: END is before START")
+    except PeriodError as e:  # every refusal names the forms that would have been read
+        raise PeriodError(f"{e}; {FORMS_SENTENCE}") from None
+    return Window(start, end, kind, given, label, timezone)
 
-    def win(start: dt.date, end: dt.date, label: str | None = None,
-            calendar: str = "calendar") -> Window:
-        return Window(start, end, calendar, given, label, timezone)
 
-    if word == "today":
-        return win(today, today + dt.timedelta(days=1), today.isoformat())
-    if word == "yesterday":
-        day = today - dt.timedelta(days=1)
-        return win(day, today, day.isoformat())
-    if word in ("this_week", "last_week"):
-        monday = today - dt.timedelta(days=today.weekday())
-        if word == "last_week":
-            monday -= dt.timedelta(days=7)
-        return win(monday, monday + dt.timedelta(days=7), f"week of {monday.isoformat()}")
-    if word in ("this_month", "last_month"):
-        first = _add_months(today.replace(day=1), -1 if word == "last_month" else 0)
-        return win(first, _add_months(first, 1), f"{first:%Y-%m}")
-    if word in ("this_quarter", "last_quarter"):
-        start, label = _quarter_of(today, fiscal)
-        if word == "last_quarter":
-            start, label = _quarter_of(_add_months(start, -3), fiscal)
-        return win(start, _add_months(start, 3), label, kind)
-    if word in ("this_year", "last_year"):
-        start, label = _year_of(today, fiscal)
-        if word == "last_year":
-            start, label = _year_of(_add_months(start, -12), fiscal)
-        return win(start, _add_months(start, 12), label, kind)
-    m = _LAST_N.match(word)
-    if m:
-        n = int(m.group(1))
+_Found = tuple[dt.date, dt.date, str | None, str]  # start, end (exclusive), label, calendar
+
+
+def _read(given: str, w: list[str], today: dt.date, fiscal: FiscalCalendar | None
+          ) -> _Found | None:
+    """The window the words ``w`` name, or None when they are none of the grammar's forms."""
+    tomorrow = today + dt.timedelta(days=1)
+    if w == ["today"]:
+        return today, tomorrow, today.isoformat(), "calendar"
+    if w == ["yesterday"]:
+        return today - dt.timedelta(days=1), today, (today - dt.timedelta(days=1)).isoformat(), \
+            "calendar"
+    if len(w) in (2, 3) and (w[0] in _THIS or w[0] in _LAST) and w[-1] in _UNITS and (
+            len(w) == 2 or w[1] == "fiscal"):
+        return _relative(given, w[-1], 0 if w[0] in _THIS else -1, len(w) == 3, today, fiscal)
+    if len(w) == 3 and w[0] in _TRAILING and w[1].isdigit() and w[2] in (
+            "day", "days", "week", "weeks"):
+        n = int(w[1]) * (7 if w[2].startswith("week") else 1)
         if not 1 <= n <= 3660:
             raise PeriodError(f"period {given!r}: N must be between 1 and 3660 days")
-        end = today + dt.timedelta(days=1)  # today included, as a trailing window reads
-        return win(end - dt.timedelta(days=n), end, f"last {n} days")
-    m = _FQ.match(word)
-    if m:
-        if fiscal is None:
-            raise PeriodError(f"period {given!r} is fiscal, but this metric has no fiscal "
-                              "calendar: use yyyy-Qn for a calendar quarter")
-        p = quarter(f"FY{m.group(1)}-Q{m.group(2)}", fiscal.start_month, fiscal.year_named_by)
-        return win(p.start, p.end, p.label, "fiscal")
-    m = _FY.match(word)
-    if m:
-        if fiscal is None:
-            raise PeriodError(f"period {given!r} is fiscal, but this metric has no fiscal "
-                              "calendar: use yyyy for a calendar year")
-        start = fiscal_year_start(int(m.group(1)), fiscal.start_month, fiscal.year_named_by)
-        return win(start, _add_months(start, 12), f"FY{m.group(1)}", "fiscal")
-    m = _CQ.match(word)
-    if m:
-        start = dt.date(int(m.group(1)), 3 * (int(m.group(2)) - 1) + 1, 1)
-        return win(start, _add_months(start, 3), f"{m.group(1)}-Q{m.group(2)}")
-    m = _YEAR.match(word)
-    if m:
-        start = dt.date(int(m.group(1)), 1, 1)
-        return win(start, _add_months(start, 12), m.group(1))
-    m = _MONTH.match(word)
-    if m and 1 <= int(m.group(2)) <= 12:
-        start = dt.date(int(m.group(1)), int(m.group(2)), 1)
-        return win(start, _add_months(start, 1), f"{start:%Y-%m}")
-    one = _date(word)
-    if one is not None:
-        return win(one, one + dt.timedelta(days=1), one.isoformat())
-    raise PeriodError(f"period {given!r} is not recognised; {FORMS_SENTENCE}")
+        return tomorrow - dt.timedelta(days=n), tomorrow, f"last {n} days", "calendar"
+    to_date = {"ytd": "year", "qtd": "quarter", "mtd": "month"}
+    if (len(w) == 1 and w[0] in to_date) or (len(w) == 3 and w[0] in _UNITS[1:]
+                                             and w[1:] == ["to", "date"]):
+        unit = to_date.get(w[0], w[0])
+        start, _, label, kind = _relative(given, unit, 0, False, today, fiscal)
+        return start, tomorrow, f"{label} to date", kind
+    if w and w[0] == "since" and (point := _point(w[1:], fiscal)) is not None:
+        return point[0], tomorrow, f"since {point[0].isoformat()}", "calendar"
+    if w and w[0] in ("from", "between"):
+        w = w[1:]
+    for i, word in enumerate(w):
+        if word in _TO or word == "and":
+            first, last = _point(w[:i], fiscal), _point(w[i + 1:], fiscal)
+            if first is None or last is None:
+                raise PeriodError(f"period {given!r}: START to END takes two dates (YYYY-MM-DD), "
+                                  "months (YYYY-MM) or years (YYYY), END included")
+            kind = "fiscal" if "fiscal" in (first[3], last[3]) else "calendar"
+            return first[0], last[1], f"{first[2]}..{last[2]}", kind
+    return _point(w, fiscal, given)
 
 
-def _range(given: str, timezone: str) -> Window:
-    left, _, right = given.partition("..")
-    start, last = _date(left.strip()), _date(right.strip())
-    if start is None or last is None:
-        raise PeriodError(f"period {given!r}: START..END takes two dates YYYY-MM-DD "
-                          "(END included)")
-    if last < start:
-        raise PeriodError(f"period {given!r}: END is before START")
-    return Window(start, last + dt.timedelta(days=1), "calendar", given,
-                  f"{start.isoformat()}..{last.isoformat()}", timezone)
-
-
-def _date(text: str) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(text)
-    except ValueError:
+def _point(w: list[str], fiscal: FiscalCalendar | None, given: str | None = None
+           ) -> _Found | None:
+    """A named stretch of the calendar: a day, a month, a quarter or a year (fiscal or not).
+    ``given`` (the whole period) makes a fiscal form without a fiscal calendar an error."""
+    if len(w) == 1 and re.fullmatch(r"\d{4}-\d{1,2}-\d{1,2}", w[0]):
+        try:
+            day = dt.date.fromisoformat("-".join(p.zfill(2) for p in w[0].split("-")))
+        except ValueError:
+            return None
+        return day, day + dt.timedelta(days=1), day.isoformat(), "calendar"
+    month = _month(w)
+    if month is not None:
+        return month, _add_months(month, 1), f"{month:%Y-%m}", "calendar"
+    fy = "fy" in w or "fiscal" in w
+    rest = [x for x in w if x not in ("fy", "fiscal", "year", "quarter", "of")]
+    quarters = [x for x in rest if re.fullmatch(r"q[1-4]", x)]
+    years = [x for x in rest if x.isdigit() and len(x) in ((2, 4) if fy else (4,))]
+    if len(quarters) + len(years) != len(rest) or len(years) != 1 or len(quarters) > 1:
         return None
+    year = int(years[0]) + (2000 if len(years[0]) == 2 else 0)
+    q = int(quarters[0][1]) if quarters else None
+    if fy:
+        if fiscal is None:
+            if given is None:
+                return None
+            raise PeriodError(f"period {given!r} is fiscal, but this tool has no fiscal "
+                              f"calendar: use {'yyyy-Qn' if q else 'yyyy'} for a calendar "
+                              f"{'quarter' if q else 'year'}")
+        if q:
+            p = quarter(f"FY{year}-Q{q}", fiscal.start_month, fiscal.year_named_by)
+            return p.start, p.end, p.label, "fiscal"
+        start = fiscal_year_start(year, fiscal.start_month, fiscal.year_named_by)
+        return start, _add_months(start, 12), f"FY{year}", "fiscal"
+    if q:
+        start = dt.date(year, 3 * (q - 1) + 1, 1)
+        return start, _add_months(start, 3), f"{year}-Q{q}", "calendar"
+    start = dt.date(year, 1, 1)
+    return start, _add_months(start, 12), str(year), "calendar"
+
+
+def _month(w: list[str]) -> dt.date | None:
+    """``2026-05``, ``May 2026``, ``2026 May`` -> 2026-05-01."""
+    if len(w) == 1 and re.fullmatch(r"\d{4}-\d{1,2}", w[0]):
+        year, month = (int(p) for p in w[0].split("-"))
+    elif len(w) == 2 and (names := [x for x in w if x in _MONTH_NAMES]) and (
+            years := [x for x in w if x.isdigit() and len(x) == 4]):
+        year, month = int(years[0]), _MONTH_NAMES[names[0]]
+    else:
+        return None
+    return dt.date(year, month, 1) if 1 <= month <= 12 else None
+
+
+def _relative(given: str, unit: str, step: int, said_fiscal: bool, today: dt.date,
+              fiscal: FiscalCalendar | None) -> _Found:
+    """this (step 0) or last (step -1) week, month, quarter or year; "fiscal" said needs a
+    fiscal calendar (quarters and years follow it whenever the tool has one)."""
+    if said_fiscal and (fiscal is None or unit in ("week", "month")):
+        raise PeriodError(f"period {given!r} is fiscal, but this tool has no fiscal calendar"
+                          f"{' for ' + unit + 's' if fiscal else ''}: use "
+                          f"{'this' if step == 0 else 'last'}_{unit}")
+    kind = "fiscal" if fiscal and unit in ("quarter", "year") else "calendar"
+    if unit == "week":
+        monday = today - dt.timedelta(days=today.weekday() - 7 * step)
+        return monday, monday + dt.timedelta(days=7), f"week of {monday.isoformat()}", kind
+    if unit == "month":
+        first = _add_months(today.replace(day=1), step)
+        return first, _add_months(first, 1), f"{first:%Y-%m}", kind
+    if unit == "quarter":
+        start, label = _quarter_of(today, fiscal)
+        if step:
+            start, label = _quarter_of(_add_months(start, -3), fiscal)
+        return start, _add_months(start, 3), label, kind
+    start, label = _year_of(today, fiscal)
+    if step:
+        start, label = _year_of(_add_months(start, -12), fiscal)
+    return start, _add_months(start, 12), label, kind
 
 
 def _quarter_of(day: dt.date, fiscal: FiscalCalendar | None) -> tuple[dt.date, str]:

@@ -174,6 +174,8 @@ def _enums(tool: Tool) -> tuple[str, str] | None:
 _TIME = re.compile(r"(date|time|_at$|_at_|_from$|_to$|_on$|since|until|after|before|as_of|"
                    r"period|quarter|month|year|^day$)", re.I)
 _TZ = re.compile(r"(UTC|time ?zone|offset|[A-Z][a-z]+/[A-Z][a-z]+)")
+_FORMS_SAID = re.compile(r"\b(yyyy-mm-dd|yyyy-mm\[-dd\]|ISO ?8601)", re.I)
+"""A description that states the format its values take (the forms a period grammar reads)."""
 
 
 def _dates(tool: Tool) -> tuple[str, str] | None:
@@ -181,7 +183,8 @@ def _dates(tool: Tool) -> tuple[str, str] | None:
     for name, s in _props(tool.get("inputSchema")).items():
         if not isinstance(s, dict) or not _TIME.search(name) or _types(s) & {"integer", "number"}:
             continue
-        has_format = s.get("format") in ("date", "date-time", "time") or s.get("pattern")
+        has_format = (s.get("format") in ("date", "date-time", "time") or s.get("pattern")
+                      or _FORMS_SAID.search(str(s.get("description", ""))))
         if not (has_format and _TZ.search(str(s.get("description", "")))):
             bad.append(name)
     if bad:

@@ -81,7 +81,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     window = None
     if t:
         tz = p.time_columns[t]
-        props["period"] = period_param(ctx, None, None, tz)
+        props["period"] = period_param(ctx, None, None, t, tz)
         window = Window(kind="listing", column=ref(name, t), timezone=tz)
     summable = _summable(ctx, name, p, cols)
     # their names say what they do (and the result's first line says what was counted)

@@ -87,9 +87,10 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     kind = _window_kind(m)
     window = Window(kind=kind, column=m.time, end_column=m.time_end, calendar=m.calendar)
     if kind == "period":
-        props["period"] = period_param(ctx, m.calendar, "this_quarter")
+        props["period"] = period_param(ctx, m.calendar, "this_quarter", m.time or "")
     elif kind == "trailing":
-        props["period"] = period_param(ctx, m.calendar, f"last_{window.default_days}_days")
+        props["period"] = period_param(ctx, m.calendar, f"last_{window.default_days}_days",
+                                       m.time or "")
     measures = {name: (m.measure, m.unit, humanize(name))}
     for oname, o in m.outputs.items():
         measures[oname] = (o.sql, o.unit, o.description or humanize(oname))

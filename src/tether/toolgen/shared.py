@@ -218,16 +218,13 @@ def envelope(rows: dict[str, Any], as_of_desc: str, paged: bool) -> dict[str, An
     return {"type": "object", "properties": props}
 
 
-PERIOD_PARAM_PATTERN = r"^(today|yesterday|(this|last)_[a-z]+|last_\d+_days|[\dFYQ.-]{4,22})$"
-"""The shape of every form context/periods.py accepts (the server checks the form itself and,
-for one it does not know, lists them: the full grammar here cost every windowed tool 50 more
-tokens of every prompt)."""
-
-
-def period_param(ctx: Ctx, calendar_name: str | None, default: str | None,
+def period_param(ctx: Ctx, calendar_name: str | None, default: str | None, column: str,
                  timezone: str = "UTC") -> dict[str, Any]:
-    """The one `period` argument of a time-windowed tool: the forms in one sentence, the
-    calendar its quarters and years follow, and what omitting it means."""
+    """The one `period` argument of a time-windowed tool: the column it bounds, the canonical
+    forms in one sentence, the calendar its quarters and years follow, and what omitting it
+    means. No pattern: context/periods.py reads every spelling it accepts (any case, spaces,
+    "Q1 2026", "May 2026", "since DATE") and refuses the rest with the forms, so a schema
+    pattern could only reject what the server would answer."""
     fiscal = fiscal_calendar(ctx.config, calendar_name)  # as the server will resolve it
     if fiscal is not None:
         example = resolve("this_quarter", ctx.project.now().date(), fiscal)
@@ -238,9 +235,10 @@ def period_param(ctx: Ctx, calendar_name: str | None, default: str | None,
     else:
         years = "calendar quarters and years"
     omitted = f"default {default}" if default else "omit for all rows"
-    return {"type": "string", "pattern": PERIOD_PARAM_PATTERN, "description": sentence(
-        "today, yesterday, this_|last_ week|month|quarter|year, last_N_days, FYyyyy[-Qn], "
-        f"yyyy[-Qn], yyyy-mm[-dd], START..END (END included); {years}; {timezone}; {omitted}")}
+    return {"type": "string", "description": sentence(
+        f"Bounds {column}: today, yesterday, this_|last_ week|month|quarter|year, "
+        "last_N_days, YTD, FYyyyy[-Qn], yyyy[-Qn], yyyy-mm[-dd], START..END (END included); "
+        f"{years}; {timezone}; {omitted}")}
 
 
 MAX_FILTER_ENUM = 12
