@@ -288,7 +288,8 @@ def test_every_windowed_metric_states_and_uses_the_window_it_resolved(
 
 
 def test_an_empty_result_says_why(served: tuple[Any, str, Any]) -> None:
-    """A window after the newest data says "no rows yet" with as_of; arguments that match
+    """A window after the newest data says "the data ends at" its newest day, with as_of (or,
+    where as_of is a load time, that the window starts after the last load); arguments that match
     nothing the caller may see say so; a non-empty result carries no reason."""
     _, user, server = served
     windowed = [v for v in server.visible(user) if v.plan.window is not None
@@ -307,8 +308,10 @@ def test_an_empty_result_says_why(served: tuple[Any, str, Any]) -> None:
             assert data["empty_reason"] == "no rows you may see match period=2099-01", v.name
         else:
             assert data["empty_reason"].startswith(
-                "no rows yet: the window starts 2099-01-01"), v.name
+                "no rows: the window starts 2099-01-01, after the "), v.name
             assert data["as_of"] in data["empty_reason"]
+            assert (f"the data ends at {data['as_of'][:10]} (as of" in data["empty_reason"]
+                    or "the source's last load" in data["empty_reason"]), data["empty_reason"]
             seen_yet.append(v.name)
         later = now.structured_content
         assert ("empty_reason" in later) == (not later["rows"]), v.name

@@ -135,7 +135,10 @@ def test_the_starter_serves_a_composite_key(source: tuple[str, str | None],
 
     tools = {t["name"]: t for t in json.loads(r.stdout)}
     listing = next(t for n, t in tools.items() if n.startswith("season_stats"))
-    assert {"playerId", "yearNum", "stint"} <= set(listing["inputSchema"]["properties"])
+    # the year is the key's time part: asked for as a period of whole years
+    assert {"playerId", "stint", "period"} <= set(listing["inputSchema"]["properties"])
+    assert listing["inputSchema"]["properties"]["period"]["description"].startswith(
+        "Bounds yearNum (whole years")
     said = "one row per player, year num and stint"
     assert said in listing["description"]
     sources = listing["_meta"]["tether/context"]["sources"]
@@ -167,7 +170,7 @@ def _counts_keep_the_columns_case(project: Path, tool: str) -> None:
     async def go() -> Any:
         async with Client(server.server) as c:
             return (await c.call_tool(tool, {"count_by": "leagueName"}),
-                    await c.call_tool(tool, {"sum_and_average_of": "hits", "yearNum": 2002}))
+                    await c.call_tool(tool, {"sum_and_average_of": "hits", "period": "2002"}))
 
     try:
         counted, summed = anyio.run(go)

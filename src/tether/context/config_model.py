@@ -127,8 +127,10 @@ class ProductConfig(Model):
         "`tether init` writes the smallest unique, non-null set of at most three it finds, "
         "marked `# inferred: confirm`).")
     time_columns: dict[str, str] = Field(
-        default_factory=dict, description="Timestamp/date columns and the time zone of each."
-    )
+        default_factory=dict, description="Time columns: a timestamp or date column with its "
+        "time zone; a column that holds time as a number or text with its format instead "
+        "(`\"%Y\"` integer years, `\"%Y%m\"`, `\"%Y%m%d\"`, `\"%s\"` seconds since 1970, "
+        "`\"%Y-%m-%d\"` or any strftime format for text).")
     metric_time: str | None = Field(
         default=None, description="The time column metrics and last-seen use (one of time_columns)."
     )
@@ -151,6 +153,18 @@ class ProductConfig(Model):
         if (self.table is None) == (self.sql is None):
             raise ValueError("give exactly one of `table:` or `sql:`")
         return self
+
+    def zone(self, column: str | None) -> str:
+        """The time zone a time column is read in (UTC for one held in a format, and for a
+        column that is none)."""
+        value = self.time_columns.get(column or "", "UTC")
+        return "UTC" if "%" in value else value
+
+    def time_format(self, column: str | None) -> str | None:
+        """The format a time column holds time in (``%Y``, ``%Y-%m-%d``); None for a timestamp
+        or date column (and for a column that is no time column)."""
+        value = self.time_columns.get(column or "")
+        return value if value and "%" in value else None
 
     def timestamp_column(self) -> str | None:
         """The column last-seen and recency use: metric_time, else the first time column."""

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tether.context.config_model import PII_SELECTOR, MetricConfig, TetherConfig
+from tether.context.timeformat import is_format
+from tether.context.timeformat import problem as format_problem
 
 Loc = tuple[str | int, ...]
 Problem = tuple[Loc, str]
@@ -48,10 +50,15 @@ def products_refer(c: TetherConfig) -> list[Problem]:
                  f"({', '.join(p.time_columns) or 'none declared'})")
             )
         for col, tz in p.time_columns.items():
-            if not _valid_tz(tz):
+            if is_format(tz):  # time held as a number or text: the format it is written in
+                if (why := format_problem(tz, None)) is not None:
+                    problems.append(((*base, "time_columns", col),
+                                     f"time_columns {col!r} of product {name!r}: {why}"))
+            elif not _valid_tz(tz):
                 problems.append(
                     ((*base, "time_columns", col),
-                     f"{tz!r} is not a time zone name (use e.g. UTC or Europe/Berlin)")
+                     f"{tz!r} is not a time zone name (use e.g. UTC or Europe/Berlin) nor a "
+                     "format (\"%Y\" for integer years, \"%Y-%m-%d\" for dates as text)")
                 )
         for col, scheme in p.identifiers.items():
             if scheme not in c.identifier_schemes:

@@ -31,6 +31,8 @@ from sqlglot import exp
 from tether.config import ProductConfig, ProfilingConfig, Project, TetherConfig
 from tether.context.profile import ColumnProfile, EnumValue, ProductProfile, ValueCount
 from tether.context.schema import Column, TypeKind
+from tether.context.timeformat import GRAIN_DAYS, grain, to_time
+from tether.context.timeformat import problem as format_problem
 from tether.errors import ProductError, QueryError, TetherError, UnreadableProduct
 from tether.policy import inherit, templates
 from tether.profiling.enums import enum_candidates
@@ -108,7 +110,7 @@ def profile_product(
         fingerprint=schema_fingerprint(columns),
         timestamp_column=ts,
         profiled_at=project.now(),
-        as_of=_aware(as_of, _zone(product.time_columns.get(fresh or "", "UTC"))),
+        as_of=_aware(as_of, _zone(product.zone(fresh)), product.time_format(fresh)),
         columns=profiles,
     )
 
@@ -180,6 +182,21 @@ def _check_declared(project: Project, name: str, p: ProductConfig, columns: list
                 where=project.where("products", name, *loc),
                 hint="Columns there: " + ", ".join(sorted(c.name for c in columns)) + ".",
             )
+    kinds = {c.name: c.kind for c in columns} | {leaf.name: leaf.kind for c in columns
+                                                 for leaf in c.leaves()}
+    for col, value in p.time_columns.items():  # a format fits the column's type, and only
+        fmt = p.time_format(col)                 # a number or text needs one
+        kind = kinds[col]
+        why = (format_problem(fmt, kind) if fmt else
+               f"{col!r} is {'an integer' if kind == 'integer' else 'text'}: say the format it "
+               "holds time in instead of a time zone" if kind in ("integer", "string") else None)
+        if why is not None:
+            raise ProductError(
+                f"product {name!r}: time column {col!r} ({kind}, {value!r}): {why}",
+                where=project.where("products", name, "time_columns", col),
+                hint='Formats: "%Y" (integer years), "%Y%m", "%Y%m%d", "%s" (seconds since '
+                     '1970), "%Y-%m-%d" or any strftime format of text; a time zone (UTC) for '
+                     "a timestamp or date column.")
 
 
 def _col(parts: Sequence[str]) -> exp.Expr:
@@ -448,7 +465,7 @@ def _assemble(
     ts: str | None,
 ) -> list[ColumnProfile]:
     cfg = project.config.profiling
-    tz = _zone(product.time_columns.get(ts or "", "UTC"))
+    tz, fmt = _zone(product.zone(ts)), product.time_format(ts)
     out: list[ColumnProfile] = []
     for i, c in enumerate(leaves):
         s = scalar[i]
@@ -469,7 +486,7 @@ def _assemble(
             distinct, values = groups[i]
             prof.distinct_count, prof.distinct_exact = distinct, True
             prof.top_values = [
-                ValueCount(value=_parse(v, c.kind), count=n, last_seen=_aware(seen, tz))
+                ValueCount(value=_parse(v, c.kind), count=n, last_seen=_aware(seen, tz, fmt))
                 for v, n, seen in values[: cfg.top_values]
                 if v is not None
             ] if distinct < non_null else []  # every value unique: a top list says nothing
@@ -482,11 +499,17 @@ def _assemble(
             prof.never_negative = float(prof.min) >= 0
         out.append(prof)
     now = project.now()
-    newest = next((_aware(scalar[i].get("max"), tz) for i, c in enumerate(leaves)
-                   if c.name == ts), None)
+    span = next(((_aware(scalar[i].get("min"), tz, fmt), _aware(scalar[i].get("max"), tz, fmt))
+                 for i, c in enumerate(leaves) if c.name == ts), (None, None))
+    oldest, newest = span
     # dormancy counts from the earlier of the clock and the product's own newest time: on
     # historical data (nothing after 2013) a value seen in the last month of the data is live
     dormant = dormancy_reference(now, newest) - dt.timedelta(days=cfg.dormant_after_days)
+    # and a value that stopped in the first third of the data's span is history, not a value
+    # being phased out (a league of 1884 in data that runs to 2020 is asked about by date)
+    recent = (oldest + (dormancy_reference(now, newest) - oldest) / 3
+              if oldest is not None and newest is not None else None)
+    coarse = fmt is not None and GRAIN_DAYS[grain(fmt)] >= cfg.dormant_after_days
     for i in enum_candidates(product, leaves, out, cfg):
         if i not in groups:  # exact count from the scan, but above exact_distinct_below
             continue
@@ -495,15 +518,18 @@ def _assemble(
         # whose values is recent has stopped being filled (a death place on people who started
         # recently), which says nothing of any one value
         seen_at = [t for v, _n, seen in values
-                   if v is not None and (t := _aware(seen, tz)) is not None]
-        quiet = bool(seen_at) and max(seen_at) < dormant
+                   if v is not None and (t := _aware(seen, tz, fmt)) is not None]
+        # and a clock that ticks in years cannot place an absence of a year: a year column
+        # (a plane's build year, a season) marks nothing dormant
+        quiet = (bool(seen_at) and max(seen_at) < dormant) or coarse
         out[i].enum = sorted(
             (
                 EnumValue(
                     value=_parse(v, leaves[i].kind),
                     count=n,
-                    last_seen=_aware(seen, tz),
-                    deprecated=not quiet and (_aware(seen, tz) or now) < dormant,
+                    last_seen=_aware(seen, tz, fmt),
+                    deprecated=not quiet and _phased_out(_aware(seen, tz, fmt) or now, dormant,
+                                                         recent),
                 )
                 for v, n, seen in values
                 if v is not None
@@ -512,6 +538,12 @@ def _assemble(
         )
     unit_hints(project, name, out)
     return out
+
+
+def _phased_out(seen: dt.datetime, dormant: dt.datetime, recent: dt.datetime | None) -> bool:
+    """A value last seen before the dormancy line, but after the first third of the data's
+    span."""
+    return seen < dormant and (recent is None or seen >= recent)
 
 
 def _zone(name: str) -> dt.tzinfo:
@@ -544,9 +576,13 @@ def dormancy_reference(now: dt.datetime, newest: dt.datetime | None) -> dt.datet
     return min(now, newest) if newest is not None else now
 
 
-def _aware(value: Any, tz: dt.tzinfo) -> dt.datetime | None:
+def _aware(value: Any, tz: dt.tzinfo, fmt: str | None = None) -> dt.datetime | None:
+    """A time value as an aware datetime; one held in a format (a year, a date as text) read
+    in it."""
     if value is None:
         return None
+    if fmt is not None:
+        return to_time(value, fmt)
     if isinstance(value, dt.datetime):
         return value if value.tzinfo else value.replace(tzinfo=tz)
     if isinstance(value, dt.date):

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from sqlglot import exp
 
-from tether.context.names import identifier_like
+from tether.context.names import identifier_like, name_words
 from tether.context.schema import Column
+from tether.context.timeformat import grain, guesses, is_format, says
+from tether.context.timeformat import pattern as time_pattern
 from tether.errors import QueryError
 from tether.sources import Source, resolve_duckdb_path
 from tether.sources.sqlalchemy import redact
@@ -56,6 +58,7 @@ def infer_products(src: Source) -> list[StarterProduct]:
 def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: StarterProduct
            ) -> None:
     """Key, time columns, freshness and identifiers of one table, into ``p``."""
+    held = _infer_time_formats(src, rel, cols)
     p.primary_key = src.primary_key(table)
     if not p.primary_key:
         p.primary_key, p.pk_inferred = _infer_key(src, rel, table, cols), True
@@ -64,11 +67,90 @@ def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: Start
             p.time_columns[c.name] = ("UTC", False)
         elif c.kind in ("timestamp", "date"):
             p.time_columns[c.name] = ("UTC", True)
-    p.freshness = next((c.name for c in cols if c.name in p.time_columns
-                        and _says_load(c.name)), None)
-    candidates = [c for c in p.time_columns if c != p.freshness]
-    p.metric_time = candidates[0] if candidates else None  # the first event time
-    p.identifiers = _infer_identifiers(src, rel, cols)
+        elif c.name in held:
+            p.time_columns[c.name] = held[c.name]
+    loads = [c.name for c in cols if c.name in p.time_columns and _says_load(c.name)]
+    events = [c for c in p.time_columns if c not in loads]
+    # the finest event time (a timestamp before a date before a year), the first of equals
+    p.metric_time = min(events, key=lambda c: _GRAIN_ORDER.index(_grain_of(p, c, cols)),
+                        default=None)
+    # as_of: a load time where one is kept, else the newest event (never a file's time)
+    p.freshness = loads[0] if loads else p.metric_time
+    p.identifiers = _infer_identifiers(src, rel, [c for c in cols if c.name not in held])
+
+
+_GRAIN_ORDER = ("second", "day", "month", "year")
+
+
+def _grain_of(p: StarterProduct, column: str, cols: list[Column]) -> str:
+    tz = p.time_columns[column][0]
+    if is_format(tz):
+        return grain(tz)
+    return "day" if next(c.kind for c in cols if c.name == column) == "date" else "second"
+
+
+_YEAR_WORDS = frozenset({"year", "yr", "yyyy", "season", "fy"})
+"""A name with one of these words may hold a year as a number (a number in 1000..2999 alone
+could be an amount)."""
+_MONTH_WORDS = frozenset({"month", "yyyymm", "ym", "period"})
+_DAY_WORDS = frozenset({"date", "day", "dt", "yyyymmdd"})
+_SECOND_WORDS = frozenset({"timestamp", "ts", "epoch", "unix", "time"})
+
+
+def _infer_time_formats(src: Source, rel: exp.Table, cols: list[Column]
+                        ) -> dict[str, tuple[str, bool]]:
+    """Integer and text columns that hold time, with the format they hold it in, by the shape
+    of every value (checked in the engine): integers in 1000..2999 named as years (``%Y``),
+    six-digit year-months and eight-digit dates whose month and day parts are all valid
+    (``%Y%m``, ``%Y%m%d``), seconds since 1970 named as a time (``%s``); text whose every value
+    is a year (named so), a month, a date or a date and time in one format (``%Y-%m-%d``,
+    ``%m/%d/%Y``, ...). Text dates that read both day-first and month-first are left alone."""
+    found: dict[str, tuple[str, bool]] = {}
+    plain = [c for c in cols if not c.nested and c.kind in ("integer", "string")]
+    if not plain:
+        return found
+    exprs: list[exp.Expr] = []
+    for c in plain:
+        ref = exp.column(c.name, quoted=True)
+        exprs += [exp.func("MIN", ref), exp.func("MAX", ref.copy())]
+    row = src.query(exp.select(*exprs).from_(rel.copy()))[0]
+    for i, c in enumerate(plain):
+        lo, hi = row[2 * i], row[2 * i + 1]
+        if lo is None or lo == hi:  # one value throughout tells no time
+            continue
+        words = set(name_words(c.name))
+        fmt = (_integer_time(src, rel, c.name, int(lo), int(hi), words) if c.kind == "integer"
+               else _text_time(src, rel, c.name, str(lo), str(hi), words))
+        if fmt is not None:
+            found[c.name] = (fmt, True)
+    return found
+
+
+def _integer_time(src: Source, rel: exp.Table, column: str, lo: int, hi: int,
+                  words: set[str]) -> str | None:
+    named = bool(words & (_YEAR_WORDS | _MONTH_WORDS | _DAY_WORDS | _SECOND_WORDS))
+    if lo >= 1000 and hi <= 2999:
+        return "%Y" if words & _YEAR_WORDS else None
+    if identifier_like(column) and not named:
+        return None
+    ref = exp.cast(exp.column(column, quoted=True), "VARCHAR")
+    if lo >= 100001 and hi <= 299912:
+        return "%Y%m" if _all_match(src, rel, ref, time_pattern("%Y%m")) else None
+    if lo >= 10000101 and hi <= 29991231:
+        return "%Y%m%d" if _all_match(src, rel, ref, time_pattern("%Y%m%d")) else None
+    if lo >= 10**8 and hi <= 42 * 10**8 and words & _SECOND_WORDS:
+        return "%s"  # 1973..2103 in seconds since 1970, and named as a time
+    return None
+
+
+def _text_time(src: Source, rel: exp.Table, column: str, lo: str, hi: str,
+               words: set[str]) -> str | None:
+    """The one format the smallest and the largest value both read in, that every value fits
+    (checked in the engine); a bare year needs a name that says so."""
+    fits = [f for f in guesses(lo) if f in guesses(hi) and (f != "%Y" or words & _YEAR_WORDS)]
+    found = [f for f in fits
+             if _all_match(src, rel, exp.column(column, quoted=True), time_pattern(f))]
+    return found[0] if len(found) == 1 else None  # both day-first and month-first: unsaid
 
 
 def _says_load(name: str) -> bool:
@@ -90,8 +172,11 @@ def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> l
     """The smallest set of at most three columns that is unique and non-null in the data,
     checked in the engine in at most three statements: one column first (id-like names
     first: ``id``, ``<table>_id``, then any name whose last word is an identifier word, in any
-    case style, then the table's columns in order), then pairs, then triples of the non-null
-    id-like, time and other key-kind columns. Empty when none is (or the table has no rows)."""
+    case style, then the table's columns in order; an integer alone only where its name says
+    it is an identifier or it comes first: a unique count is a measure by chance), then pairs,
+    then triples of the non-null id-like, date and time, and other key-kind columns (a time
+    held as a number or text keeps its place among the others). Empty when none is (or the
+    table has no rows)."""
     singular = table.rsplit(".", 1)[-1].rstrip("s")
     names = [c.name for c in cols if c.kind in _SET_KINDS and not c.nested]
     kinds = {c.name: c.kind for c in cols}
@@ -100,7 +185,8 @@ def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> l
     order += [n for n in names if kinds[n] in ("date", "timestamp", "timestamptz")
               and n not in order]
     order += [n for n in names if n not in order]
-    singles = [n for n in order if kinds[n] in _KEY_KINDS][:_KEY_COLUMNS_CHECKED]
+    singles = [n for n in order if kinds[n] in _KEY_KINDS and (
+        kinds[n] != "integer" or identifier_like(n) or n == names[0])][:_KEY_COLUMNS_CHECKED]
     in_sets = order[:_SET_CANDIDATES]  # composite candidates, times among them
     counted = list(dict.fromkeys(singles + in_sets))  # what the first statement counts
     if not counted:
@@ -196,8 +282,8 @@ def _infer_identifiers(src: Source, rel: exp.Table, cols: list[Column]) -> dict[
     return found
 
 
-def _all_match(src: Source, rel: exp.Table, column: str, pattern: str) -> bool:
-    ref = exp.column(column, quoted=True)
+def _all_match(src: Source, rel: exp.Table, column: str | exp.Expr, pattern: str) -> bool:
+    ref = exp.column(column, quoted=True) if isinstance(column, str) else column
     cond = exp.RegexpLike(this=ref.copy(), expression=exp.Placeholder(this="pattern"))
     q = exp.select(
         exp.func("COUNT", ref),
@@ -259,14 +345,21 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
         if p.time_columns:
             lines.append("    time_columns:")
             for col, (tz, guess) in p.time_columns.items():
+                if is_format(tz):  # time held as a number or text, in this format
+                    lines.append(f"      {_q(col)}: {_json_str(tz)}  {INFERRED} ("
+                                 f"{says(col, tz).split(' holds ', 1)[1]}, every value)")
+                    continue
                 note = f"  {INFERRED} (no time zone stored; UTC assumed)" if guess else ""
                 lines.append(f"      {_q(col)}: {tz}{note}")
         if p.metric_time:
             lines.append(f"    metric_time: {_q(p.metric_time)}  {INFERRED}")
         if p.freshness:
-            lines.append(f"    freshness: {{column: {_q(p.freshness)}}}  {INFERRED}")
+            why = ("" if p.freshness != p.metric_time else
+                   " (no load-time column: as_of is the newest event)")
+            lines.append(f"    freshness: {{column: {_q(p.freshness)}}}  {INFERRED}{why}")
         else:
-            lines.append("    freshness: {load_time: true}  # no load-time column found")
+            lines.append("    freshness: {load_time: true}  # no time column: as_of is the "
+                         "source's last write")
         if p.identifiers:
             lines.append("    identifiers:")
             for col, pattern in p.identifiers.items():

@@ -14,6 +14,7 @@ import math
 import re
 from typing import Any
 
+from tether.context.names import ref_column
 from tether.toolgen.model import QueryPlan
 
 SHOWN = 8
@@ -41,7 +42,7 @@ def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
         if how.get("resolved_through"):
             parts.append(f"{param} {how['given']} read as a {how['scheme']}, resolved through "
                          f"{how['resolved_through']}")
-    window = _window(result.get("window"))
+    window = _window(result.get("window"), plan)
     if window:
         parts.append(window)
     if plan.definition:  # a governed metric's
@@ -52,7 +53,8 @@ def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
     return _capital("; ".join(p for p in parts if p)) + "."
 
 
-def _window(window: Any) -> str | None:
+def _window(window: Any, plan: QueryPlan) -> str | None:
+    """The window in words, naming the column it bounds: "window 1998 on yearID: ..."."""
     if not isinstance(window, dict):
         return None
     if not window.get("start"):
@@ -60,7 +62,9 @@ def _window(window: Any) -> str | None:
     label = window.get("label") or window.get("resolved_from")
     cal = window.get("calendar")
     cal = {"fiscal": "fiscal calendar", "calendar": "calendar"}.get(str(cal), cal)
-    return (f"window {label}: {window['start']} to {window['end']} (end exclusive"
+    column = plan.window.column if plan.window else None
+    on = f" on {ref_column(column)[1]}" if column else ""
+    return (f"window {label}{on}: {window['start']} to {window['end']} (end exclusive"
             + (f", {cal}" if cal else "") + f", {window.get('timezone') or 'UTC'})")
 
 

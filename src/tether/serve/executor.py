@@ -24,11 +24,13 @@ from typing import Any
 import jsonschema
 from sqlglot import exp
 
-from tether.config import Project
+from tether.config import Project, TetherConfig
+from tether.context import timeformat
 from tether.context.meta import MASK_KEY_SHOWN, Evidence, ToolContext, enum_of, with_enum
 from tether.context.names import ref_column
 from tether.context.profile import ProductProfile
 from tether.context.schema import Column
+from tether.context.timeformat import to_time
 from tether.errors import QueryError, TetherError
 from tether.keyfile import load_secret
 from tether.policy import inherit, templates
@@ -485,8 +487,7 @@ class Executor:
                 q = q.where(cond)
                 params["clock"] = self.project.now()
             raw = src.run(src.render(q), params, self.timeout)[0][0]
-            if isinstance(raw, dt.datetime):
-                value = raw if raw.tzinfo else raw.replace(tzinfo=dt.UTC)
+            value = as_time(raw, p.time_format(p.freshness.column))
         elif p.freshness and p.freshness.load_time:
             loaded = self.source(p.source).loaded_at()
             # a fixed project clock is "now": nothing was loaded after it
@@ -670,10 +671,23 @@ def identifiers_read(call: Call) -> tuple[dict[str, Any], list[str]]:
     return out, via
 
 
-def why_empty(out: dict[str, Any], call: Call) -> None:
+def as_time(raw: Any, fmt: str | None) -> dt.datetime | None:
+    """A freshness value as an aware datetime (UTC where the engine gives none): a timestamp,
+    a date (its midnight), or a year or text date read in the column's format."""
+    if fmt is not None:
+        return to_time(raw, fmt)
+    if isinstance(raw, dt.datetime):
+        return raw if raw.tzinfo else raw.replace(tzinfo=dt.UTC)
+    if isinstance(raw, dt.date):
+        return dt.datetime.combine(raw, dt.time(), dt.UTC)
+    return None
+
+
+def why_empty(out: dict[str, Any], call: Call, config: TetherConfig) -> None:
     """An empty result says why when the server knows: the window starts after the newest data
-    (nothing has landed yet), or nothing the caller may see matches the arguments. A refusal
-    (another scope) never gets here: it is an error, not an empty result."""
+    ("the data ends at 2020"), or after the source's last load, or nothing the caller may see
+    matches the arguments. A refusal (another scope) never gets here: it is an error, not an
+    empty result."""
     if out.get("rows"):
         return
     window, as_of = out.get("window") or {}, out.get("as_of")
@@ -683,8 +697,15 @@ def why_empty(out: dict[str, Any], call: Call) -> None:
         if start.tzinfo is None:
             start = start.replace(tzinfo=newest.tzinfo or dt.UTC)
         if start > newest:
-            out["empty_reason"] = (f"no rows yet: the window starts {window['start']}, after "
-                                   f"the newest data (as of {as_of})")
+            products = [config.products[n] for n in definition_products(call.definition)
+                        if n in config.products]
+            loaded = all(not (p.freshness and p.freshness.column) for p in products)
+            fmt = call.plan.window.format if call.plan.window else None
+            ends = timeformat.label(newest, fmt) if fmt else newest.date().isoformat()
+            out["empty_reason"] = (
+                f"no rows: the window starts {window['start']}, after "
+                + (f"the source's last load (as of {as_of})" if loaded else
+                   f"the data ends at {ends} (as of {as_of})"))
             return
     given = sorted(k for k, v in call.args.items() if v is not None
                    and k not in ("limit", "cursor", *SHAPING))

@@ -216,7 +216,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
         out["units"] = units
     if plan.window is not None:
         out["window"] = listing_window(ex, call)
-    why_empty(out, call)
+    why_empty(out, call, ex.project.config)
     unknown_entity(ex, out, call)
     return Answered(out, ex.evidence(call, src, src.display(secured), params,
                                        [product, *via], as_of=[product]))
@@ -300,7 +300,7 @@ def run(ex: Executor, call: Call) -> Answered:
         out["capped"] = (f"stopped at {config.serve.max_result_bytes:,} bytes of values; "
                          "next_cursor continues")
     if not call.args.get("cursor"):
-        why_empty(out, call)
+        why_empty(out, call, ex.project.config)
         unknown_entity(ex, out, call)
     return Answered(out, ex.evidence(call, src, shown_text, params, [product, *via],
                                        as_of=[product]))

@@ -59,7 +59,7 @@ def run(ex: Executor, call: Call) -> Answered:
             overall_sql = src.display(whole)
     if window is not None:
         out["window"] = window.to_json()
-    why_empty(out, call)
+    why_empty(out, call, config)
     evidence = ex.evidence(call, src, src.display(secured), params, read, as_of=products)
     if overall_sql:
         evidence = evidence.model_copy(update={"overall_sql": overall_sql})

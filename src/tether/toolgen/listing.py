@@ -11,6 +11,7 @@ from tether.config import ProductConfig
 from tether.context.meta import enum_of
 from tether.context.names import identifier_like, key_grain, ref, words_of
 from tether.context.profile import ColumnProfile
+from tether.context.timeformat import says
 from tether.profiling.formats import is_money
 from tether.toolgen.describe import (
     grain_noun,
@@ -41,6 +42,7 @@ from tether.toolgen.shared import (
     crosswalk_tool,
     envelope,
     filter_columns,
+    held_as,
     id_routes,
     output_rows,
     param_name,
@@ -80,9 +82,10 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     t = p.metric_time
     window = None
     if t:
-        tz = p.time_columns[t]
-        props["period"] = period_param(ctx, None, None, t, tz)
-        window = Window(kind="listing", column=ref(name, t), timezone=tz)
+        tz = p.zone(t)
+        props["period"] = period_param(ctx, None, None, t, tz, p.time_format(t))
+        window = Window(kind="listing", column=ref(name, t), timezone=tz,
+                        format=p.time_format(t), held_as=held_as(p, t, cols))
     summable = _summable(ctx, name, p, cols)
     # their names say what they do (and the result's first line says what was counted)
     if countable:
@@ -197,8 +200,10 @@ def _units_phrase(cols: list[ColumnProfile], p: ProductConfig,
         shown = unknown[:3] + ([f"{len(unknown) - 3} more"] if len(unknown) > 3 else [])
         parts.append(f"{NO_UNIT} for {join_words(shown)}")
     parts = parts or ["no amounts"]
-    if p.time_columns:
-        parts.append(f"times are {join_words(sorted(set(p.time_columns.values())))}")
+    zones = sorted({tz for c, tz in p.time_columns.items() if not p.time_format(c)})
+    if zones:
+        parts.append(f"times are {join_words(zones)}")
+    parts += [says(c, f) for c in p.time_columns if (f := p.time_format(c))]
     return ", ".join(parts)
 
 

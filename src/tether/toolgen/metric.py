@@ -40,6 +40,7 @@ from tether.toolgen.shared import (
     Ctx,
     closed,
     envelope,
+    held_as,
     metric_products,
     param_schema,
     period_param,
@@ -85,12 +86,17 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
         filters.append(Filter(param=column, column=f"{table}.{column}", op="eq",
                               several=enum_of(props[column]) is not None))
     kind = _window_kind(m)
-    window = Window(kind=kind, column=m.time, end_column=m.time_end, calendar=m.calendar)
+    table, _, tcol = (m.time or "").partition(".")
+    tp = ctx.config.products.get(table)
+    fmt = tp.time_format(tcol) if tp else None
+    window = Window(kind=kind, column=m.time, end_column=m.time_end, calendar=m.calendar,
+                    format=fmt, held_as=held_as(tp, tcol, ctx.profiles[table].columns)
+                    if tp and fmt else None)
     if kind == "period":
-        props["period"] = period_param(ctx, m.calendar, "this_quarter", m.time or "")
+        props["period"] = period_param(ctx, m.calendar, "this_quarter", m.time or "", fmt=fmt)
     elif kind == "trailing":
         props["period"] = period_param(ctx, m.calendar, f"last_{window.default_days}_days",
-                                       m.time or "")
+                                       m.time or "", fmt=fmt)
     measures = {name: (m.measure, m.unit, humanize(name))}
     for oname, o in m.outputs.items():
         measures[oname] = (o.sql, o.unit, o.description or humanize(oname))

@@ -74,6 +74,10 @@ class Window(_M):
     calendar: str | None = Field(default=None, description="Calendar periods resolve in.")
     default_days: int = Field(default=90, description="Trailing window length by default.")
     timezone: str = Field(default="UTC", description="The zone period days are counted in.")
+    format: str | None = Field(default=None, description="How the time column holds time when "
+                               "it is a number or text (context/timeformat.py): %Y, %Y-%m-%d, ...")
+    held_as: Literal["integer", "text"] | None = Field(
+        default=None, description="With format: whether the column is an integer or text.")
 
 
 class QueryPlan(_M):

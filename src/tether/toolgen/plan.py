@@ -17,7 +17,8 @@ import sqlglot
 from sqlglot import exp
 
 from tether.config import TetherConfig
-from tether.context.names import ref_parts
+from tether.context import timeformat
+from tether.context.names import ref_column, ref_parts
 from tether.context.periods import FORMS_SENTENCE, FiscalCalendar, PeriodError, Window, resolve
 from tether.errors import ProductError
 from tether.sources.base import table_ref
@@ -261,7 +262,11 @@ def routes_key(plan: QueryPlan, args: dict[str, Any]) -> tuple[str, ...]:
 def _window_condition(plan: QueryPlan) -> exp.Expr:
     w = plan.window
     assert w is not None and w.column is not None
-    col = qualified(w.column)
+    col: exp.Expr = qualified(w.column)
+    if w.format and w.held_as == "text" and not timeformat.lexical(w.format):
+        # text that does not sort as time (05/01/2010): parsed in the engine, then compared
+        parse = exp.StrToTime if timeformat.grain(w.format) == "second" else exp.StrToDate
+        col = parse(this=col, format=exp.Literal.string(w.format))
     start, end = placeholder("window_start"), placeholder("window_end")
     if w.end_column:  # a spell [time, time_end) counts when it overlaps the window
         end_col = qualified(w.end_column)
@@ -302,9 +307,22 @@ def resolve_window(plan: QueryPlan, args: dict[str, Any], config: TetherConfig,
 
 def window_bounds(
     plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime
-) -> tuple[dt.datetime, dt.datetime] | None:
-    """[start, end) in UTC for the call's window, or None when it has none."""
+) -> tuple[Any, Any] | None:
+    """[start, end) for the call's window as the statement compares its time column with:
+    aware datetimes, or the column's own values where it holds time in a format (years, text
+    dates; ArgumentError for a window its grain cannot hold). None when it has none."""
     found = resolve_window(plan, args, config, now)
-    return found.bounds() if found is not None else None
+    if found is None:
+        return None
+    start, end = found.bounds()
+    w = plan.window
+    if w is None or w.format is None:
+        return start, end
+    column = ref_column(w.column or "")[1]
+    try:
+        return timeformat.bounds(start, end, w.format, w.held_as or "text", column,
+                                 now.astimezone(dt.UTC).date())
+    except timeformat.TimeFormatError as e:
+        raise ArgumentError(str(e)) from None
 
 

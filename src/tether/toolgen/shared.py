@@ -11,13 +11,14 @@ import calendar
 import datetime as dt
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from sqlglot import exp
 
 from tether.config import MetricConfig, ProductConfig, Project, TetherConfig
 from tether.context.periods import resolve
 from tether.context.profile import ColumnProfile, ProductProfile
+from tether.context.timeformat import grain
 from tether.errors import ConfigError
 from tether.policy import restricted_columns
 from tether.policy.entitle import role_masks
@@ -94,16 +95,17 @@ class Ctx:
 
 
 def visible_columns(ctx: Ctx, name: str) -> list[ColumnProfile]:
-    """Columns a tool returns: not restricted, and not the load-time column (as_of reports it)."""
+    """Columns a tool returns: not restricted, and not the load-time column (as_of reports it;
+    a freshness column that is also the product's event time is data, and returned)."""
     prof = ctx.profiles[name]
     leaves = [c.column.name for c in prof.columns]
     hidden = restricted_columns(ctx.config, name, leaves)
     # a STRUCT with a restricted field is withheld whole: its parent is selected as one value
     heads = {c.column.name: c.column.head for c in prof.columns}
     hidden_heads = {heads.get(h, h) for h in hidden}
-    fresh = ctx.config.products[name].freshness
-    if fresh and fresh.column:
-        hidden_heads.add(fresh.column)
+    p = ctx.config.products[name]
+    if p.freshness and p.freshness.column and p.freshness.column != p.metric_time:
+        hidden_heads.add(p.freshness.column)
     return [c for c in prof.columns if c.column.head not in hidden_heads]
 
 
@@ -219,7 +221,7 @@ def envelope(rows: dict[str, Any], as_of_desc: str, paged: bool) -> dict[str, An
 
 
 def period_param(ctx: Ctx, calendar_name: str | None, default: str | None, column: str,
-                 timezone: str = "UTC") -> dict[str, Any]:
+                 timezone: str = "UTC", fmt: str | None = None) -> dict[str, Any]:
     """The one `period` argument of a time-windowed tool: the column it bounds, the canonical
     forms in one sentence, the calendar its quarters and years follow, and what omitting it
     means. No pattern: context/periods.py reads every spelling it accepts (any case, spaces,
@@ -235,10 +237,23 @@ def period_param(ctx: Ctx, calendar_name: str | None, default: str | None, colum
     else:
         years = "calendar quarters and years"
     omitted = f"default {default}" if default else "omit for all rows"
+    if fmt is not None and grain(fmt) in ("year", "month"):  # what the column can be cut into
+        cut = "yyyy, yyyy..yyyy" if grain(fmt) == "year" else "yyyy-mm, yyyy"
+        column = f"{column} (whole {grain(fmt)}s: {cut}, since ...)"
     return {"type": "string", "description": sentence(
         f"Bounds {column}: today, yesterday, this_|last_ week|month|quarter|year, "
         "last_N_days, YTD, FYyyyy[-Qn], yyyy[-Qn], yyyy-mm[-dd], START..END (END included); "
         f"{years}; {timezone}; {omitted}")}
+
+
+def held_as(p: ProductConfig, column: str, cols: list[ColumnProfile]
+            ) -> Literal["integer", "text"] | None:
+    """Whether a time column held in a format is an integer or text (None: a timestamp or date
+    column)."""
+    if p.time_format(column) is None:
+        return None
+    kind = next((c.column.kind for c in cols if c.column.name == column), None)
+    return "integer" if kind == "integer" else "text"
 
 
 MAX_FILTER_ENUM = 12
