@@ -7,6 +7,8 @@ build. The data is made here, in shapes no dataset of the project has."""
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import json
 import re
 from collections.abc import Iterator
@@ -173,3 +175,49 @@ def test_every_reserved_word_of_both_engines_is_quoted_in_a_table_name(
             pg = {w.upper() for (w,) in c.execute(
                 "SELECT word FROM pg_get_keywords() WHERE catcode = 'R'").fetchall()}
         assert pg <= RESERVED, sorted(pg - RESERVED)
+
+
+CLASH_DDL = ('("shelf_no" INTEGER, "order" VARCHAR, "period" VARCHAR, "a b" VARCHAR, '
+             '"a_b" VARCHAR, "placed_on" DATE)')
+CLASH_ROWS = [(i, ("first", "second", "third")[i % 3], ("early", "late")[i % 2],
+               ("p", "q")[i % 2], ("r", "s", "t")[i % 3],
+               dt.date(2024, 1 + i % 6, 1 + i % 20)) for i in range(60)]
+
+
+@pytest.mark.parametrize("engine", ["duckdb", "postgres"])
+def test_columns_named_like_the_tools_own_parameters_or_each_other_stay_apart(
+        engine: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A column named `order` or `period` never takes the listing's own parameter, and two
+    columns whose names become the same parameter (`a b`, `a_b`) get two: each filters and
+    counts its own column, and `period` still bounds the time column."""
+    with contextlib.ExitStack() as stack:
+        if engine == "duckdb":
+            path = tmp_path / "clash.duckdb"
+            with duckdb.connect(str(path)) as con:
+                con.execute(f'CREATE TABLE "Shelves" {CLASH_DDL}')
+                con.executemany('INSERT INTO "Shelves" VALUES (?, ?, ?, ?, ?, ?)', CLASH_ROWS)
+            init = ["--source", f"duckdb:///{path}"]
+        else:
+            url = request.getfixturevalue("pg_url")
+            schema = stack.enter_context(scratch_schema(
+                url, "clash", CLASH_DDL.replace("VARCHAR", "text"), CLASH_ROWS, "Shelves"))
+            init = ["--source", url, "--schema", schema]
+        project, _ = _built(tmp_path, init)
+        listing = json.loads((project / "tools" / "Shelves_by_attributes.json").read_text())
+        props = listing["inputSchema"]["properties"]
+        assert {"order_value", "period_value", "a_b", "a_b_2", "period", "order"} <= set(props)
+        assert props["order"]["enum"] == ["desc", "asc"]  # still the direction of order_by
+        assert "Bounds placed_on" in props["period"]["description"]
+        args = listing["_meta"]["tether/context"]["fields"]["arguments"]
+        assert (args["a_b"], args["a_b_2"]) == ("Shelves.a b", "Shelves.a_b")
+        got = call_tools(load_project(project), USER, [
+            ("Shelves_by_attributes", {"order_value": "second", "limit": 1}),
+            ("Shelves_by_attributes", {"period_value": "late", "period": "2024-03", "limit": 1}),
+            ("Shelves_by_attributes", {"count_by": "a_b_2"}),
+            ("Shelves_by_attributes", {"count_by": "a_b"}),
+        ])
+        assert _ok(got[0])["total_rows"] == sum(1 for r in CLASH_ROWS if r[1] == "second")
+        assert _ok(got[1])["total_rows"] == sum(
+            1 for r in CLASH_ROWS if r[2] == "late" and r[5].month == 3)
+        assert {r["a_b_2"]: r["rows"] for r in _ok(got[2])["rows"]} == {"r": 20, "s": 20, "t": 20}
+        assert {r["a_b"]: r["rows"] for r in _ok(got[3])["rows"]} == {"p": 30, "q": 30}

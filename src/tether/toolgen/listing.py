@@ -45,7 +45,7 @@ from tether.toolgen.shared import (
     held_as,
     id_routes,
     output_rows,
-    param_name,
+    param_names,
     param_schema,
     parent_product,
     period_param,
@@ -66,8 +66,10 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     countable: list[str] = []
     # a whole key counts one row per value; a part of a composite one counts its groups
     whole_key = p.primary_key if len(p.primary_key) == 1 else []
-    for c in filter_columns(p, cols):
-        pname = param_name(p, c.column.name)
+    filtered = filter_columns(p, cols)
+    pnames = param_names(p, [c.column.name for c in filtered])
+    for c in filtered:
+        pname = pnames[c.column.name]
         routes = id_routes(ctx, name, c.column.name) if c.column.name in p.identifiers else []
         props[pname] = param_schema(ctx, name, c, routes)
         resolver = next((ctx.tool_names.get(r.via) for r in routes if r.via), None)
@@ -114,11 +116,12 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                      aggregates=summable, counts=countable, orderable=orderable)
     meta = tool_meta(ctx, "list", sentences, sources, [name],
                  source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
-                 canonical_ids={param_name(p, c): s for c, s in p.identifiers.items()
-                                if c in {x.column.name for x in cols}},
-                 deprecated={param_name(p, c.column.name): [str(e.value) for e in c.enum or []
+                 canonical_ids={pnames[c]: s for c, s in p.identifiers.items()
+                                if c in pnames},
+                 deprecated={pnames[c.column.name]: [str(e.value) for e in c.enum or []
                                                                if e.deprecated]
-                             for c in cols if any(e.deprecated for e in c.enum or [])},
+                             for c in cols if c.column.name in pnames
+                             and any(e.deprecated for e in c.enum or [])},
                  limits={"max_rows": max_rows, "max_bytes": serve.max_result_bytes,
                          "pagination": "cursor"},
                  fields={"arguments": {f.param: f.column for f in filters}

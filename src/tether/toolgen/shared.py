@@ -309,11 +309,30 @@ def value_pattern(values: list[str]) -> str | None:
     return f"^[{body}]{size}$"
 
 
-def param_name(p: ProductConfig, column: str) -> str:
-    """A column's parameter: its identifier scheme, else its name with each run of characters
-    a model's tool schema may not hold in a property name (dots, spaces, dashes) as one
-    ``_`` (``info.kind`` -> ``info_kind``, ``Box Label`` -> ``Box_Label``)."""
-    return safe_name(p.identifiers.get(column) or column)
+LISTING_PARAMS = ("period", "count_by", "sum_and_average_of", "order_by", "order", "limit",
+                  "cursor")
+"""A listing tool's own parameters: a column's parameter never takes one of these names."""
+
+
+def param_names(p: ProductConfig, columns: list[str]) -> dict[str, str]:
+    """Each filter column's parameter: its identifier scheme where no other of these columns
+    carries the same one, else its name, with each run of characters a model's tool schema may
+    not hold in a property name (dots, spaces, dashes) as one ``_`` (``info.kind`` ->
+    ``info_kind``, ``Box Label`` -> ``Box_Label``). A name the tool's own parameters hold gets
+    ``_value`` (a column named ``order`` -> ``order_value``); two columns that would share a
+    name (``a b`` and ``a_b``) are told apart by a number (``a_b``, ``a_b_2``)."""
+    schemes = [p.identifiers.get(c) for c in columns]
+    out: dict[str, str] = {}
+    taken = set(LISTING_PARAMS)
+    for column, scheme in zip(columns, schemes, strict=True):
+        base = safe_name(scheme if scheme and schemes.count(scheme) == 1 else column)
+        name = f"{base}_value" if base in LISTING_PARAMS else base
+        n = 2
+        while name in taken:
+            name, n = f"{base}_{n}", n + 1
+        taken.add(name)
+        out[column] = name
+    return out
 
 
 def safe_name(name: str) -> str:
