@@ -229,15 +229,17 @@ def built_both(demo_dir: Path, second_dir: Path, tmp_path_factory: pytest.TempPa
 
 
 def call_tools(project: Any, user: str, calls: list[tuple[str, dict[str, Any]]],
-               mode: str = "grounded") -> list[Any]:
+               mode: str = "grounded", dedicated_tools: Any = None) -> list[Any]:
     """Each (tool, arguments) called in order through a real MCP client session on an
-    in-process server acting as ``user``; the results."""
+    in-process server acting as ``user`` (``dedicated_tools="none"``: discovery only); the
+    results."""
     import anyio
     from mcp import Client
 
     from tether.serve.server import TetherServer
 
-    server = TetherServer(project, mode=mode, stdio_user=user)  # type: ignore[arg-type]
+    server = TetherServer(project, mode=mode, stdio_user=user,  # type: ignore[arg-type]
+                          dedicated_tools=dedicated_tools)
 
     async def go() -> list[Any]:
         async with Client(server.server) as c:

@@ -23,8 +23,8 @@ SHOWN = 8
 
 def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
     """The answer sentence of ``result`` (a tool's structured result): its kind's opening
-    (serve/kinds.py), then how identifiers were read, the window, the definition applied, why
-    it is empty and as_of."""
+    (serve/kinds.py), then how identifiers and interpreted arguments were read, the window,
+    the definition applied, why it is empty and as_of."""
     from tether.serve.kinds import runner
 
     kind = runner(plan.kind)
@@ -42,6 +42,10 @@ def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
         if how.get("resolved_through"):
             parts.append(f"{param} {how['given']} read as a {how['scheme']}, resolved through "
                          f"{how['resolved_through']}")
+    for given, param in (result.get("interpreted") or {}).items():
+        parts.append(f"argument {given} read as {param}")
+    for value, param in (result.get("moved_values") or {}).items():
+        parts.append(f"{value} read as a value of {param}")
     window = _window(result.get("window"), plan)
     if window:
         parts.append(window)

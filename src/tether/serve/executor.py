@@ -284,8 +284,15 @@ class Executor:
         config = self.project.config
         if not tool_visible(config, call.user, call.tool):
             raise ToolError(f"unknown tool {call.tool!r} for this user")
-        call = as_declared(without_blanks(call))
+        call = without_blanks(call)
+        from tether.serve.interpret import interpret
         from tether.serve.kinds import runner
+
+        try:
+            args, said = interpret(call.definition, call.plan, call.args, config)
+        except ArgumentError as e:
+            raise ToolError(str(e)) from None
+        call = as_declared(dataclasses.replace(call, args=args) if said else call)
 
         kind = runner(call.plan.kind)
         try:
@@ -301,7 +308,9 @@ class Executor:
             self._refuse_restricted(call, reads)
             self._refuse_filters(call)  # a value outside the scope: refused, whatever its enum
             validate(with_declared(call.definition, call.plan), call.args)
-            return kind.run(self, call)
+            answered = kind.run(self, call)
+            answered.result.update(said)  # beside window: what was read as what
+            return answered
         except Refusal as e:
             raise ToolError(e.paragraph(), refusal=e.meta()) from None
         except (ArgumentError, pagination.CursorError, sqlguard.GuardError) as e:

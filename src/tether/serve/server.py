@@ -31,7 +31,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tether import __version__
 from tether.config import Project
-from tether.context.meta import CONTEXT_KEY, EVIDENCE_KEY, ToolContext
+from tether.context.meta import CONTEXT_KEY, EVIDENCE_KEY, ToolContext, enum_of
 from tether.drift import gate, policyversion
 from tether.drift.publish import open_registry
 from tether.drift.retire import retired_info
@@ -388,6 +388,7 @@ class TetherServer:
         started = time.perf_counter()
         args = dict(params.arguments or {})
         user, role, version, rows, error, as_of, deprecated = "?", "?", None, None, None, None, 0
+        call: Call | None = None
         try:
             user = self.current_user(ctx)
             role = role_of(self.project.config, user)[0]
@@ -423,6 +424,8 @@ class TetherServer:
                     EVIDENCE_KEY: answered.evidence.model_dump(mode="json")})
         except ToolError as e:
             error = str(e)
+            if call is not None and call.tool != params.name and not e.refusal:
+                error += schema_hint(call)  # a product reached by name: its arguments, to fix
             meta = {REFUSAL_META: e.refusal} if e.refusal else None
             return types.CallToolResult(content=[types.TextContent(type="text", text=error)],
                                         is_error=True, _meta=meta)
@@ -693,3 +696,18 @@ def log(message: str) -> None:
     """Diagnostics go to stderr: stdout is the MCP channel on stdio."""
     print(message, file=sys.stderr, flush=True)
 
+
+
+def schema_hint(call: Call) -> str:
+    """The arguments a product's listing takes for this caller, as a refused call through the
+    generic listing states them: each parameter with its type and its values where it lists
+    them (one more turn fixes the call instead of a search for the product's tool)."""
+    props = (call.definition.get("inputSchema") or {}).get("properties") or {}
+    said = []
+    for name, prop in props.items():
+        values = enum_of(prop)
+        kind = prop.get("type", "string") if isinstance(prop, dict) else "string"
+        takes = "one of " + ", ".join(map(str, values[:12])) if values else kind
+        said.append(f"{name} ({takes})")
+    product = call.plan.product or call.tool
+    return f". The arguments {product} takes for you: " + "; ".join(said) if said else ""

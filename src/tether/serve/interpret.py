@@ -1,0 +1,132 @@
+"""Arguments as models write them: a name or a value put where the tool has it, and said so.
+
+A model that calls a tool often names an argument by what it means rather than by the
+parameter's name: the column it filters (``customer_id`` for ``canonical_customer_id``, whose
+column is ``customer_id``), an identifier scheme the parameter accepts, a glossary word for the
+column (``region``), or the name in another case style (``salesRegion``). And it sometimes puts a
+value under the wrong parameter (``status: "EMEA"`` where EMEA is a sales region). Before the
+arguments are checked, each unknown name that names exactly one parameter is used as that
+parameter, and each enum value given to a parameter that does not hold it, but that exactly one
+other parameter holds, is moved there; the result says both (``interpreted``, ``moved_values``)
+and the answer sentence repeats it. A name that could mean two parameters, or none, is refused
+with the parameters it might mean. Nothing here reads data or decides access: the interpreted
+call is validated, refused and filtered exactly as one written that way, so an interpretation
+never widens what a caller reads.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from tether.config import TetherConfig
+from tether.context.meta import ToolContext, enum_of
+from tether.context.names import name_words, ref_column
+from tether.toolgen.model import QueryPlan
+from tether.toolgen.plan import ArgumentError
+
+
+def _norm(name: str) -> str:
+    return "_".join(name_words(name))
+
+
+def _names(definition: dict[str, Any], plan: QueryPlan, config: TetherConfig
+           ) -> dict[str, set[str]]:
+    """Each parameter and the names that mean it: its own, the column it filters, the
+    identifier schemes it takes, and the glossary's words for its column (normalized)."""
+    props = (definition.get("inputSchema") or {}).get("properties") or {}
+    ctx = ToolContext.of(definition)
+    columns = (ctx.fields or {}).get("arguments") or {}
+    schemes = {f.param: [r.scheme for r in f.routes] for f in plan.filters}
+    out: dict[str, set[str]] = {}
+    for param in props:
+        said = {param}
+        refs = columns.get(param) or []
+        refs = [refs] if isinstance(refs, str) else list(refs)
+        for r in refs:
+            said.add(ref_column(str(r))[1])
+        said |= set(schemes.get(param, []))
+        if ctx.canonical_ids.get(param):
+            said.add(ctx.canonical_ids[param])
+        fields = {str(r).lower() for r in refs}
+        for term, t in config.glossary.items():
+            if fields & {x.lower() for x in t.fields}:
+                said |= {term, *t.synonyms}
+        out[param] = {_norm(x) for x in said if x}
+    return out
+
+
+def _meant(given: str, names: dict[str, set[str]]) -> list[str]:
+    """The parameters ``given`` names: one whose names hold it exactly, else every one with a
+    name whose words include all of its words (``customer_id`` in ``canonical_customer_id``)."""
+    key = _norm(given)
+    if not key:
+        return []
+    exact = [p for p, said in names.items() if key in said]
+    if exact:
+        return exact
+    words = set(key.split("_"))
+    return [p for p, said in names.items()
+            if any(words <= set(s.split("_")) for s in said)]
+
+
+def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any],
+              config: TetherConfig) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The arguments where the tool has them, and what was interpreted (``{"interpreted":
+    {given: param}, "moved_values": {value: param}}``, empty when nothing was). ArgumentError for
+    a name that means two or more parameters, or none."""
+    props = (definition.get("inputSchema") or {}).get("properties") or {}
+    unknown = [k for k in given if k not in props]
+    args = dict(given)
+    said: dict[str, Any] = {}
+    if unknown:
+        names = _names(definition, plan, config)
+        interpreted: dict[str, str] = {}
+        for k in unknown:
+            meant = [p for p in _meant(k, names) if p not in given]
+            if len(meant) == 1 and meant[0] not in interpreted.values():
+                interpreted[k] = meant[0]
+                args[meant[0]] = args.pop(k)
+                continue
+            if len(meant) > 1:
+                raise ArgumentError(f"unknown argument {k[:80]!r}: it could mean "
+                                f"{' or '.join(meant)}; call again with one of them")
+            close = difflib.get_close_matches(_norm(k), [_norm(p) for p in props], n=3,
+                                              cutoff=0.6)
+            hint = [p for p in props if _norm(p) in close]
+            raise ArgumentError(f"unknown argument(s) {k[:80]}; allowed: "
+                            f"{', '.join(sorted(props)) or 'none'}"
+                            + (f" (did you mean {' or '.join(hint)}?)" if hint else "")
+                            + " (call again without the others)")
+        if interpreted:
+            said["interpreted"] = interpreted
+    moved = _moved(args, props)
+    if moved:
+        said["moved_values"] = {str(v): p for v, p in moved}
+    return (args if said else given), said
+
+
+def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]:
+    """Enum values given to a parameter that does not hold them, moved (in ``args``) to the one
+    other parameter, not given, that holds them all (compared as text, case-insensitively)."""
+    out: list[tuple[Any, str]] = []
+    for k in list(args):
+        own = enum_of(props.get(k))
+        value = args[k]
+        values = value if isinstance(value, list) else [value]
+        if own is None or not values or any(isinstance(v, list | dict) or v is None
+                                            for v in values):
+            continue
+        owned = {str(v).lower() for v in own}
+        if any(str(v).strip().lower() in owned for v in values):
+            continue
+        homes = {p: [next((x for x in enum_of(prop) or []
+                           if str(x).lower() == str(v).strip().lower()), None) for v in values]
+                 for p, prop in props.items() if p != k and p not in args}
+        homes = {p: got for p, got in homes.items() if all(x is not None for x in got)}
+        if len(homes) == 1:
+            (home, canonical), = homes.items()
+            del args[k]
+            args[home] = canonical if isinstance(value, list) else canonical[0]
+            out += [(c, home) for c in canonical]
+    return out

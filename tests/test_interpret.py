@@ -1,0 +1,182 @@
+"""Arguments as models write them, on both test warehouses and both engines: an unknown name
+that names exactly one parameter (its column, its identifier scheme, a glossary word for its
+column, the name in another case style, or a part of its name) is used as that parameter, and a
+value given to a parameter that does not hold it is moved to the one that does; the result says
+so in `interpreted` / `moved_values` and in its sentence, and answers exactly what the call
+written right answers. A name that could mean two parameters, or none, is refused with the
+candidates. A caller's row filter holds through every interpretation: the interpreted call is
+refused where the call written right is."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from conftest import call_tools, copy_project
+from tether.config import load_project
+from tether.context.meta import enum_of
+from tether.drift.publish import build
+
+WAREHOUSES = [("demo", "demo_dir"), ("demo", "pg_demo_dir"), ("second", "second_dir"),
+              ("second", "pg_second_dir")]
+
+
+@pytest.fixture(scope="module", params=WAREHOUSES, ids=lambda w: w[1])
+def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[tuple[str, Any]]:
+    which, fixture = request.param
+    d = copy_project(request.getfixturevalue(fixture), tmp_path_factory.mktemp(fixture))
+    build(load_project(d))
+    yield which, load_project(d)
+
+
+def _tool(project: Any, name: str) -> dict[str, Any]:
+    import json
+
+    return json.loads((project.root / "tools" / f"{name}.json").read_text())
+
+
+def _first(project: Any, user: str, tool: str, column: str) -> Any:
+    [r] = call_tools(project, user, [(tool, {"limit": 1})])
+    assert not r.is_error, r.content
+    return r.structured_content["rows"][0][column]
+
+
+def _same(a: Any, b: Any) -> None:
+    """Two results answer the same: rows, counts and window (beside what was interpreted)."""
+    assert not a.is_error and not b.is_error, (a.content, b.content)
+    x, y = dict(a.structured_content), dict(b.structured_content)
+    for k in ("interpreted", "moved_values", "next_cursor"):
+        x.pop(k, None)
+        y.pop(k, None)
+    assert x == y
+
+
+def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
+    """(interpreted: (user, tool, given, right, said), refused: (user, tool, given, says),
+    scoped: (user, tool, given, right))."""
+    if which == "demo":
+        uuid = _first(project, "fin.ana", "support_tickets_for_customer", "customer_id")
+        return ([
+            ("fin.ana", "support_tickets_for_customer", {"customer_id": uuid},
+             {"canonical_customer_id": uuid}, {"interpreted": {"customer_id":
+                                                               "canonical_customer_id"}}),
+            ("fin.ana", "customers_by_region_and_segment", {"region": "EMEA", "limit": 3},
+             {"sales_region": "EMEA", "limit": 3}, {"interpreted": {"region": "sales_region"}}),
+            ("fin.ana", "orders_by_status_and_customer", {"salesRegion": "APAC", "limit": 2},
+             {"sales_region": "APAC", "limit": 2},
+             {"interpreted": {"salesRegion": "sales_region"}}),
+            ("fin.ana", "orders_by_status_and_customer", {"status": "emea", "limit": 2},
+             {"sales_region": "EMEA", "limit": 2}, {"moved_values": {"EMEA": "sales_region"}}),
+        ], [
+            ("fin.ana", "orders_by_status_and_customer", {"id": "x"}, "could mean"),
+            ("fin.ana", "orders_by_status_and_customer", {"colour": "red"}, "unknown argument"),
+        ], [
+            ("mgr.emea", "customers_by_region_and_segment", {"region": "AMER"},
+             {"sales_region": "AMER"}),
+            ("mgr.emea", "orders_by_status_and_customer", {"status": "AMER"},
+             {"sales_region": "AMER"}),
+            ("mgr.emea", "customers_by_region_and_segment", {"region": "EMEA", "limit": 5},
+             {"sales_region": "EMEA", "limit": 5}),
+        ])
+    visits = _tool(project, "visits_by_clinic_kind_and_state")["inputSchema"]["properties"]
+    districts = enum_of(visits["district"]) or []
+    kinds = set(enum_of(visits["visit_kind"]) or [])
+    state = next(s for s in enum_of(visits["visit_state"]) or [] if s not in kinds)
+    member = _first(project, "aud.ines", "insurance_claims_by_member_and_state", "member_no")
+    own = project.config.policies.users["lead.harbor"].attributes()["district"]
+    other = next(d for d in districts if d != own)
+    return ([
+        ("aud.ines", "visits_by_clinic_kind_and_state", {"catchment": districts[0], "limit": 4},
+         {"district": districts[0], "limit": 4}, {"interpreted": {"catchment": "district"}}),
+        ("aud.ines", "patients_by_home_district", {"district": districts[1], "limit": 4},
+         {"home_district": districts[1], "limit": 4},
+         {"interpreted": {"district": "home_district"}}),
+        ("aud.ines", "insurance_claims_by_member_and_state", {"memberNo": member},
+         {"member_no": member}, {"interpreted": {"memberNo": "member_no"}}),
+        ("aud.ines", "visits_by_clinic_kind_and_state", {"visit_kind": state, "limit": 3},
+         {"visit_state": state, "limit": 3}, {"moved_values": {state: "visit_state"}}),
+    ], [
+        ("aud.ines", "insurance_claims_by_member_and_state", {"claim": "x"}, "could mean"),
+        ("aud.ines", "visits_by_clinic_kind_and_state", {"wardrobe": 1}, "unknown argument"),
+    ], [
+        ("lead.harbor", "visits_by_clinic_kind_and_state", {"catchment": other},
+         {"district": other}),
+        ("lead.harbor", "visits_by_clinic_kind_and_state", {"visit_kind": other},
+         {"district": other}),
+        ("lead.harbor", "visits_by_clinic_kind_and_state", {"catchment": own, "limit": 3},
+         {"district": own, "limit": 3}),
+    ])
+
+
+def test_interpreted_arguments_answer_as_the_right_ones(built: tuple[str, Any]) -> None:
+    which, project = built
+    interpreted, refused, scoped = _cases(which, project)
+    for user, tool, given, right, said in interpreted:
+        a, b = call_tools(project, user, [(tool, given), (tool, right)])
+        _same(a, b)
+        for key, value in said.items():
+            assert a.structured_content[key] == value, (tool, given)
+        sentence = a.content[0].text
+        for k, v in said.get("interpreted", {}).items():
+            assert f"argument {k} read as {v}" in sentence, sentence
+        for k, v in said.get("moved_values", {}).items():
+            assert f"{k} read as a value of {v}" in sentence, sentence
+    for user, tool, given, says in refused:
+        [r] = call_tools(project, user, [(tool, given)])
+        assert r.is_error and says in r.content[0].text, (tool, given, r.content)
+        if says == "could mean":  # the candidates are named
+            assert " or " in r.content[0].text
+    # the caller's scope holds: refused where the right call is (a value outside the scope is
+    # in no enum of the caller's tool, so it is not even moved), the same answer where not
+    for user, tool, given, right in scoped:
+        a, b = call_tools(project, user, [(tool, given), (tool, right)])
+        assert a.is_error == b.is_error, (tool, given, a.content, b.content)
+        if b.is_error:
+            assert (b.meta or {}).get("tether/refusal"), b.content
+            assert a.structured_content is None
+            if (a.meta or {}).get("tether/refusal"):
+                assert a.meta["tether/refusal"] == b.meta["tether/refusal"]
+        else:
+            _same(a, b)
+
+
+def test_a_product_reached_by_discovery_interprets_too(built: tuple[str, Any]) -> None:
+    """rows_from_data_product passes the product's arguments through the same reading."""
+    which, project = built
+    interpreted, _, scoped = _cases(which, project)
+    user, tool, given, right, said = interpreted[1]
+    product = _tool(project, tool)["_meta"]["tether/context"]["products"][0]
+    [a] = call_tools(project, user, [
+        ("rows_from_data_product", {"product": product, "arguments": given})],
+        dedicated_tools="none")
+    [b] = call_tools(project, user, [(tool, right)])
+    _same(a, b)
+    assert a.structured_content["interpreted"] == said["interpreted"]
+    user, tool, given, right = scoped[0]
+    product = _tool(project, tool)["_meta"]["tether/context"]["products"][0]
+    [r] = call_tools(project, user, [
+        ("rows_from_data_product", {"product": product, "arguments": given})],
+        dedicated_tools="none")
+    assert r.is_error and (r.meta or {}).get("tether/refusal"), r.content
+
+
+def test_a_wrong_argument_to_a_product_by_name_gets_its_arguments_back(
+        built: tuple[str, Any]) -> None:
+    """rows_from_data_product with a wrong argument answers with the product's arguments as
+    this caller has them (their scope's values only), so one more turn fixes the call."""
+    which, project = built
+    user, tool, column = (("mgr.emea", "customers_by_region_and_segment", "sales_region")
+                          if which == "demo" else
+                          ("lead.harbor", "visits_by_clinic_kind_and_state", "district"))
+    product = _tool(project, tool)["_meta"]["tether/context"]["products"][0]
+    own = project.config.policies.users[user].attributes()[
+        "region" if which == "demo" else "district"]
+    [r] = call_tools(project, user, [
+        ("rows_from_data_product", {"product": product, "arguments": {"wardrobe": 1}})],
+        dedicated_tools="none")
+    text = r.content[0].text
+    assert r.is_error and f"The arguments {product} takes for you: " in text, text
+    assert f"{column} (one of {own})" in text, text  # the caller's values, no other scope's
