@@ -953,6 +953,35 @@ def test_structural_fan_out_units_and_pages(ctx: LabelContext, db: Any, served: 
     assert label(trace(orders, [page, last], final="2"), ctx).symptoms == []
 
 
+def test_the_window_is_read_from_the_evidence_whatever_the_column_holds(
+        ctx: LabelContext, served: Served) -> None:
+    """The labeller reads a call's window from its evidence (the window the server resolved
+    and bound), not from the statement's date literals: a column that holds time as years or
+    text binds no dates (here the bound values are replaced by years, as such a column binds
+    them), and the window still reads as the question's; the evidence's window, changed to
+    another quarter, makes it temporal."""
+    fq2 = Window(start=dt.date(2026, 5, 1), end=dt.date(2026, 7, 31), calendar="fiscal")
+    right = served.call(0, ACTIVE, {"period": "FY2027-Q2", "sales_region": "EMEA"})
+    gold = right.structured["rows"][0]["active_customers"]
+    evidence = right.meta["tether/evidence"]
+    assert evidence["window"] == {"columns": ["subscriptions.period_start",
+                                              "subscriptions.period_end"],
+                                  "start": "2026-05-01", "end": "2026-08-01",
+                                  "calendar": "fiscal", "label": "FY2027-Q2"}
+    as_years = right.model_copy(update={"meta": {"tether/evidence": {
+        **evidence, "params": {**evidence["params"], "window_start": 2026,
+                               "window_end": 2027}}}})
+    q = active_case(window=fq2, freshness_bound_hours=None, answer=gold)
+    line = label(trace(q, [as_years], answer=gold), ctx)
+    assert (line.correct, line.grounded, line.failure_class) == (True, True, None)
+    elsewhere = right.model_copy(update={"meta": {"tether/evidence": {
+        **evidence, "window": {**evidence["window"], "start": "2025-05-01",
+                               "end": "2025-08-01"}}}})
+    off = label(trace(q, [elsewhere], answer=gold), ctx)
+    assert off.failure_class == "temporal" and "window 2025-05-01..2025-07-31" in (
+        off.symptoms[0]), off.symptoms
+
+
 def test_temporal_wrong_time_column_calendar_window_and_stale_data(ctx: LabelContext,
                                                                   served: Served) -> None:
     win = case("What was our win rate over the last 90 days?", answer=0.4,

@@ -46,6 +46,10 @@ class Evidence(BaseModel):
     dialect: str | None = Field(
         default=None, description="Extension: the SQL dialect of the statement (duckdb, "
         "postgres, ...), so a reader parses it as the engine did.")
+    window: dict[str, Any] | None = Field(
+        default=None, description="Extension: the window the statement bounded its time "
+        "column(s) with, as the result states it: {columns: [product.column], start, end "
+        "(exclusive), calendar, label}; null for a call with no window.")
     overall_sql: str | None = Field(
         default=None, description="Extension: for a metric cut into several rows, the same "
         "statement without the cut (same parameters), whose one row is the result's overall.")

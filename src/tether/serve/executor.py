@@ -310,6 +310,11 @@ class Executor:
             validate(with_declared(call.definition, call.plan), call.args)
             answered = kind.run(self, call)
             answered.result.update(said)  # beside window: what was read as what
+            stated, w = answered.result.get("window") or {}, call.plan.window
+            if stated.get("start") and w is not None and w.column:  # the one window, again
+                answered.evidence.window = {
+                    "columns": [".".join(ref_column(c)) for c in (w.column, w.end_column) if c],
+                    **{k: stated.get(k) for k in ("start", "end", "calendar", "label")}}
             return answered
         except Refusal as e:
             raise ToolError(e.paragraph(), refusal=e.meta()) from None

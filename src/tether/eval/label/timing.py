@@ -1,6 +1,8 @@
 """temporal: a date filter on a time column other than the metric's; a window that is not the
-question's (a fiscal window computed on calendar quarters said so), read from the bounds the
-call's statement compared its time columns with."""
+question's (a fiscal window computed on calendar quarters said so), read from the window the
+call's evidence states (``window``: the one the server resolved and bound, whatever the column
+holds time as: a year, text), else from the bounds the call's statement compared its time
+columns with (a server that states none)."""
 
 from __future__ import annotations
 
@@ -98,7 +100,17 @@ def timing(work: Work) -> Finding:
     seen_window, offs = False, []
     wrong_column, right_column = False, False
     for c in work.ok_calls():
-        filters = _filters(work, c)
+        stated = c.evidence.window if c.evidence is not None else None
+        if stated and stated.get("start") and stated.get("end"):
+            # the server said which window it bound: read it, not the statement's literals
+            fields = {work.ctx.field(x) for x in stated.get("columns") or []}
+            first = dt.date.fromisoformat(str(stated["start"])[:10])
+            last = dt.date.fromisoformat(str(stated["end"])[:10]) - dt.timedelta(days=1)
+            filters = [(x, "gte", first.isoformat()) for x in sorted(fields)]
+            filters += [(x, "lte", last.isoformat()) for x in sorted(fields)
+                        if x not in _end_fields(work)]
+        else:
+            filters = _filters(work, c)
         if expected:
             right_column = right_column or any(x in expected for x, _, _ in filters)
             for fld in sorted({x for x, _, _ in filters if x not in expected}):
