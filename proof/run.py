@@ -97,7 +97,10 @@ WAREHOUSES: dict[str, Warehouse] = {
     "demo": Warehouse("demo", "the demo warehouse", "proof", "proof.md"),
     "second": Warehouse("second", "the second warehouse (walk-in clinics, tests/warehouse2)",
                         "proof-second", "proof-second.md"),
+    "lahman": Warehouse("lahman", "the Lahman baseball database as `tether init` writes it, "
+                        "with no hand edit (tests/zoo)", "proof-zoo", "proof-zoo.md"),
 }
+ZOO_USER = "zoo.analyst"  # the starter's example user (its role sees everything)
 
 
 def agent_options(base_url: str, today: str | None = None) -> list[str]:
@@ -156,8 +159,36 @@ def _second() -> Any:
     return warehouse2
 
 
+def _zoo() -> Any:
+    """tests/zoo.py, the public datasets of the tests (not part of the package)."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    import zoo
+
+    return zoo
+
+
+def zoo_cases(dataset: str) -> list[dict[str, Any]]:
+    """The dataset's questions (tests/zoo/<dataset>/questions.yaml, gold computed by SQL and
+    checked on both engines by the tests) as evaluation cases, asked as the starter's user."""
+    import yaml
+
+    out = []
+    for q in yaml.safe_load(_zoo().questions_file(dataset).read_text()):
+        answer = q["answer"]
+        tolerance = round(abs(answer) * 0.005, 6) if isinstance(answer, float) else 0
+        out.append({"case_id": q["id"], "source_trace": None, "user_role": "everything",
+                    "as_user": ZOO_USER, "question": q["question"],
+                    "gold": {"answer": answer, "tolerance": tolerance}})
+    return out
+
+
 def warehouse_today(key: str) -> str:
-    """The warehouse's clock: the date a deployed agent's prompt would carry."""
+    """The warehouse's clock: the date a deployed agent's prompt would carry (a starter project
+    has no clock: the wall clock's date, as its server resolves periods)."""
+    if key == "lahman":
+        return dt.datetime.now(dt.UTC).date().isoformat()
     return demo_today() if key == "demo" else _second().CLOCK.date().isoformat()
 
 
@@ -341,15 +372,20 @@ class Pipeline:
             self.say(f"demo: tether demo init {self.out} --scale {SCALE}; tether build")
             self.run([TETHER, "demo", "init", str(self.out), "--scale", SCALE, "--force"],
                      quiet=True)
+        elif self.warehouse.key == "lahman":  # the starter, as a new user gets it
+            self.say(f"lahman: tests/zoo load_duckdb; tether init {self.out}; tether build")
+            self._fresh_out()
+            db = self.out / "lahman.duckdb"
+            _zoo().load_duckdb("lahman", db, self.out / "files")
+            self.command([str(BIN / "python"), "-c", "import sys; sys.path.insert(0, 'tests'); "
+                          f"import zoo; zoo.load_duckdb('lahman', '{db}', '{self.out}/files')"])
+            self.run([TETHER, "init", str(self.out), "--source", f"duckdb:///{db}", "--user",
+                      ZOO_USER, "--force"], quiet=True)
+            (self.out / "cases.jsonl").write_text("".join(
+                json.dumps(c) + "\n" for c in zoo_cases("lahman")))
         else:  # generated in this process, as the tests build it; recorded as a command
             self.say(f"second warehouse: tests/warehouse2 build_second({self.out}); tether build")
-            for stale in self.out.iterdir():  # a fresh project each run; the runs are kept
-                if stale.name == "runs":
-                    continue
-                if stale.is_dir():
-                    shutil.rmtree(stale)
-                else:
-                    stale.unlink()
+            self._fresh_out()
             _second().build_second(self.out, scale=float(SECOND_SCALE))
             self.command([str(BIN / "python"), "-c", "import sys; sys.path.insert(0, 'tests'); "
                           f"import warehouse2; warehouse2.build_second('{self.out}', "
@@ -369,6 +405,17 @@ class Pipeline:
         self.record["cases_sha256"] = sha256_file(cases)
         self.step("demo", time.perf_counter() - t0)
         return cases
+
+    def _fresh_out(self) -> None:
+        """A fresh project each run; the runs are kept."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        for stale in self.out.iterdir():
+            if stale.name == "runs":
+                continue
+            if stale.is_dir():
+                shutil.rmtree(stale)
+            else:
+                stale.unlink()
 
     def start_server(self, model: Path, venv: Path) -> llama.Server:
         port = llama.free_port()
@@ -529,7 +576,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "the case file, or case ids a,b,c")
     p.add_argument("--warehouse", choices=sorted(WAREHOUSES),
                    default=os.environ.get("PROOF_WAREHOUSE", "demo"),
-                   help="demo (default) or second: the tests' second warehouse, another domain")
+                   help="demo (default), second (the tests' second warehouse, another domain) "
+                   "or lahman (a public dataset's starter project, tests/zoo)")
     p.add_argument("--out", type=Path, default=None,
                    help="default demo-out/proof (the second warehouse: demo-out/proof-second)")
     p.add_argument("--doc", type=Path, default=None,

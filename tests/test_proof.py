@@ -218,6 +218,24 @@ def test_the_core_selection_names_real_demo_cases(demo_dir: Path) -> None:
     assert {"fin.ana", "sup.sam", "mgr.emea", "mgr.apac"} <= users  # every role of the demo
 
 
+def test_the_lahman_questions_are_cases_of_the_starters_user() -> None:
+    """The zoo's Lahman questions, as `python -m proof.run --warehouse lahman` asks them: valid
+    cases, unique ids, asked as the starter's example user in its role, floats with a
+    tolerance of half a percent and exact integers."""
+    from tether.eval.cases import Case
+    from tether.profiling.starter import render_starter
+
+    cases = [Case.model_validate(c) for c in run.zoo_cases("lahman")]
+    assert len(cases) >= 20 and len({c.case_id for c in cases}) == len(cases)
+    starter = render_starter("duckdb:///x.duckdb", [], user=run.ZOO_USER)
+    assert f"{run.ZOO_USER}: {{role: everything}}" in starter
+    assert {c.as_user for c in cases} == {run.ZOO_USER} and {c.user_role for c in cases} == {
+        "everything"}
+    for c in cases:
+        a = c.gold.answer
+        assert c.gold.tolerance == (round(abs(a) * 0.005, 6) if isinstance(a, float) else 0)
+
+
 def test_next_run_folder(tmp_path: Path) -> None:
     assert run.next_run_dir(tmp_path / "runs").name == "1"
     for n in ("1", "2", "10", "notes"):
