@@ -87,10 +87,15 @@ class Warehouse:
     """What a proof runs on: the demo, or the second warehouse of the tests (another domain,
     its own tether.yaml and cases with gold computed by SQL), built the same way each run."""
 
-    key: str  # "demo" | "second"
+    key: str  # "demo" | "second" | "lahman"
     words: str  # how the doc names it
     out: str  # default OUT folder under demo-out/
     doc: str  # default doc under docs/
+    # grounded with every product's own tool even where the list exceeds the token budget
+    # (served discovery-only by default): the comparison the discovery configuration needs;
+    # the model's context then has to hold the whole list
+    dedicated_all: bool = False
+    n_ctx: int = llama.N_CTX
 
 
 WAREHOUSES: dict[str, Warehouse] = {
@@ -98,7 +103,8 @@ WAREHOUSES: dict[str, Warehouse] = {
     "second": Warehouse("second", "the second warehouse (walk-in clinics, tests/warehouse2)",
                         "proof-second", "proof-second.md"),
     "lahman": Warehouse("lahman", "the Lahman baseball database as `tether init` writes it, "
-                        "with no hand edit (tests/zoo)", "proof-zoo", "proof-zoo.md"),
+                        "with no hand edit (tests/zoo)", "proof-zoo", "proof-zoo.md",
+                        dedicated_all=True, n_ctx=32768),
 }
 ZOO_USER = "zoo.analyst"  # the starter's example user (its role sees everything)
 
@@ -420,10 +426,12 @@ class Pipeline:
     def start_server(self, model: Path, venv: Path) -> llama.Server:
         port = llama.free_port()
         cmd = llama.server_command(str(venv / "bin" / "python"), model, port, self.threads,
+                                   n_ctx=self.warehouse.n_ctx,
                                    alias=MODEL_NAME) + server_flags(self.threads)
         server = llama.Server(cmd, port, self.run_dir / "logs" / "llama-server.log")
         self.record["llama"]["server_command"] = shlex.join(cmd)
-        self.say(f"llama.cpp server on 127.0.0.1:{port} ({self.threads} threads, n_ctx {llama.N_CTX})")
+        self.say(f"llama.cpp server on 127.0.0.1:{port} ({self.threads} threads, "
+                 f"n_ctx {self.warehouse.n_ctx})")
         server.start()
         if self.record.get("agent_options") is None:  # what every eval run is given (see eval_command)
             self.record["agent_options"] = options_dict(server.base_url, self.today)
@@ -446,7 +454,10 @@ class Pipeline:
 
     def target(self, cfg: Config) -> tuple[str, str | None]:
         if cfg.kind == "tether":
-            return tether_target(self.out, cfg.serve), None
+            serve = cfg.serve
+            if self.warehouse.dedicated_all and cfg.key == "grounded":
+                serve = (*serve, "--dedicated-tools", "all")
+            return tether_target(self.out, serve), None
         cmd = [str(BIN / "python"), "-m", "tether.demo.thirdparty", cfg.key, str(self.out)]
         done = self.run(cmd, quiet=True)
         self.record["commands"][-1] = f"MD=$({shlex.join(cmd)})"
