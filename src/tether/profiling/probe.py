@@ -57,12 +57,15 @@ def shared_key(project: Project) -> str:
 def recheck_by(project: Project, prof: ProductProfile) -> str | None:
     """When the newest still-live enum value turns dormant, the profile must be redone."""
     days = dt.timedelta(days=project.config.profiling.dormant_after_days)
+    newest = _newest(prof)
+    reference = min(prof.profiled_at, newest) if newest is not None else prof.profiled_at
+    # a live value past the dormancy line already (history, a column that stopped being filled,
+    # a clock of years: profiling/profile.py) stays live as the clock moves on
     seen = [e.last_seen for c in prof.columns for e in c.enum or []
-            if e.last_seen is not None and not e.deprecated]
+            if e.last_seen is not None and not e.deprecated and e.last_seen + days > reference]
     if not seen:
         return None
     due = min(seen) + days
-    newest = _newest(prof)
     if newest is not None and newest < due:
         # dormancy counts from min(clock, newest): until a newer row arrives (which the probe
         # sees), the clock passing `due` changes nothing

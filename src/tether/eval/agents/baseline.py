@@ -6,7 +6,8 @@ It is the guesser a thin tool definition invites, made reproducible and offline:
    are never picked as the answer tool.
 2. Arguments: an enum value named in the question (not of an enum whose values name the tool's
    own parameters or fields: that shapes the result, it filters nothing); a string matching a
-   parameter's pattern; for
+   parameter's pattern (a period code, FY2027-Q1 or 2026-07, where the description spells out
+   its yyyy forms instead); for
    an identifier parameter, any id-looking token in the question (whatever its scheme); ISO dates
    for ``*_from`` / ``*_to`` in order. Nothing else: no defaults invented.
 3. With a SQL tool (``run_sql``, ``query``, ``read_query``...), it lists and describes tables if
@@ -98,6 +99,11 @@ def _sql_param(tool: dict[str, Any]) -> str | None:
     return next((p for p in props if p.lower() in _SQL_PARAMS), None)
 
 
+_PERIOD_CODE = r"(?i)FY\d{2,4}(-?Q[1-4])?|\d{4}-Q[1-4]|\d{4}-\d{2}(-\d{2})?"
+"""The codes a period takes that a word-matcher can copy from a question: FY2027-Q1, 2026-Q3,
+2026-07, 2026-07-01 (a parameter with no pattern whose description spells out yyyy forms)."""
+
+
 def arguments(question: str, tool: dict[str, Any]) -> dict[str, Any]:
     """Arguments a word-matcher would fill from the question alone."""
     props = (tool.get("inputSchema") or {}).get("properties", {})
@@ -119,6 +125,8 @@ def arguments(question: str, tool: dict[str, Any]) -> dict[str, Any]:
                 args[pname] = max(hit, key=lambda v: len(str(v)))
             continue
         pattern = p.get("pattern")
+        if not pattern and "yyyy" in str(p.get("description", "")).lower():
+            pattern = _PERIOD_CODE  # a period whose forms the description spells out
         if pattern:
             m = next((t for t in question.split() if re.fullmatch(pattern, t.strip(".,?;:"))), None)
             if m:
