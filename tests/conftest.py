@@ -80,9 +80,9 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
             input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run the real `tether` console script in a subprocess (``input``: its stdin)."""
     exe = Path(sys.executable).parent / "tether"
-    return subprocess.run(
+    return subprocess.run(  # one width wherever it runs: messages are matched whole
         [str(exe), *args], capture_output=True, text=True, cwd=cwd,
-        env={**os.environ, **(env or {})}, timeout=300, input=input,
+        env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=300, input=input,
     )
 
 

@@ -272,9 +272,14 @@ def test_the_generic_listing_refuses_exactly_as_the_products_own_tool(
             if d.is_error and "unknown tool" in d.content[0].text:
                 continue  # the role may not call it either way
             assert d.is_error and r.is_error, (product, args, d.content[0].text)
-            assert r.content[0].text == d.content[0].text, (product, args)
             assert (r.meta or {}).get(REFUSAL_META) == (d.meta or {}).get(REFUSAL_META)
             refusals += REFUSAL_META in (d.meta or {})
+            if REFUSAL_META in (d.meta or {}):
+                assert r.content[0].text == d.content[0].text, (product, args)
+            else:  # a wrong argument: the same error, and the product's arguments to fix it
+                own, _, hint = r.content[0].text.partition(
+                    f". The arguments {product} takes for you: ")
+                assert own == d.content[0].text and hint, (product, args, r.content[0].text)
     assert refusals, "a value outside a caller's scope was asked"
 
 
@@ -380,26 +385,40 @@ def test_serve_takes_dedicated_tools_none_over_stdio(built_both: dict[str, Proje
 @pytest.mark.parametrize("which", WHICH)
 def test_a_value_sent_to_the_wrong_parameter_says_where_it_belongs(
         which: str, built_both: dict[str, Project]) -> None:
-    """A model that puts a segment into the region parameter is told which parameter lists it
-    (by either route), instead of only what the region parameter allows."""
+    """A model that puts a segment into the region parameter gets it read as the segment: a
+    value of exactly one other filter moves there (`moved_values`) and answers as the call
+    written right, by either route; given to what shapes the answer (`order`), it is refused
+    with the parameter that lists it."""
     project = built_both[which]
     user = everyone(project)
-    asked = []
-    for product, v in sorted(listings(project).items()):
-        props = v.definition["inputSchema"]["properties"]
-        enums = {p: [str(x) for x in enum_of(s) or []] for p, s in props.items()
-                 if p not in ("count_by", "sum_and_average_of") and enum_of(s)}
-        for a, b in ((a, b) for a in enums for b in enums if a != b):
-            value = next((x for x in enums[b] if x.lower() not in map(str.lower, enums[a])), None)
-            if value is not None:
-                several = props[a].get("type") == "array"
-                asked.append((product, a, b, {a: [value] if several else value}))
-                break
-    assert asked
     tools = listings(project)
-    _, results = session(project, user, [(tools[p].name, args) for p, _, _, args in asked], "all")
-    for (product, a, b, _), r in zip(asked, results, strict=True):
-        assert r.is_error, (product, a)
+    moved, shaped = [], []
+    for product, v in sorted(tools.items()):
+        props = v.definition["inputSchema"]["properties"]
+        enums = {f.param: [str(x) for x in enum_of(props.get(f.param)) or []]
+                 for f in v.plan.filters if enum_of(props.get(f.param))}
+        for a, b in ((a, b) for a in enums for b in enums if a != b):
+            lone = next((x for x in enums[b] if sum(
+                x.lower() in map(str.lower, vals) for vals in enums.values()) == 1), None)
+            if lone is not None:
+                moved.append((product, a, b, lone))
+                break
+        if enums and "order" in props:
+            b, values = next(iter(enums.items()))
+            shaped.append((product, b, values[0]))
+    assert moved and shaped
+    calls = [(tools[p].name, {a: x}) for p, a, _, x in moved]
+    calls += [(tools[p].name, {b: [x] if tools[p].definition["inputSchema"]["properties"][b]
+                               .get("type") == "array" else x}) for p, _, b, x in moved]
+    calls += [(tools[p].name, {"order": x}) for p, _, x in shaped]
+    _, results = session(project, user, calls, "all")
+    n = len(moved)
+    for (product, a, b, x), r, right in zip(moved, results[:n], results[n:2 * n], strict=True):
+        assert not r.is_error, (product, a, r.content[0].text)
+        assert r.structured_content["moved_values"] == {x: b}, (product, a)
+        assert r.structured_content["rows"] == right.structured_content["rows"], (product, a)
+    for (product, b, _), r in zip(shaped, results[2 * n:], strict=True):
+        assert r.is_error, (product, "order")
         text = r.content[0].text
         assert "is a value of " in text, text
         assert b in text.split("is a value of ")[1].split(":")[0].split(" and "), text

@@ -8,20 +8,18 @@ here in shapes no dataset of the project has; every count is checked against the
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import duckdb
 import pytest
 import yaml
-from mcp import Client
 
-from conftest import run_cli
+from conftest import call_tools, run_cli, scratch_schema
 from tether.context import timeformat
 from tether.context.timeformat import TimeFormatError
 
@@ -56,12 +54,7 @@ WANT = {"season": "%Y", "ym": "%Y%m", "dayNum": "%Y%m%d", "logged_on": "%Y-%m-%d
         "shipDate": "%m/%d/%Y", "eu_date": "%d/%m/%Y", "stamp_ts": "%s"}
 
 
-def _load(execute: Any) -> None:
-    execute('CREATE TABLE "readings" (' + ", ".join(f'"{c}" {t}' for c, t in COLUMNS) + ")",
-            None)
-    marks = ", ".join(["%s"] * len(COLUMNS))
-    for row in _rows():
-        execute(f'INSERT INTO "readings" VALUES ({marks})', row)
+DDL = "(" + ", ".join(f'"{c}" {t}' for c, t in COLUMNS) + ")"
 
 
 @pytest.fixture(params=["duckdb", "postgres"])
@@ -69,33 +62,21 @@ def started(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
             ) -> Iterator[Path]:
     """A project written by `tether init` over the table, on each engine."""
     tmp = tmp_path_factory.mktemp(f"times-{request.param}")
-    schema = None
-    if request.param == "duckdb":
-        path = tmp / "times.duckdb"
-        con = duckdb.connect(str(path))
-        _load(lambda sql, row: con.execute(sql.replace("%s", "?"), row))
-        con.close()
-        url = f"duckdb:///{path}"
-    else:
-        import psycopg
-
-        url = request.getfixturevalue("pg_url")
-        schema = f"times_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(url, autocommit=True) as c:
-            c.execute(f'CREATE SCHEMA "{schema}"')
-            c.execute(f'SET search_path TO "{schema}"')
-            _load(lambda sql, row: c.execute(sql, row))
-    try:
-        r = run_cli("init", "proj", "--source", url, "--user", "ana",
-                    *(["--schema", schema] if schema else []), cwd=tmp)
+    with contextlib.ExitStack() as stack:
+        if request.param == "duckdb":
+            path = tmp / "times.duckdb"
+            with duckdb.connect(str(path)) as con:
+                con.execute(f'CREATE TABLE "readings" {DDL}')
+                con.executemany(f'INSERT INTO "readings" VALUES ({", ".join("?" * len(COLUMNS))})',
+                                _rows())
+            init = ["--source", f"duckdb:///{path}"]
+        else:
+            url = request.getfixturevalue("pg_url")
+            schema = stack.enter_context(scratch_schema(url, "times", DDL, _rows(), "readings"))
+            init = ["--source", url, "--schema", schema]
+        r = run_cli("init", "proj", *init, "--user", "ana", cwd=tmp)
         assert r.returncode == 0, r.stderr
         yield tmp / "proj"
-    finally:
-        if schema:
-            import psycopg
-
-            with psycopg.connect(url, autocommit=True) as c:
-                c.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def test_init_finds_time_in_every_shape_and_only_there(started: Path) -> None:
@@ -110,17 +91,8 @@ def test_init_finds_time_in_every_shape_and_only_there(started: Path) -> None:
 
 def _serve(project: Path, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
     from tether.config import load_project
-    from tether.serve.server import TetherServer
 
-    server = TetherServer(load_project(project), stdio_user="ana")
-
-    async def go() -> list[Any]:
-        async with Client(server.server) as c:
-            return [await c.call_tool(name, args) for name, args in calls]
-    try:
-        return anyio.run(go)
-    finally:
-        server.close()
+    return call_tools(load_project(project), "ana", calls)
 
 
 def _in(d: dt.date, first: dt.date, end: dt.date) -> bool:

@@ -288,11 +288,7 @@ class Executor:
         from tether.serve.interpret import interpret
         from tether.serve.kinds import runner
 
-        try:
-            args, said = interpret(call.definition, call.plan, call.args, config)
-        except ArgumentError as e:
-            raise ToolError(str(e)) from None
-        call = as_declared(dataclasses.replace(call, args=args) if said else call)
+        said: dict[str, Any] = {}
 
         kind = runner(call.plan.kind)
         try:
@@ -305,7 +301,9 @@ class Executor:
             for product in reads:
                 if product in config.products and not table_allowed(config, call.user, product):
                     raise Refusal("denied_table", f"your role may not read {product}")
-            self._refuse_restricted(call, reads)
+            self._refuse_restricted(call, reads)  # a restricted name, before any reading
+            args, said = interpret(call.definition, call.plan, call.args, config)
+            call = as_declared(dataclasses.replace(call, args=args) if said else call)
             self._refuse_filters(call)  # a value outside the scope: refused, whatever its enum
             validate(with_declared(call.definition, call.plan), call.args)
             answered = kind.run(self, call)

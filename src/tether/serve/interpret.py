@@ -100,15 +100,17 @@ def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any]
                             + " (call again without the others)")
         if interpreted:
             said["interpreted"] = interpreted
-    moved = _moved(args, props)
+    filters = {f.param for f in plan.filters}
+    moved = _moved(args, {k: v for k, v in props.items() if k in filters})
     if moved:
         said["moved_values"] = {str(v): p for v, p in moved}
     return (args if said else given), said
 
 
 def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]:
-    """Enum values given to a parameter that does not hold them, moved (in ``args``) to the one
-    other parameter, not given, that holds them all (compared as text, case-insensitively)."""
+    """Enum values given to a filter parameter (``props``: the filters') that does not hold
+    them, moved (in ``args``) to the one other filter, not given, that holds them all (compared
+    as text, case-insensitively). What shapes the answer (order, count_by) is never a home."""
     out: list[tuple[Any, str]] = []
     for k in list(args):
         own = enum_of(props.get(k))
@@ -123,10 +125,11 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
         homes = {p: [next((x for x in enum_of(prop) or []
                            if str(x).lower() == str(v).strip().lower()), None) for v in values]
                  for p, prop in props.items() if p != k and p not in args}
-        homes = {p: got for p, got in homes.items() if all(x is not None for x in got)}
+        homes = {p: got for p, got in homes.items() if all(x is not None for x in got)
+                 and (len(got) == 1 or (props[p] or {}).get("type") == "array")}
         if len(homes) == 1:
             (home, canonical), = homes.items()
-            del args[k]
-            args[home] = canonical if isinstance(value, list) else canonical[0]
+            del args[k]  # a list where the parameter takes several, else the one value
+            args[home] = canonical if (props[home] or {}).get("type") == "array" else canonical[0]
             out += [(c, home) for c in canonical]
     return out

@@ -50,6 +50,7 @@ from tether.toolgen.shared import (
     parent_product,
     period_param,
     policy_sentence,
+    safe_name,
     size_words,
     tool_meta,
     visible_columns,
@@ -116,8 +117,9 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                      aggregates=summable, counts=countable, orderable=orderable)
     meta = tool_meta(ctx, "list", sentences, sources, [name],
                  source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
-                 canonical_ids={pnames[c]: s for c, s in p.identifiers.items()
-                                if c in pnames},
+                 canonical_ids={pnames.get(c) or safe_name(s): s
+                                for c, s in p.identifiers.items()
+                                if c in {x.column.name for x in cols}},
                  deprecated={pnames[c.column.name]: [str(e.value) for e in c.enum or []
                                                                if e.deprecated]
                              for c in cols if c.column.name in pnames
