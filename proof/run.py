@@ -102,11 +102,13 @@ WAREHOUSES: dict[str, Warehouse] = {
     "demo": Warehouse("demo", "the demo warehouse", "proof", "proof.md"),
     "second": Warehouse("second", "the second warehouse (walk-in clinics, tests/warehouse2)",
                         "proof-second", "proof-second.md"),
-    "lahman": Warehouse("lahman", "the Lahman baseball database as `tether init` writes it, "
-                        "with no hand edit (tests/zoo)", "proof-zoo", "proof-zoo.md",
+    "lahman": Warehouse("lahman", "the Lahman baseball database as `tether init` writes it "
+                        "(tests/zoo; one line added: a tool-list budget that holds every "
+                        "product's own tool)", "proof-zoo", "proof-zoo.md",
                         dedicated_all=True, n_ctx=32768),
 }
 ZOO_USER = "zoo.analyst"  # the starter's example user (its role sees everything)
+ZOO_BUDGET = 24000  # tokens: Lahman's 27 products' own tools (about 18,500) fit
 
 
 def agent_options(base_url: str, today: str | None = None) -> list[str]:
@@ -387,6 +389,12 @@ class Pipeline:
                           f"import zoo; zoo.load_duckdb('lahman', '{db}', '{self.out}/files')"])
             self.run([TETHER, "init", str(self.out), "--source", f"duckdb:///{db}", "--user",
                       ZOO_USER, "--force"], quiet=True)
+            # the one line added to the starter: a tool-list budget that holds every product's
+            # own tool, for the grounded configuration (discovery serves none of them)
+            with (self.out / "tether.yaml").open("a") as f:
+                f.write(f"\nserve:\n  tool_list_token_budget: {ZOO_BUDGET}\n")
+            self.command(["sh", "-c", f"printf '\\nserve:\\n  tool_list_token_budget: "
+                          f"{ZOO_BUDGET}\\n' >> {self.out}/tether.yaml"])
             (self.out / "cases.jsonl").write_text("".join(
                 json.dumps(c) + "\n" for c in zoo_cases("lahman")))
         else:  # generated in this process, as the tests build it; recorded as a command
