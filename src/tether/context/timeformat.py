@@ -174,15 +174,15 @@ _FIELD_RE = {
 }
 _SEPARATORS = frozenset({"-", "/", ".", " ", ", ", "_"})
 _LOOSE = {"%m": r"(0?[1-9]|1[0-2])", "%d": r"(0?[1-9]|[12]\d|3[01])"}
-"""Where a day or a month may be written without its zero (5/1/2010, Apr 1 2000): formats the
+"""Where a day or a month may be written without its zero (3/4/2011, Mar 3 2011): formats the
 engine parses, so the width does not matter to the order."""
 
 
 def guesses(value: str) -> list[str]:
     """The formats text like ``value`` could be written in, read from its shape: digit runs,
-    month names and separators, a time of day after a space or ``T``. ``2010/01/01 00:00`` ->
+    month names and separators, a time of day after a space or ``T``. ``2011/03/03 04:05`` ->
     ``%Y/%m/%d %H:%M``; ``05/01/2010`` -> ``%m/%d/%Y`` and ``%d/%m/%Y`` (the values decide);
-    ``Apr 1 2000`` -> ``%b %d %Y``; ``201005`` -> ``%Y%m``. None for a shape no date has."""
+    ``Mar 3 2011`` -> ``%b %d %Y``; ``201005`` -> ``%Y%m``. None for a shape no date has."""
     m = re.fullmatch(r"(.+?)(?:([ T])(\d{1,2}:\d{2}(?::\d{2})?))?", value.strip())
     if m is None:
         return []

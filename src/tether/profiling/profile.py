@@ -506,7 +506,7 @@ def _assemble(
     # historical data (nothing after 2013) a value seen in the last month of the data is live
     dormant = dormancy_reference(now, newest) - dt.timedelta(days=cfg.dormant_after_days)
     # and a value that stopped in the first third of the data's span is history, not a value
-    # being phased out (a league of 1884 in data that runs to 2020 is asked about by date)
+    # being phased out (a code last used a century before the data ends is asked about by date)
     recent = (oldest + (dormancy_reference(now, newest) - oldest) / 3
               if oldest is not None and newest is not None else None)
     coarse = fmt is not None and GRAIN_DAYS[grain(fmt)] >= cfg.dormant_after_days
@@ -520,7 +520,7 @@ def _assemble(
         seen_at = [t for v, _n, seen in values
                    if v is not None and (t := _aware(seen, tz, fmt)) is not None]
         # and a clock that ticks in years cannot place an absence of a year: a year column
-        # (a plane's build year, a season) marks nothing dormant
+        # (a build year, a season) marks nothing dormant
         quiet = (bool(seen_at) and max(seen_at) < dormant) or coarse
         out[i].enum = sorted(
             (

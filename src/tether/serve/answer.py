@@ -58,7 +58,7 @@ def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
 
 
 def _window(window: Any, plan: QueryPlan) -> str | None:
-    """The window in words, naming the column it bounds: "window 1998 on yearID: ..."."""
+    """The window in words, naming the column it bounds: "window 2026-07 on batch_day: ..."."""
     if not isinstance(window, dict):
         return None
     if not window.get("start"):

@@ -1,10 +1,10 @@
 """Arguments as models write them: a name or a value put where the tool has it, and said so.
 
 A model that calls a tool often names an argument by what it means rather than by the
-parameter's name: the column it filters (``customer_id`` for ``canonical_customer_id``, whose
-column is ``customer_id``), an identifier scheme the parameter accepts, a glossary word for the
-column (``region``), or the name in another case style (``salesRegion``). And it sometimes puts a
-value under the wrong parameter (``status: "EMEA"`` where EMEA is a sales region). Before the
+parameter's name: the column it filters (``widget_id`` for ``canonical_widget_id``, whose
+column is ``widget_id``), an identifier scheme the parameter accepts, a glossary word for the
+column (``area``), or the name in another case style (``binColour``). And it sometimes puts a
+value under the wrong parameter (``step: "NORTH"`` where NORTH is a bin's area). Before the
 arguments are checked, each unknown name that names exactly one parameter is used as that
 parameter, and each enum value given to a parameter that does not hold it, but that exactly one
 other parameter holds, is moved there; the result says both (``interpreted``, ``moved_values``)
@@ -58,7 +58,7 @@ def _names(definition: dict[str, Any], plan: QueryPlan, config: TetherConfig
 
 def _meant(given: str, names: dict[str, set[str]]) -> list[str]:
     """The parameters ``given`` names: one whose names hold it exactly, else every one with a
-    name whose words include all of its words (``customer_id`` in ``canonical_customer_id``)."""
+    name whose words include all of its words (``widget_id`` in ``canonical_widget_id``)."""
     key = _norm(given)
     if not key:
         return []
