@@ -36,7 +36,13 @@ def plain_classes(pattern: str) -> str:
         if c == "\\" and i + 1 < len(pattern):
             nxt = pattern[i + 1]
             table = INSIDE if inside else OUTSIDE
-            out.append(table.get(nxt, pattern[i:i + 2]))
+            if inside and nxt not in table and nxt not in "]\\":
+                # an escaped literal in a class ([A-Z \\.], [a-z \\-]): the grammar knows no
+                # such escape; the character itself, or its code where it means a range or a
+                # negation
+                out.append({"-": "\\x2D", "^": "\\x5E"}.get(nxt, nxt))
+            else:
+                out.append(table.get(nxt, pattern[i:i + 2]))
             i += 2
             continue
         if c == "[" and not inside:

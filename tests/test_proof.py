@@ -251,6 +251,11 @@ def test_regex_shorthands_become_classes() -> None:
     assert plain_classes(r"^FY(\d{4})-Q([1-4])$") == "^FY([0-9]{4})-Q([1-4])$"
     assert plain_classes(r"^[\d_]+\.\w$") == r"^[0-9_]+\.[a-zA-Z0-9_]$"  # \. is left alone
     assert plain_classes(r"^\D\s$") == r"^[^0-9][ \t\n\r]$"
+    # an escaped literal inside a class (the grammar knows no \. or \- there): the character,
+    # or its code where it would mean a range or a negation; \] stays escaped
+    assert plain_classes(r"^[A-Za-z \.]{3,14}$") == "^[A-Za-z .]{3,14}$"
+    assert plain_classes(r"^[A-Za-z0-9 \-]{1,9}$") == r"^[A-Za-z0-9 \x2D]{1,9}$"
+    assert plain_classes(r"[\^a\]\d]") == r"[\x5Ea\]0-9]"
     schema = {"type": "object", "properties": {
         "q": {"type": "string", "pattern": r"^40\d{8}$"},
         "xs": {"type": "array", "items": {"type": "string", "pattern": r"^\d$"}},
