@@ -48,7 +48,10 @@ NOT_RECORDED = "not recorded (the run predates provenance records)"
 OUTCOME = ("correct", "grounded", "failure_class")
 CLASSES = ("entity", "semantic", "structural", "temporal", "policy")
 WAREHOUSE_WORDS = {"demo": "the demo warehouse",
-                   "second": "the second warehouse (walk-in clinics; tests/warehouse2)"}
+                   "second": "the second warehouse (walk-in clinics; tests/warehouse2)",
+                   "lahman": "the Lahman baseball database's starter project (tests/zoo; "
+                             "`tether init` with one line added, a tool-list budget that holds "
+                             "every product's own tool for the grounded configuration)"}
 """How the doc names what a run was made on (proof.json's ``warehouse``; the demo when absent)."""
 
 

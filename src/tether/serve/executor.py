@@ -49,6 +49,7 @@ from tether.policy.entitle import (
 from tether.policy.model import restricted_columns, role_of, tool_visible
 from tether.profiling.fingerprint import schema_fingerprint
 from tether.serve import pagination, sqlguard
+from tether.serve.interpret import interpret
 from tether.sources import Fetched, Source, open_source
 from tether.toolgen.model import AGGREGATE, QueryPlan
 from tether.toolgen.plan import (
@@ -285,7 +286,6 @@ class Executor:
         if not tool_visible(config, call.user, call.tool):
             raise ToolError(f"unknown tool {call.tool!r} for this user")
         call = without_blanks(call)
-        from tether.serve.interpret import interpret
         from tether.serve.kinds import runner
 
         said: dict[str, Any] = {}
