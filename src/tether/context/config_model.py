@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tether.context.timeformat import is_format
+
 PII_SELECTOR = "pii"
 """A role's ``masks`` key that means every column classified pii."""
 
@@ -158,13 +160,13 @@ class ProductConfig(Model):
         """The time zone a time column is read in (UTC for one held in a format, and for a
         column that is none)."""
         value = self.time_columns.get(column or "", "UTC")
-        return "UTC" if "%" in value else value
+        return "UTC" if is_format(value) else value
 
     def time_format(self, column: str | None) -> str | None:
         """The format a time column holds time in (``%Y``, ``%Y-%m-%d``); None for a timestamp
         or date column (and for a column that is no time column)."""
         value = self.time_columns.get(column or "")
-        return value if value and "%" in value else None
+        return value if value and is_format(value) else None
 
     def timestamp_column(self) -> str | None:
         """The column last-seen and recency use: metric_time, else the first time column."""
