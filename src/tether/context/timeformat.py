@@ -25,7 +25,6 @@ INTEGER_FORMATS = ("%Y", "%Y%m", "%Y%m%d", "%s")
 
 _FIELDS = re.compile(r"%[YmdHMSbB]")
 _ORDERED = ("%Y", "%m", "%d", "%H", "%M", "%S")
-GRAINS = ("year", "month", "day", "second")
 GRAIN_DAYS = {"year": 365, "month": 28, "day": 1, "second": 0}
 """The shortest stretch of time one step of each grain spans, in days."""
 

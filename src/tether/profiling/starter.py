@@ -11,6 +11,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from sqlglot import exp
 
@@ -58,7 +59,8 @@ def infer_products(src: Source) -> list[StarterProduct]:
 def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: StarterProduct
            ) -> None:
     """Key, time columns, freshness and identifiers of one table, into ``p``."""
-    held = _infer_time_formats(src, rel, cols)
+    bounds = _bounds(src, rel, cols)
+    held = _infer_time_formats(src, rel, cols, bounds)
     p.primary_key = src.primary_key(table)
     if not p.primary_key:
         p.primary_key, p.pk_inferred = _infer_key(src, rel, table, cols), True
@@ -76,7 +78,7 @@ def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: Start
                         default=None)
     # as_of: a load time where one is kept, else the newest event (never a file's time)
     p.freshness = loads[0] if loads else p.metric_time
-    p.identifiers = _infer_identifiers(src, rel, [c for c in cols if c.name not in held])
+    p.identifiers = _infer_identifiers(src, rel, [c for c in cols if c.name not in held], bounds)
 
 
 _GRAIN_ORDER = ("second", "day", "month", "year")
@@ -97,8 +99,22 @@ _DAY_WORDS = frozenset({"date", "day", "dt", "yyyymmdd"})
 _SECOND_WORDS = frozenset({"timestamp", "ts", "epoch", "unix", "time"})
 
 
-def _infer_time_formats(src: Source, rel: exp.Table, cols: list[Column]
-                        ) -> dict[str, tuple[str, bool]]:
+def _bounds(src: Source, rel: exp.Table, cols: list[Column]) -> dict[str, tuple[Any, Any]]:
+    """The smallest and largest value of every integer and text column, in one statement (what
+    both the time and the identifier inference start from)."""
+    plain = [c for c in cols if not c.nested and c.kind in ("integer", "string")]
+    if not plain:
+        return {}
+    exprs: list[exp.Expr] = []
+    for c in plain:
+        ref = exp.column(c.name, quoted=True)
+        exprs += [exp.func("MIN", ref), exp.func("MAX", ref.copy())]
+    row = src.query(exp.select(*exprs).from_(rel.copy()))[0]
+    return {c.name: (row[2 * i], row[2 * i + 1]) for i, c in enumerate(plain)}
+
+
+def _infer_time_formats(src: Source, rel: exp.Table, cols: list[Column],
+                        bounds: dict[str, tuple[Any, Any]]) -> dict[str, tuple[str, bool]]:
     """Integer and text columns that hold time, with the format they hold it in, by the shape
     of every value (checked in the engine): integers in 1000..2999 named as years (``%Y``),
     six-digit year-months and eight-digit dates whose month and day parts are all valid
@@ -106,16 +122,10 @@ def _infer_time_formats(src: Source, rel: exp.Table, cols: list[Column]
     is a year (named so), a month, a date or a date and time in one format (``%Y-%m-%d``,
     ``%m/%d/%Y``, ...). Text dates that read both day-first and month-first are left alone."""
     found: dict[str, tuple[str, bool]] = {}
-    plain = [c for c in cols if not c.nested and c.kind in ("integer", "string")]
-    if not plain:
-        return found
-    exprs: list[exp.Expr] = []
-    for c in plain:
-        ref = exp.column(c.name, quoted=True)
-        exprs += [exp.func("MIN", ref), exp.func("MAX", ref.copy())]
-    row = src.query(exp.select(*exprs).from_(rel.copy()))[0]
-    for i, c in enumerate(plain):
-        lo, hi = row[2 * i], row[2 * i + 1]
+    for c in cols:
+        if c.name not in bounds:
+            continue
+        lo, hi = bounds[c.name]
         if lo is None or lo == hi:  # one value throughout tells no time
             continue
         words = set(name_words(c.name))
@@ -255,7 +265,8 @@ def _runs(value: str) -> str | None:
 _UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 
 
-def _infer_identifiers(src: Source, rel: exp.Table, cols: list[Column]) -> dict[str, str]:
+def _infer_identifiers(src: Source, rel: exp.Table, cols: list[Column],
+                       bounds: dict[str, tuple[Any, Any]]) -> dict[str, str]:
     """Id-like string columns whose every value fits one shape (checked in the engine)."""
     found: dict[str, str] = {}
     for c in cols:
@@ -264,9 +275,7 @@ def _infer_identifiers(src: Source, rel: exp.Table, cols: list[Column]) -> dict[
         if c.kind == "uuid":
             found[c.name] = _UUID
             continue
-        ref = exp.column(c.name, quoted=True)
-        lo, hi = src.query(exp.select(exp.func("MIN", ref), exp.func("MAX", ref.copy()))
-                           .from_(rel.copy()))[0]
+        lo, hi = bounds.get(c.name, (None, None))  # read with the time columns' bounds
         if lo is None or lo == hi:  # one value throughout tells no shape
             continue
         low = str(lo).lower()
