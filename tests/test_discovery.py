@@ -120,6 +120,9 @@ def test_a_product_is_found_by_a_glossary_synonym(which: str,
         assert any("glossary" in why and synonym in why for why in m["matched"]), m
 
 
+SHAPING = ("count_by", "sum_and_average_of", "order_by", "order")
+
+
 def unique_values(project: Project) -> list[tuple[str, str, str]]:
     """(product, parameter, value): an enum value of one product's listing found in no other
     product's tool, name or description (so a search for it has one right answer)."""
@@ -128,6 +131,8 @@ def unique_values(project: Project) -> list[tuple[str, str, str]]:
     out = []
     for product, v in sorted(listings(project).items()):
         for param, prop in v.definition["inputSchema"]["properties"].items():
+            if param in SHAPING:
+                continue  # its enum names columns, not values the data holds
             for value in enum_of(prop) or []:
                 word = str(value)
                 if (len(word) > 3 and word.replace("_", "").isalpha()

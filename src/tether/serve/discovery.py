@@ -10,8 +10,11 @@ would show them, and no second policy exists.
 from __future__ import annotations
 
 import re
+import sqlite3
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.context.meta import Evidence, ToolContext, enum_of
@@ -19,6 +22,7 @@ from tether.context.names import spaced
 from tether.serve.kinds import Runner, register
 from tether.toolgen.discovery import PROBE, ROWS, SEARCH_LIMIT
 from tether.toolgen.kinds import kind
+from tether.toolgen.shared import LISTING_PARAMS
 
 if TYPE_CHECKING:
     from tether.config import TetherConfig
@@ -33,8 +37,27 @@ STOP = frozenset(
     "you your all".split()
     # the words every definition here uses of itself, which tell one product from none
     + "data product row record table tool call result field".split())
-WEIGHTS = {"value": 4.0, "name": 3.0, "term": 3.0, "column": 2.0, "text": 1.0}
-"""How much a question word found in each kind of field counts (one field per word: the best)."""
+BOOST = {"name": 8.0, "term": 6.0, "exact": 5.0, "column": 3.0, "value": 2.0, "text": 1.0}
+"""Each field's weight in a document's score (BM25F-style boosts): what a product is called
+counts most, then the glossary's words for it, then a value it holds written whole in the
+question (``CLOSED_LOST``, ``Run Off``), then its columns, then a word of one of its values, then
+the prose about it. A word the question shares with a product's name outranks the same word as
+another product's value."""
+RUN = re.compile(r"[A-Za-z0-9]+(?:[_\-./:][A-Za-z0-9]+)*")
+
+
+def exact(text: str) -> str:
+    """A value as one token: its letters and digits, lower case (``CLOSED_LOST``, ``closed
+    lost`` and ``Closed-Lost`` are all ``closedlost``)."""
+    return "".join(WORD.findall(text.lower()))
+
+
+def said_whole(question: str) -> set[str]:
+    """Every run of one to three of the question's words as one token: what a value written
+    whole in it would be (``exact``)."""
+    runs = [exact(r) for r in RUN.findall(question)]
+    return {"".join(runs[i:i + n]) for n in (1, 2, 3) for i in range(len(runs) - n + 1)
+            if n > 1 or runs[i] not in STOP}
 
 
 class _Shaped(Protocol):
@@ -61,10 +84,15 @@ def stem(word: str) -> str:
     return word
 
 
+def tokens(text: str) -> list[str]:
+    """The stemmed words of ``text`` in order, repeats kept, names split into theirs
+    (``ShelfOfParts``: shelf, of, parts; context/names.py)."""
+    return [stem(w) for w in WORD.findall(spaced(text).lower()) if w not in STOP and len(w) > 1]
+
+
 def words(text: str) -> set[str]:
-    """The stemmed words of ``text``, names split into theirs (``ShelfOfParts``: shelf, of, parts;
-    context/names.py)."""
-    return {stem(w) for w in WORD.findall(spaced(text).lower()) if w not in STOP and len(w) > 1}
+    """The distinct stemmed words of ``text``."""
+    return set(tokens(text))
 
 
 @dataclass
@@ -78,23 +106,35 @@ class Doc:
     summary: str
     fields: dict[str, list[tuple[float, str]]]
     arguments: dict[str, Any] | None = None  # a product's: what its rows take, as this caller
+    rows: list[tuple[str, list[str]]] = field(default_factory=list)  # (field, its tokens)
 
-    def add(self, text: str, kind: str, why: str) -> None:
-        weight = WEIGHTS[kind]
-        for w in words(text):
+    def add(self, text: str, kind: str, why: str, row: bool = True) -> list[str]:
+        """One field of this document: a name, a column, a value, a term or some prose (with
+        ``row`` false, only why its words are here, for a field the caller indexes); its
+        tokens."""
+        weight = BOOST[kind]
+        said = tokens(text)
+        whole = exact(text)
+        # a name or value said whole in a question counts as itself (``hall of fame`` is
+        # HallOfFame, ``closed lost`` is CLOSED_LOST): where it is more than its one word
+        whole = whole if kind in ("name", "value") and whole and whole not in said else ""
+        if said and row:
+            self.rows.append((kind, [*said, whole] if whole and kind == "name" else said))
+        if whole and kind == "value":
+            self.rows.append(("exact", [whole]))
+        if whole:
+            said = [*said, whole]
+        for w in set(said):
             found = self.fields.setdefault(w, [])
             if (weight, why) not in found:
                 found.append((weight, why))
+        return said
 
-    def hit(self, word: str) -> tuple[float, list[str]]:
-        """The word's best weight here and why it is here (its best field, and every name,
-        term or value it is, a few at most)."""
-        found = self.fields.get(word)
-        if not found:
-            return 0.0, []
-        best = max(w for w, _ in found)
-        return best, [why for w, why in sorted(found, key=lambda t: -t[0])
-                      if w == best or w >= WEIGHTS["name"]][:3]
+    def hit(self, word: str) -> list[str]:
+        """Why the word is here: the fields it was found in, the weightiest first (three at
+        most)."""
+        found = self.fields.get(word) or []
+        return [why for _, why in sorted(found, key=lambda t: -t[0])][:3]
 
 
 def _doc(v: _Shaped, listed: bool, config: TetherConfig) -> Doc:
@@ -107,12 +147,17 @@ def _doc(v: _Shaped, listed: bool, config: TetherConfig) -> Doc:
     doc = Doc(name, "metric" if metric else "product", call, with_,
               description.split(". ")[0].rstrip(".") + "." if description else "", {},
               None if metric else (d.get("inputSchema") or {}).get("properties", {}))
-    doc.add(name.replace("_", " "), "name", f"name {name}")
-    doc.add(v.name.replace("_", " "), "name", f"tool {v.name}")
+    # a product's name and its tool's name: one field
+    called = doc.add(name.replace("_", " "), "name", f"name {name}", row=False)
+    if v.name != name:
+        called += doc.add(v.name.replace("_", " "), "name", f"tool {v.name}", row=False)
+    doc.rows.append(("name", called))
     doc.add(str(d.get("title") or ""), "text", "title")
     doc.add(description, "text", "description")
     props = (d.get("inputSchema") or {}).get("properties", {})
     for param, prop in props.items():
+        if param in LISTING_PARAMS:
+            continue  # every listing's own; their enums name columns, indexed as columns
         doc.add(param.replace("_", " "), "column", f"argument {param}")
         doc.add(str(prop.get("description", "")), "text", f"meaning of {param}")
         for value in enum_of(prop) or []:
@@ -131,26 +176,62 @@ def _doc(v: _Shaped, listed: bool, config: TetherConfig) -> Doc:
     return doc
 
 
+class Index:
+    """BM25 over one caller's documents, by SQLite's FTS5: one row per field of each document
+    (its name, each column, each value, each term, each piece of prose), so a word's rarity is
+    measured over all fields and a short field that holds it counts for more than a long one; a
+    document scores the sum of its fields' BM25, each times the field's boost."""
+
+    def __init__(self, docs: list[Doc]) -> None:
+        self.docs = docs
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        # the words are ours already (split, stemmed, stop words gone): FTS5 splits on spaces
+        self._db.execute("CREATE VIRTUAL TABLE f USING fts5(body, doc UNINDEXED, "
+                         "kind UNINDEXED, tokenize = 'unicode61')")
+        self._db.executemany("INSERT INTO f (body, doc, kind) VALUES (?, ?, ?)",
+                             [(" ".join(said), i, kind) for i, d in enumerate(docs)
+                              for kind, said in d.rows])
+
+    def scores(self, question: str) -> tuple[set[str], dict[int, float]]:
+        """The question's terms and each matching document's score for them (higher is
+        better): its words, each run of words said whole (a value of two words, ``Run Off`` or
+        ``CLOSED_LOST``, counts as itself where the question says it so) and each two words
+        it says together as a phrase."""
+        said = tokens(question)
+        terms = set(said) | said_whole(question)
+        pairs = {f"{a} {b}" for a, b in pairwise(said) if a != b}
+        phrases = sorted(terms) + sorted(pairs)
+        if not phrases:
+            return terms, {}
+        query = " OR ".join('"' + w + '"' for w in phrases)
+        with self._lock:
+            found = self._db.execute("SELECT doc, kind, -bm25(f) FROM f WHERE f MATCH ?",
+                                     (query,)).fetchall()
+        out: dict[int, float] = {}
+        for doc, field_kind, score in found:
+            out[doc] = out.get(doc, 0.0) + BOOST[field_kind] * max(score, 0.0)
+        return terms, out
+
+
 def corpus(reachable: Sequence[_Shaped], listed: set[str] | frozenset[str],
-           config: TetherConfig) -> list[Doc]:
-    """One document per product (its listing tool) and per metric the caller may reach."""
-    return [_doc(v, v.name in listed, config) for v in reachable
-            if kind(v.plan.kind).searchable]
+           config: TetherConfig) -> Index:
+    """One document per product (its listing tool) and per metric the caller may reach,
+    indexed for search."""
+    return Index([_doc(v, v.name in listed, config) for v in reachable
+                  if kind(v.plan.kind).searchable])
 
 
-def search(docs: list[Doc], question: str, limit: int = SEARCH_LIMIT) -> list[dict[str, Any]]:
-    """The documents that match the question's words, best first (ties by name)."""
-    asked = words(question)
+def search(index: Index, question: str, limit: int = SEARCH_LIMIT) -> list[dict[str, Any]]:
+    """The documents that match the question's words, best first by BM25 (ties by name)."""
+    asked, scores = index.scores(question)
     scored = []
-    for doc in docs:
-        hits = [doc.hit(w) for w in asked if w in doc.fields]
-        if not hits:
-            continue
-        score = sum(weight for weight, _ in hits)
-        why = sorted({reason for _, reasons in hits for reason in reasons})
+    for i, score in scores.items():
+        doc = index.docs[i]
+        why = sorted({reason for w in asked for reason in doc.hit(w)})
         scored.append((-score, doc.name, doc, why))
     scored.sort(key=lambda t: (t[0], t[1]))
-    out = [{"name": doc.name, "kind": doc.kind, "score": -neg, "matched": why,
+    out = [{"name": doc.name, "kind": doc.kind, "score": round(-neg, 3), "matched": why,
             "summary": doc.summary, "call": doc.call, "with": doc.with_}
            for neg, _, doc, why in scored[:limit]]
     if scored and scored[0][2].arguments is not None and scored[0][2].call == ROWS:
@@ -160,7 +241,7 @@ def search(docs: list[Doc], question: str, limit: int = SEARCH_LIMIT) -> list[di
     return out
 
 
-def found(v: _Shaped, docs: list[Doc], args: dict[str, Any]) -> Answered:
+def found(v: _Shaped, docs: Index, args: dict[str, Any]) -> Answered:
     from tether.serve.executor import Answered
 
     question = str(args.get("question") or "")

@@ -98,7 +98,7 @@ class TetherServer:
         self._visible: dict[str, tuple[int, float, list[Version]]] = {}
         self._tools: dict[str, tuple[list[Version], list[types.Tool]]] = {}
         self._indexes: dict[str, _Index] = {}
-        self._docs: dict[tuple[Any, ...], tuple[float, list[discovery.Doc]]] = {}
+        self._docs: dict[tuple[Any, ...], tuple[float, discovery.Index]] = {}
         self.listed = Listed(frozenset(), "dedicated", 0, 0)
         self._check_policy()
         self.bus = InMemorySubscriptionBus()
@@ -686,10 +686,6 @@ def logged_arguments(args: dict[str, Any]) -> str:
         return text
     return json.dumps({"truncated": data[:4000].decode(errors="ignore"),
                        "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)})
-
-
-def stdio_user_from_env(explicit: str | None) -> str | None:
-    return explicit or os.environ.get("TETHER_USER") or None
 
 
 def log(message: str) -> None:
