@@ -219,10 +219,15 @@ def test_a_shape_of_any_length_is_one_scheme_only_for_columns_of_one_name() -> N
     """An exact shape in two tables is one scheme (they join); a shape of any length
     (letters then digits) is shared only by columns of one name, since unrelated ids fit it;
     scheme names are parameter names, made unique."""
-    from tether.profiling.starter import _runs, _scheme
+    from tether.profiling.shapes import candidates, fixed, runs
+    from tether.profiling.starter import _scheme
 
-    loose = _runs("widget01")
-    assert loose == r"^[a-z]+\d+$" and _runs("widget") is None and _runs("2001") is None
+    loose = runs("widget01")
+    assert loose == r"^[a-z]+\d+$" and runs("widget") is None and runs("2001") is None
+    # codes of one length: letters, then letters or digits (a middle value may hold one)
+    assert fixed("ALT", "WSU") == ["^[A-Z]{3}$", "^[A-Z0-9]{3}$"] and fixed("A1", "ABC") == []
+    assert candidates("ALT", "WSU", loose=False) == []
+    assert candidates("A-0012", "A-9931") == [r"^A-\d{4}$"]  # a dash is no metacharacter
     schemes: dict[tuple[str, str], str] = {}
     assert _scheme(schemes, r"^CRM-\d{5}$", "customer_ref") == "customer_ref"
     assert _scheme(schemes, r"^CRM-\d{5}$", "crm_id") == "customer_ref"

@@ -50,6 +50,9 @@ class ColumnProfile(_M):
         description="Formats every non-null value fits: date, datetime_midnight_utc, uuid, email, "
         "currency_code.",
     )
+    pattern: str | None = Field(
+        default=None, description="A shape every value fits, checked in the engine (key columns "
+        "and identifier-named text columns without a declared scheme): ^[A-Z0-9]{3}$.")
     never_negative: bool | None = Field(default=None, description="Numeric and min >= 0.")
     unit_hint: str | None = Field(default=None, description="cents, currency, ... where evident.")
     unit_evidence: str | None = Field(

@@ -122,6 +122,8 @@ def _identifiers(tool: Tool) -> tuple[str, str] | None:
     for name, s in _props(tool.get("inputSchema")).items():
         if not isinstance(s, dict) or not (_ID.search(name) or s.get("format") == "uuid"):
             continue
+        if s.get("enum") or (s.get("items") or {}).get("enum"):
+            continue  # every value it takes is listed: that says the identifier exactly
         typed = s.get("pattern") or s.get("format") or _types(s) & {"integer"}
         if not (typed and s.get("description")):
             bad.append(name)

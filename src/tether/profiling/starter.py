@@ -20,6 +20,7 @@ from tether.context.schema import Column
 from tether.context.timeformat import grain, guesses, is_format, says
 from tether.context.timeformat import pattern as time_pattern
 from tether.errors import QueryError
+from tether.profiling import shapes
 from tether.sources import Source, resolve_duckdb_path
 from tether.sources.sqlalchemy import redact
 
@@ -228,43 +229,6 @@ def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> l
     return []
 
 
-def _shape(value: str) -> str:
-    """``A-0012`` -> ``^A-\\d{4}$``: letters kept literally when upper-case prefixes, digits counted."""
-    out, i = "", 0
-    while i < len(value):
-        ch = value[i]
-        if ch.isdigit():
-            j = i
-            while j < len(value) and value[j].isdigit():
-                j += 1
-            out += f"\\d{{{j - i}}}"
-            i = j
-        else:
-            out += re.escape(ch)
-            i += 1
-    return f"^{out}$"
-
-
-def _runs(value: str) -> str | None:
-    """``abcde01`` -> ``^[a-z]+\\d+$``: each run of lower letters, upper letters or digits as its
-    class, any length (ids made of a name and a number); other characters kept. None when the
-    value has no letters or no digits (a word or a number is not an id's shape)."""
-    if not (re.search(r"[A-Za-z]", value) and re.search(r"\d", value)):
-        return None
-    classes = {"l": "[a-z]+", "u": "[A-Z]+", "d": "\\d+"}
-    out, prev = "", None
-    for ch in value:
-        kind = "l" if ch.islower() else "u" if ch.isupper() else "d" if ch.isdigit() else None
-        if kind is None:
-            out, prev = out + re.escape(ch), None
-        elif kind != prev:
-            out, prev = out + classes[kind], kind
-    return f"^{out}$"
-
-
-_UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
-
-
 def _infer_identifiers(src: Source, rel: exp.Table, cols: list[Column],
                        bounds: dict[str, tuple[Any, Any]]) -> dict[str, str]:
     """Id-like string columns whose every value fits one shape (checked in the engine)."""
@@ -273,18 +237,14 @@ def _infer_identifiers(src: Source, rel: exp.Table, cols: list[Column],
         if c.kind not in ("string", "uuid") or not identifier_like(c.name):
             continue
         if c.kind == "uuid":
-            found[c.name] = _UUID
+            found[c.name] = shapes.UUID
             continue
         lo, hi = bounds.get(c.name, (None, None))  # read with the time columns' bounds
         if lo is None or lo == hi:  # one value throughout tells no shape
             continue
-        low = str(lo).lower()
-        candidates = [_UUID] if re.fullmatch(_UUID, low) else []
-        if _shape(str(lo)) == _shape(str(hi)):
-            candidates.append(_shape(str(lo)))
-        elif (loose := _runs(str(lo))) and loose == _runs(str(hi)):
-            candidates.append(loose)  # letters and digits of varying length
-        for pattern in candidates:
+        # no fixed-length codes here: a league's two letters are an enum to count by, not a
+        # scheme (the profile gives such a column its pattern where it is a key part)
+        for pattern in shapes.candidates(str(lo), str(hi), loose=False):
             if _all_match(src, rel, c.name, pattern):
                 found[c.name] = pattern
                 break

@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from tether.config import ProductConfig
 from tether.context.meta import enum_of
-from tether.context.names import identifier_like, key_grain, ref, words_of
+from tether.context.names import key_grain, ref, words_of
 from tether.context.profile import ColumnProfile
 from tether.context.timeformat import says
 from tether.profiling.formats import is_money
@@ -44,10 +44,10 @@ from tether.toolgen.shared import (
     filter_columns,
     held_as,
     id_routes,
+    not_a_quantity,
     output_rows,
     param_names,
     param_schema,
-    parent_product,
     period_param,
     policy_sentence,
     safe_name,
@@ -150,14 +150,12 @@ def _column_units(p: ProductConfig, cols: list[ColumnProfile]) -> dict[str, str]
 
 
 def _summable(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile]) -> list[str]:
-    """Numeric columns whose total and mean mean something (sum_and_average_of): not a key,
-    an identifier, a column whose name says it is one (``widget_id``, ``batchID``, in any case
-    style) or another product's key (a reference is a number, not a quantity)."""
+    """Numeric columns whose total and mean mean something (sum_and_average_of): no number
+    that names a thing (shared.not_a_quantity) and no time held as a number (a year)."""
     return [c.column.name for c in cols
             if not c.column.nested and c.column.kind in _NUMERIC
-            and c.column.name not in p.primary_key and c.column.name not in p.identifiers
-            and not identifier_like(c.column.name)
-            and parent_product(ctx, name, c.column.name) is None]
+            and not not_a_quantity(ctx, name, c.column.name)
+            and c.column.name not in p.time_columns]
 
 
 def order_schema(measures: bool) -> dict[str, Any]:

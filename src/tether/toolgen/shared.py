@@ -16,9 +16,10 @@ from typing import Any, Literal
 from sqlglot import exp
 
 from tether.config import MetricConfig, ProductConfig, Project, TetherConfig
+from tether.context.names import identifier_like
 from tether.context.periods import resolve
 from tether.context.profile import ColumnProfile, ProductProfile
-from tether.context.timeformat import grain
+from tether.context.timeformat import grain, says
 from tether.errors import ConfigError
 from tether.policy import restricted_columns
 from tether.policy.entitle import role_masks
@@ -120,9 +121,10 @@ def field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
     scheme = p.identifiers.get(leaf)
     if scheme and scheme != leaf:
         notes.append(f"{scheme} identifier")
-    if c.column.kind in ("integer", "decimal", "float"):
-        notes.append(unit_note(c.unit_hint, keyish=leaf in p.primary_key
-                               or leaf in p.identifiers))
+    if c.column.kind in ("integer", "decimal", "float") and (fmt := p.time_format(leaf)):
+        notes.append(f"time, {says(leaf, fmt).split(' holds ', 1)[1]}; no unit")
+    elif c.column.kind in ("integer", "decimal", "float"):
+        notes.append(unit_note(c.unit_hint, keyish=not_a_quantity(ctx, product, leaf)))
     kinds = mask_kinds(ctx, product, leaf)
     if kinds:  # how it is masked is part of what a caller reads: a mode change is a policy edit
         notes.append(f"{join_words([MASK_WORDS[k] for k in sorted(kinds)], 'or')} for some callers")
@@ -168,6 +170,15 @@ def size_words(n: int) -> str:
 
 
 NO_UNIT = "no known unit"
+
+
+def not_a_quantity(ctx: Ctx, product: str, column: str) -> bool:
+    """A number that names a thing rather than measures it: a key or a part of one, an
+    identifier, a column whose name says it is one (``invoice_id``, ``orderKey``, in any case
+    style) or another product's key (a reference). It has no unit and no total."""
+    p = ctx.config.products[product]
+    return (column in p.primary_key or column in p.identifiers or identifier_like(column)
+            or parent_product(ctx, product, column) is not None)
 
 
 def unit_note(unit: str | None, *, keyish: bool = False) -> str:
@@ -277,11 +288,11 @@ def filter_columns(p: ProductConfig, cols: list[ColumnProfile]) -> list[ColumnPr
 
 
 def key_part(p: ProductConfig, c: ColumnProfile) -> bool:
-    """An integer column of a composite key that is no time column: a lookup parameter (the
-    rows of one batch, one step), its type saying its format. A text part is one when it is
-    a declared identifier (its scheme says the format) or few-valued (an enum)."""
+    """A column of a composite key that is no time column (the period bounds that one): a
+    lookup parameter, so a listing can always be narrowed to its grain (the rows of one batch,
+    one step, one code), whatever the part's type or number of values."""
     return (len(p.primary_key) > 1 and c.column.name in p.primary_key
-            and c.column.name not in p.time_columns and c.column.kind == "integer")
+            and c.column.name not in p.time_columns and c.column.kind in LOOKUP_KINDS)
 
 
 LOOKUP_KINDS = ("string", "integer", "uuid", "decimal", "date")
@@ -413,9 +424,11 @@ def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
     key = p.primary_key[0] if len(p.primary_key) == 1 else None
     if leaf == key:
         notes.append(f"the key of {plural(grain_noun(p.grain, product))}: at most one row")
-    elif key_part(p, c):
+    elif key_part(p, c) and c.enum is None:  # an enum's values say what it takes
         rest = join_words([k for k in p.primary_key if k != leaf])
-        notes.append(f"key part: with {rest}, at most one row")
+        like = (f", like {c.min}" if isinstance(c.min, str) and not scoped(ctx, product, leaf)
+                else "")  # a real value, where every caller may see it
+        notes.append(f"key part: with {rest}, at most one row{like}")
     chosen = bool(p.tool and p.tool.filters and leaf in p.tool.filters)  # named in tether.yaml
     if c.enum is not None and c.column.kind != "boolean" and (
             chosen or len(c.enum) <= MAX_FILTER_ENUM):
@@ -442,6 +455,8 @@ def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
         note = enum_note(c)
         if note:
             notes.append(note.rstrip("."))
+    if c.pattern and "pattern" not in schema and schema.get("type") == "string":
+        schema["pattern"] = c.pattern  # the shape every value has (profiling/shapes.py)
     if c.unit_hint:
         notes.append(f"unit: {c.unit_hint}")
     if notes:
