@@ -240,3 +240,29 @@ def test_a_column_that_stopped_being_filled_marks_no_value_dormant(tmp_path: Pat
     assert project.config.products["members"].metric_time == "joined_on"
     assert not [e.value for e in prof["closed_in"].enum or [] if e.deprecated]
     assert {e.value for e in prof["tier"].enum or [] if e.deprecated} == {"old_a", "old_b"}
+
+
+def test_a_rare_value_or_one_from_history_is_not_dormant(tmp_path: Path) -> None:
+    """Absence is evidence only where the value was due: a value seen a handful of times over
+    the whole span (one member in a thousand with a rare tier, the last of them years before the
+    data ends) is not deprecated, nor is one that stopped in the first third of the span (a
+    tier of the founding years, asked about by date); a common value that stopped while others
+    go on still is."""
+    import duckdb
+
+    db = tmp_path / "m.duckdb"
+    with duckdb.connect(str(db)) as con:
+        # 3,000 members over about 25 years; 'rare' on 3 of them, the last in year 16 of 25
+        con.execute("""CREATE TABLE members AS SELECT i AS member_no,
+            DATE '2000-01-01' + CAST(i * 3 AS INTEGER) AS joined_on,
+            CASE WHEN i IN (100, 900, 1900) THEN 'rare'
+                 WHEN i < 400 THEN 'founding'
+                 WHEN i < 2500 THEN ['std', 'old'][i % 2 + 1]
+                 ELSE 'std' END AS tier
+            FROM range(3000) t(i)""")
+    r = run_cli("init", "p", "--source", f"duckdb:///{db}", cwd=tmp_path,
+                env={"TETHER_USER": "x"})
+    assert r.returncode == 0, r.stderr
+    project = load_project(tmp_path / "p")
+    prof = {c.column.name: c for c in profile_product(project, "members").columns}
+    assert {e.value for e in prof["tier"].enum or [] if e.deprecated} == {"old"}

@@ -29,12 +29,14 @@ import sqlglot
 from sqlglot import exp
 
 from tether.config import ProductConfig, ProfilingConfig, Project, TetherConfig
+from tether.context.names import identifier_like
 from tether.context.profile import ColumnProfile, EnumValue, ProductProfile, ValueCount
 from tether.context.schema import Column, TypeKind
 from tether.context.timeformat import GRAIN_DAYS, grain, to_time
 from tether.context.timeformat import problem as format_problem
 from tether.errors import ProductError, QueryError, TetherError, UnreadableProduct
 from tether.policy import inherit, templates
+from tether.profiling import shapes
 from tether.profiling.enums import enum_candidates
 from tether.profiling.fingerprint import schema_fingerprint
 from tether.profiling.formats import DEFAULT_FORMATS, FormatCheck, native_formats
@@ -84,7 +86,8 @@ def profile_product(
             row_count, scalar = _scalar_pass(src, relation, leaves, refs)
         except QueryError as e:
             raise _unreadable(project, src, relation, name, leaves, refs, e) from None
-        _format_pass(src, relation, leaves, refs, scalar, formats)
+        _format_pass(src, relation, leaves, refs, scalar, formats,
+                     shaped_columns(product, leaves))
         ts = product.timestamp_column()
         cfg = project.config.profiling
         groupable = [i for i, c in enumerate(leaves)
@@ -307,20 +310,43 @@ def _format_pass(
     refs: list[str],
     scalar: list[dict[str, Any]],
     formats: Sequence[FormatCheck],
+    shaped: set[str] | frozenset[str] = frozenset(),
 ) -> None:
-    """Count the rows fitting each format that both min and max fit; store as format:NAME."""
-    stats = []
+    """Count the rows fitting each format that both min and max fit; store as format:NAME.
+    In the same scan, each column named in ``shaped`` is checked against the shapes its min and
+    max share (profiling/shapes.py): the first every value fits is its ``pattern``."""
+    stats: list[tuple[int, str, Hashable, Callable[[], exp.Expr]]] = []
     for i, c in enumerate(leaves):
         lo, hi = scalar[i].get("min"), scalar[i].get("max")
         for f in formats:
             if c.kind in f.kinds and lo is not None and f.plausible(lo) and f.plausible(hi):
                 stats.append((i, f"format:{f.name}", ("format", f.name, f.predicate(src.dialect)),
                               partial(_format_count, f, src.dialect)))
+        if c.name in shaped and isinstance(lo, str) and isinstance(hi, str) and lo != hi:
+            stats += [(i, f"shape:{pattern}", ("shape", pattern), partial(_shape_count, pattern))
+                      for pattern in shapes.candidates(lo, hi)]
     if not stats:
         return
     row = _run_stats(src, relation, refs, stats)
     for (i, stat, _k, _b), value in zip(stats, row[1:], strict=True):
         scalar[i][stat] = value
+        fits = value is not None and int(value) == int(scalar[i].get("non_null") or 0)
+        if stat.startswith("shape:") and fits and "pattern" not in scalar[i]:
+            scalar[i]["pattern"] = stat.removeprefix("shape:")
+
+
+def _shape_count(pattern: str) -> exp.Expr:
+    fits = exp.RegexpLike(this=slot(0), expression=exp.Literal.string(pattern))
+    return exp.func("SUM", exp.If(this=fits, true=exp.Literal.number(1),
+                                  false=exp.Literal.number(0)))
+
+
+def shaped_columns(product: ProductConfig, leaves: Sequence[Column]) -> set[str]:
+    """Text columns whose values' shape a parameter should state: a key's columns and those
+    whose name says they identify (in any case style), where no identifier scheme says it."""
+    return {c.name for c in leaves if c.kind == "string" and not c.nested
+            and c.name not in product.identifiers
+            and (c.name in product.primary_key or identifier_like(c.name))}
 
 
 # --- pass 2: value counts of low-cardinality columns ---------------------------------------------
@@ -490,6 +516,7 @@ def _assemble(
                 for v, n, seen in values[: cfg.top_values]
                 if v is not None
             ] if distinct < non_null else []  # every value unique: a top list says nothing
+        prof.pattern = s.get("pattern")
         prof.formats = native_formats(c.kind) + [
             key.split(":", 1)[1]
             for key, hits in s.items()
@@ -507,7 +534,8 @@ def _assemble(
     dormant = dormancy_reference(now, newest) - dt.timedelta(days=cfg.dormant_after_days)
     # and a value that stopped in the first third of the data's span is history, not a value
     # being phased out (a code last used a century before the data ends is asked about by date)
-    recent = (oldest + (dormancy_reference(now, newest) - oldest) / 3
+    reference = dormancy_reference(now, newest)
+    recent = (oldest + (reference - oldest) / 3
               if oldest is not None and newest is not None else None)
     coarse = fmt is not None and GRAIN_DAYS[grain(fmt)] >= cfg.dormant_after_days
     for i in enum_candidates(product, leaves, out, cfg):
@@ -528,8 +556,8 @@ def _assemble(
                     value=_parse(v, leaves[i].kind),
                     count=n,
                     last_seen=_aware(seen, tz, fmt),
-                    deprecated=not quiet and _phased_out(_aware(seen, tz, fmt) or now, dormant,
-                                                         recent),
+                    deprecated=not quiet and _phased_out(_aware(seen, tz, fmt) or now, n,
+                                                         dormant, recent, oldest, reference),
                 )
                 for v, n, seen in values
                 if v is not None
@@ -540,10 +568,24 @@ def _assemble(
     return out
 
 
-def _phased_out(seen: dt.datetime, dormant: dt.datetime, recent: dt.datetime | None) -> bool:
+EXPECTED_SINCE = 3.0
+"""How many times a value must have been due since it was last seen, at its own rate, before
+its absence says it stopped (a Poisson count of 3 or more is absent by chance about 5% of the
+time; a value seen once in a century is not missed in five years)."""
+
+
+def _phased_out(seen: dt.datetime, count: int, dormant: dt.datetime,
+                recent: dt.datetime | None, oldest: dt.datetime | None,
+                reference: dt.datetime) -> bool:
     """A value last seen before the dormancy line, but after the first third of the data's
-    span."""
-    return seen < dormant and (recent is None or seen >= recent)
+    span, and common enough that its absence since is no chance: at the rate it was seen over
+    the whole span it would have come back EXPECTED_SINCE times or more."""
+    if not seen < dormant or (recent is not None and seen < recent):
+        return False
+    if oldest is None or reference <= oldest:
+        return True
+    due = count * (reference - seen) / (reference - oldest)
+    return due >= EXPECTED_SINCE
 
 
 def _zone(name: str) -> dt.tzinfo:
