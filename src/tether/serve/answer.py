@@ -53,7 +53,8 @@ def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
         parts.append(f"definition applied: {plan.definition}")
     if result.get("empty_reason"):
         parts.append(str(result["empty_reason"]))
-    parts.append(f"as of {result['as_of']}" if result.get("as_of") else "as of: not known")
+    basis = f" ({result['as_of_basis']})" if result.get("as_of_basis") else ""
+    parts.append(f"as of {result['as_of']}{basis}" if result.get("as_of") else "as of: not known")
     return _capital("; ".join(p for p in parts if p)) + "."
 
 

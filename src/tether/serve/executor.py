@@ -410,6 +410,8 @@ class Executor:
             out["truncated"] = truncated
             out["next_cursor"] = next_cursor
         out["as_of"] = self.as_of(call.user, products)
+        if out["as_of"] is not None:
+            out["as_of_basis"] = self.as_of_basis(products)
         units = call.plan.units or definition_units(call.definition)  # a plan from before units
         if units:
             out["units"] = units
@@ -478,6 +480,22 @@ class Executor:
             if value is not None:
                 oldest = value if oldest is None or value < oldest else oldest
         return oldest.isoformat() if oldest else None
+
+    def as_of_basis(self, products: list[str]) -> str:
+        """What as_of is, in words: the newest value of a time column in the data ("the
+        newest debut"), or the source's last write where the data holds no time of its own (a
+        file's modification time is never passed off as a time in the data)."""
+        said: list[str] = []
+        for product in products:
+            p = self.project.config.products.get(product)
+            f = p.freshness if p is not None else None
+            if f is None:
+                continue
+            words = (f"the newest {f.column}" if f.column else
+                     "the source's last write, not a time in the data")
+            if words not in said:
+                said.append(words)
+        return "; ".join(said)
 
     def _freshness(self, user: str, product: str) -> dt.datetime | None:
         """Newest value of the product's freshness column among the rows the user may read,
