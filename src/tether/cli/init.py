@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import getpass
 import os
 import re
 import shutil
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from tether.cli.options import default_user
 from tether.cli.output import err, out
 from tether.config import PROJECT_FILE, SourceConfig, parse_project
 from tether.errors import ConfigError, ProjectExistsError
@@ -53,7 +53,7 @@ def init(
                               hint="Give the path of an existing .duckdb file (relative to the "
                               "current directory, or absolute).")
         connect_url = f"duckdb:///{path.resolve()}"
-    name = user or os.environ.get("TETHER_USER") or _login()
+    name, _ = default_user(user)
     created = not root.exists()
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -106,11 +106,3 @@ def _validate(text: str, target: Path, env_var: str | None) -> None:
     finally:
         if env_var and saved is None:
             os.environ.pop(env_var, None)
-
-
-def _login() -> str:
-    try:
-        name = getpass.getuser()
-    except (KeyError, OSError):
-        name = ""
-    return re.sub(r"[^\w.@-]", "_", name) or "me"

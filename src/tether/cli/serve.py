@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from tether.cli.build import ModeOpt, _mode
-from tether.cli.options import JsonOpt, ProjectOpt
+from tether.cli.options import JsonOpt, ProjectOpt, default_user
 from tether.cli.output import err, out, print_json
 from tether.config import load_project
 from tether.drift.publish import open_registry
@@ -39,7 +39,7 @@ def serve(
     """Serve the published tools over MCP (stdio or streamable HTTP) with the caller's identity
     and policy enforced in every query."""
     from tether.serve.doctor import startup_warnings
-    from tether.serve.server import TetherServer, log, stdio_user_from_env
+    from tether.serve.server import TetherServer, log
 
     proj = load_project(project)
     m = _mode(mode)
@@ -47,10 +47,9 @@ def serve(
     for line in startup_warnings(proj):  # stderr: stdout is the MCP channel on stdio
         log(line)
     if transport == "stdio":
-        user = stdio_user_from_env(as_user)
-        if user is None:
-            raise ConfigError("stdio needs a user: pass --as-user NAME or set TETHER_USER.",
-                              hint="Whoever writes the client's config chooses the user.")
+        user, how = default_user(as_user)
+        if how != "given":  # whoever starts the process chooses; say whom it chose
+            log(f"stdio: every call runs as {user} ({how}; --as-user NAME to choose)")
         server = TetherServer(proj, m, stdio_user=user, dedicated_tools=dedicated)
         for line in server.held_reviews():
             log(line)
