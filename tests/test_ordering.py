@@ -62,6 +62,11 @@ def _starter(tmp_path: Path, init: list[str]) -> Path:
     assert cfg["products"]["tallies"]["primary_key"] == ["unit_code", "round_no"]
     cfg["policies"]["roles"]["masked"] = {"tools": ["*"], "masks": {"tallies.score": "null"}}
     cfg["policies"]["users"][MASKED] = {"role": "masked"}
+    # a metric by an integer dimension: its rows carry the integers the column holds
+    cfg["metrics"] = {"score_by_round": {
+        "description": "Total score of each round.", "measure": "sum(tallies.score)",
+        "dimensions": ["tallies.round_no"], "window": "current", "unit": "none",
+        "tool": {"name": "score_by_round"}}}
     (folder / "tether.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     r = run_cli("build", "--project", str(folder), cwd=tmp_path, env={"TETHER_USER": USER})
     assert r.returncode == 0, (r.stdout, r.stderr)
@@ -162,3 +167,20 @@ def test_bad_and_masked_orders_are_refused_with_what_to_do(project: tuple[Path, 
     masked = call_tools(proj, MASKED, [("tallies_by_attributes",
                                         {"order_by": "score", "order": "desc", "limit": 3})])[0]
     assert masked.is_error and "score is masked" in masked.content[0].text
+
+
+def test_a_metric_by_an_integer_dimension_returns_integers(project: tuple[Path, Any]) -> None:
+    """The metric's output schema types an integer dimension as an integer (the official client
+    validates every result against it: a dimension declared a string failed every call) and a
+    sum of integers comes back an integer, on both engines."""
+    folder, sql = project
+    proj = load_project(folder)
+    tool = yaml.safe_load((folder / "tools" / "score_by_round.json").read_text())
+    rows = tool["outputSchema"]["properties"]["rows"]["items"]["properties"]
+    assert rows["round_no"]["type"] in ("integer", ["integer", "null"])
+    got = _ok(call_tools(proj, USER, [("score_by_round", {})])[0])
+    want = sql("SELECT round_no, sum(score) FROM tallies GROUP BY 1 ORDER BY 1")
+    assert [[r["round_no"], r["score_by_round"]] for r in sorted(
+        got["rows"], key=lambda r: r["round_no"])] == [[a, int(b)] for a, b in want]
+    assert all(type(r["round_no"]) is int and type(r["score_by_round"]) is int
+               for r in got["rows"])

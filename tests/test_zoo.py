@@ -37,11 +37,6 @@ def rows(*cols: str) -> Pick:
     return lambda out: [[r[c] for c in cols] for r in out["rows"]]
 
 
-def where(col: str, value: Any, *cols: str) -> Pick:
-    """The listed columns of the one row whose ``col`` is ``value`` (a page of one year)."""
-    return lambda out: [[r[c] for c in cols] for r in out["rows"] if r[col] == value]
-
-
 def total(out: dict[str, Any]) -> Any:
     return out["total_rows"]
 
@@ -57,8 +52,8 @@ CASES: dict[str, list[tuple[str, str, dict[str, Any], Pick, str]]] = {
          rows("birthYear", "birthCity", "finalGame"),
          'SELECT "birthYear", "birthCity", CAST("finalGame" AS VARCHAR) FROM "People" '
          "WHERE \"playerID\" = 'aaronha01'"),
-        ("cubs_2016_record", "Teams_by_attributes", {"period": "2016", "limit": 50},
-         where("teamID", "CHN", "W", "L"),
+        ("cubs_2016_record", "Teams_by_attributes", {"period": "2016", "teamID": "CHN"},
+         rows("W", "L"),
          "SELECT \"W\", \"L\" FROM \"Teams\" WHERE \"yearID\" = 2016 AND \"teamID\" = 'CHN'"),
         ("top_salaries_2016", "Salaries_by_attributes",
          {"period": "2016", "order_by": "salary", "order": "desc", "limit": 5},
@@ -327,3 +322,64 @@ def test_each_question_is_one_call(
     # the same answers on both engines (whichever ran first)
     first = ANSWERS.setdefault(dataset, got)
     assert first == got
+
+
+def _served_calls(project: Path, calls: list[tuple[str, dict[str, Any]]]
+                  ) -> list[tuple[str, dict[str, Any]]]:
+    """Each call as the served list takes it: a product's own tool where it is listed, else
+    through rows_from_data_product (a discovery-only list)."""
+    served = {t["name"] for t in json.loads(run_cli(
+        "tools", "--project", str(project), "--as-user", USER, "--json").stdout)}
+    return [(t, a) if t in served or not t.endswith("_by_attributes") else
+            ("rows_from_data_product", {"product": t.removesuffix("_by_attributes"),
+                                        "arguments": a}) for t, a in calls]
+
+
+def test_the_lahman_findings(built: tuple[str, Path, Callable[[str], list[tuple[Any, ...]]]]
+                             ) -> None:
+    """What a new user found on Lahman, each as the data now answers it: no value of a person
+    or a long history is "deprecated"; as_of says what it is (the newest event, or the source's
+    last write, never a file's time passed off as the data's); a period after the data ends says
+    so; the window sentence names the column it bounds; a product's name outranks an enum value
+    in search and a PascalCase name is found by its words; the build says the list is served
+    discovery-only and why."""
+    dataset, project, gold = built
+    if dataset != "lahman":
+        pytest.skip("the findings were made on Lahman")
+    from tether.context.meta import ToolContext
+
+    for f in (project / "tools").glob("*.json"):
+        d = json.loads(f.read_text())
+        assert not ToolContext.of(d).deprecated_values, f.name
+        assert "deprecated" not in d.get("description", "").lower(), f.name
+    proj = load_project(project)
+    people, parks, batting, hof_words, teams_words, managers_words = call_tools(
+        proj, USER, _served_calls(project, [
+            ("People_by_attributes", {"period": "last_year", "limit": 1}),
+            ("Parks_by_attributes", {"limit": 1}),
+            ("Batting_by_attributes", {"period": "2001", "limit": 1}),
+            ("find_data_for_question", {"question": "hall of fame"}),
+            ("find_data_for_question", {"question": "teams"}),
+            ("find_data_for_question", {"question": "managers"})]))
+    newest_debut = gold('SELECT max(debut) FROM "People"')[0][0]
+    got = dict(people.structured_content)
+    assert got["rows"] == [] and got["as_of"].startswith(str(newest_debut)[:10]), got
+    assert got["as_of_basis"] == "the newest debut"
+    assert f"the data ends at {str(newest_debut)[:10]}" in got["empty_reason"]
+    assert "the newest debut" in people.content[0].text
+    got = dict(parks.structured_content)  # (PostgreSQL tells no table's last write)
+    assert got["as_of"] is None and "as of: not known" in parks.content[0].text or (
+        got["as_of_basis"] == "the source's last write, not a time in the data"
+        and got["as_of_basis"] in parks.content[0].text)
+    assert "window 2001 on yearID" in batting.content[0].text
+    assert hof_words.structured_content["matches"][0]["name"] == "HallOfFame"
+    assert teams_words.structured_content["matches"][0]["name"] == "Teams"
+    # HallOfFame holds the value 'Manager' (a category); every product named for managers
+    # comes before it
+    names = [m["name"] for m in managers_words.structured_content["matches"]]
+    assert names[0] == "Managers", names
+    named = [n for n in names if "Manager" in n]
+    assert "HallOfFame" not in names or names.index("HallOfFame") > len(named) - 1, names
+    r = run_cli("build", "--project", str(project), env={"TETHER_USER": USER})
+    assert r.returncode == 0, r.stderr
+    assert "tools/list: discovery only" in r.stdout and "tool_list_token_budget" in r.stdout
