@@ -92,7 +92,10 @@ def test_count_by_counts_what_the_caller_would_page_through(which: str,
             assert not c.is_error, (name, param, c.content)
             data = c.structured_content
             assert data["total_rows"] == pl.structured_content["total_rows"], (name, param)
-            assert data["total_rows"] == sum(r["rows"] for r in data["rows"])
+            # every group, or (an identifier's thousands) the first ones and the whole count
+            shown = sum(r["rows"] for r in data["rows"])
+            assert data["total_rows"] == shown if not data["truncated"] else shown < data[
+                "total_rows"], (name, param)
             each = [next(singles) for _ in per_value]
             assert not [e.content for e in each if e.is_error], (name, param)
             assert [e.structured_content["total_rows"] for e in each] == [

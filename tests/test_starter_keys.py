@@ -7,6 +7,7 @@ the project has, and loaded by each engine."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -235,3 +236,38 @@ def test_a_shape_of_any_length_is_one_scheme_only_for_columns_of_one_name() -> N
     assert _scheme(schemes, r"^[A-Z]+\d+$", "bin.key") == "bin_key"
     assert _scheme(schemes, r"^[A-Z]+\d+$", "BatchId") == "batchID"  # one name, any case
     assert _scheme(schemes, r"^B\d{2}$", "batchID") == "batchID_2"
+
+
+def test_a_column_holding_another_tables_key_is_a_relationship(tmp_path: Path) -> None:
+    """A column whose values are another table's key under another name is written as a
+    many-to-one relationship (a few orphans among many values allowed, as lookups that lag
+    have), and its listing takes it as a parameter that names the key and counts by it; a
+    column with too many orphans, or a number that only fits inside a run of ids, is none."""
+    import duckdb
+
+    db = tmp_path / "legs.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE ports AS SELECT 'P' || lpad(CAST(i AS VARCHAR), 2, '0') "
+                    "AS code, 'port ' || i AS label FROM range(40) t(i)")
+        # 30 distinct arrivals, one of them no port (an orphan); departures: 10 of 20 orphans
+        con.execute("""CREATE TABLE legs AS SELECT i AS leg_no,
+            CASE WHEN i % 30 = 29 THEN 'P99' ELSE 'P' || lpad(CAST(i % 30 AS VARCHAR), 2, '0')
+                 END AS arrives,
+            'P' || lpad(CAST(20 + i % 20 AS VARCHAR), 2, '0') AS departs,
+            i % 7 + 1 AS crew
+            FROM range(300) t(i)""")
+        con.execute("UPDATE legs SET departs = 'Q' || substr(departs, 2) WHERE leg_no % 20 < 10")
+    r = run_cli("init", "p", "--source", f"duckdb:///{db}", cwd=tmp_path,
+                env={"TETHER_USER": "x"})
+    assert r.returncode == 0, r.stderr
+    cfg = yaml.safe_load((tmp_path / "p" / "tether.yaml").read_text())
+    assert cfg["relationships"] == [
+        {"from": "legs.arrives", "to": "ports.code", "kind": "many_to_one"}]
+    for step in (("profile",), ("build",)):
+        assert run_cli(*step, "--project", "p", cwd=tmp_path).returncode == 0
+    tool = json.loads((tmp_path / "p" / "tools" / "legs_by_attributes.json").read_text())
+    props = tool["inputSchema"]["properties"]
+    assert "ports.code" in props["arrives"]["description"]
+    assert "arrives" in props["count_by"]["enum"]
+    assert "ports.code" not in props["departs"].get("description", "")  # a few-valued enum
+    assert "crew" not in props.get("count_by", {}).get("enum", [])

@@ -144,11 +144,12 @@ def test_grounded_tools_score_ten(built: Path) -> None:
     review = review_tools(tools, "demo")
     assert {t.name: t.score for t in review.tools} == {t.name: 10 for t in review.tools}
     # the demo's list (12 tools, everything fits, so no search or generic listing):
-    # 6,077 tokens (506 a tool) with periods, counts, totals, orders, several enum values, every
-    # identifier scheme, every key part and the probe's query_with; over the 400-a-tool aim (docs/toolgen.md
+    # 6,118 tokens (510 a tool) with periods, counts (by enums, ids and references), totals,
+    # orders, several enum values, every identifier scheme, every key part and the probe's
+    # query_with; over the 400-a-tool aim (docs/toolgen.md
     # says where the tokens go)
     served = [t for t in review.tools if t.name not in (SEARCH, ROWS)]
-    assert len(served) == 12 and sum(t.tokens for t in served) < 6090
+    assert len(served) == 12 and sum(t.tokens for t in served) < 6130
     # no argument beyond the parameters: the server refuses any other, and the schema says so
     assert all(t["inputSchema"].get("additionalProperties") is False for t in tools)
 

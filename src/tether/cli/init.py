@@ -13,6 +13,7 @@ from tether.cli.options import default_user
 from tether.cli.output import err, out
 from tether.config import PROJECT_FILE, SourceConfig, parse_project
 from tether.errors import ConfigError, ProjectExistsError
+from tether.profiling.joins import infer_references
 from tether.profiling.starter import infer_products, render_starter, starter_url
 from tether.sources import open_source, resolve_duckdb_path
 
@@ -60,6 +61,7 @@ def init(
         config = SourceConfig.model_validate({"url": connect_url, "schema": schema})
         with open_source("main", config, root) as src:
             products = infer_products(src)
+            references = infer_references(src, products)
         if not products:
             where = f"schema {schema!r}" if schema else "the source's default schema"
             raise ConfigError(f"--source {source}: {where} has no tables or views.",
@@ -71,7 +73,7 @@ def init(
             url, env_var = source, None  # the user's own variable, written as given
         else:
             url, env_var = starter_url(source, root)
-        text = render_starter(url, products, schema=schema, user=name)
+        text = render_starter(url, products, schema=schema, user=name, references=references)
         _validate(text, target, env_var)
         target.write_text(text, encoding="utf-8")
     except BaseException:

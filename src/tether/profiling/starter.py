@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -23,6 +24,9 @@ from tether.errors import QueryError
 from tether.profiling import shapes
 from tether.sources import Source, resolve_duckdb_path
 from tether.sources.sqlalchemy import redact
+
+if TYPE_CHECKING:
+    from tether.profiling.joins import Reference
 
 INFERRED = "# inferred: confirm"
 _LOAD_WORDS = ("load", "ingest", "etl", "sync", "updat", "refresh", "extract")
@@ -40,6 +44,7 @@ class StarterProduct:
     freshness: str | None = None
     identifiers: dict[str, str] = field(default_factory=dict)  # col -> pattern
     problem: str | None = None  # the engine could not read the table: nothing inferred
+    bounds: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # col -> (min, max)
 
 
 def infer_products(src: Source) -> list[StarterProduct]:
@@ -60,7 +65,7 @@ def infer_products(src: Source) -> list[StarterProduct]:
 def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: StarterProduct
            ) -> None:
     """Key, time columns, freshness and identifiers of one table, into ``p``."""
-    bounds = _bounds(src, rel, cols)
+    bounds = p.bounds = _bounds(src, rel, cols)
     held = _infer_time_formats(src, rel, cols, bounds)
     p.primary_key = src.primary_key(table)
     if not p.primary_key:
@@ -284,8 +289,14 @@ def _q(s: str) -> str:
     return s if re.fullmatch(r"[A-Za-z_][\w.]*", s) else '"' + s.replace('"', '\\"') + '"'
 
 
+def product_name(p: StarterProduct) -> str:
+    """The product a table becomes: its name without schema, any other character than a
+    letter, digit or _ made one."""
+    return re.sub(r"\W", "_", p.table.rsplit(".", 1)[-1])
+
+
 def render_starter(url: str, products: list[StarterProduct], schema: str | None = None,
-                   user: str | None = None) -> str:
+                   user: str | None = None, references: Sequence[Reference] = ()) -> str:
     """The commented starter tether.yaml. With ``user``, it serves as written: one example
     role that sees every tool with no row filter, and that user in it."""
     source = f"url: {_q(url)}" + (f", schema: {_q(schema)}" if schema else "")
@@ -300,8 +311,7 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
     ]
     schemes: dict[tuple[str, str], str] = {}  # (pattern, column or "") -> scheme name
     for p in products:
-        name = re.sub(r"\W", "_", p.table.rsplit(".", 1)[-1])
-        lines += [f"  {name}:", f"    table: {_q(p.table)}"]
+        lines += [f"  {product_name(p)}:", f"    table: {_q(p.table)}"]
         if p.problem:
             lines.append(f"    # tether init could not read it ({p.problem[:120]}): nothing "
                          "inferred; `tether profile` names the column")
@@ -341,6 +351,14 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
         lines.append("identifier_schemes:")
         for (pattern, _col), scheme in schemes.items():
             lines.append(f"  {_q(scheme)}: {{pattern: {_json_str(pattern)}}}  {INFERRED}")
+        lines.append("")
+    if references:
+        lines.append("relationships:")
+        for r in references:
+            child, parent = product_name(r.child), product_name(r.parent)
+            lines.append(f"  - {{from: {_q(f'{child}.{r.column}')}, to: {_q(f'{parent}.{r.key}')}"
+                         f", kind: many_to_one}}  {INFERRED} ({r.column} holds {r.key} values "
+                         f"of {parent})")
         lines.append("")
     if user:
         lines += [

@@ -189,14 +189,15 @@ def aggregate(ex: Executor, call: Call) -> Answered:
         grouped = grouped.group_by(*[col(c) for c, _ in groups])
         firsts = [_ordered(exp.column(sort[0], quoted=True), sort[1])] if sort else []
         grouped = grouped.order_by(*firsts, *[col(c) for c, _ in groups])
-        if sort:  # the top groups: limit keeps its meaning, rows of this answer
-            # every matching row still counted, beside the groups shown (one statement)
-            grouped = grouped.select(exp.Window(this=exp.Sum(this=exp.Count(
-                this=exp.Star()))).as_(TOTAL, quoted=True))
-            given = call.args.get("limit")
-            most = plan.default_rows if given is None else int(given)
-            if not 1 <= most <= plan.max_rows:
-                raise ArgumentError(f"limit must be between 1 and {plan.max_rows} (got {most})")
+        # limit keeps its meaning, groups of this answer (by value when ordered: the top N,
+        # else by the counted value), and every matching row is still counted beside them
+        # (one statement): an identifier's thousands of groups never pass as the total
+        grouped = grouped.select(exp.Window(this=exp.Sum(this=exp.Count(
+            this=exp.Star()))).as_(TOTAL, quoted=True))
+        given = call.args.get("limit")
+        most = plan.default_rows if given is None else int(given)
+        if not 1 <= most <= plan.max_rows:
+            raise ArgumentError(f"limit must be between 1 and {plan.max_rows} (got {most})")
     secured, policy_params = ex.secure(grouped, call.user)
     params.update(policy_params)
     got = ex.fetch(src, src.render(secured), params, most, known(call))
@@ -376,7 +377,9 @@ def aggregate_words(result: dict[str, Any]) -> str:
                            for k in measures)
         named.append(f"{r.get(by)} {r.get('rows')}" + (f" ({values})" if values else ""))
     more = f", and {len(rows) - SHOWN} more values in rows" if len(rows) > SHOWN else ""
-    return (f"{total} matching rows counted by {by}: " + ", ".join(named) + more)
+    cut = (f"; the first {len(rows)} values shown, more match (limit, or order_by count for "
+           "the top ones)" if result.get("truncated") else "")
+    return (f"{total} matching rows counted by {by}: " + ", ".join(named) + more + cut)
 
 
 def opening(plan: Any, result: dict[str, Any]) -> str:

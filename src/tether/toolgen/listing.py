@@ -50,6 +50,7 @@ from tether.toolgen.shared import (
     param_schema,
     period_param,
     policy_sentence,
+    reference,
     safe_name,
     size_words,
     tool_meta,
@@ -67,7 +68,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     countable: list[str] = []
     # a whole key counts one row per value; a part of a composite one counts its groups
     whole_key = p.primary_key if len(p.primary_key) == 1 else []
-    filtered = filter_columns(p, cols)
+    filtered = filter_columns(ctx, name, cols)
     pnames = param_names(p, [c.column.name for c in filtered])
     for c in filtered:
         pname = pnames[c.column.name]
@@ -79,8 +80,11 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                               routes=routes if len(routes) > 1 else [], resolver=resolver,
                               several=several,
                               declared=declared_unseen(ctx.config, name, c) if several else []))
-        if c.enum is not None and c.column.name not in p.identifiers and (
-                c.column.name not in whole_key):
+        # what a top N counts by: an enum, an identifier or a reference to another product
+        # (the most active user, the busiest destination); never the whole key (one each)
+        if c.column.name not in whole_key and len(routes) <= 1 and (
+                c.enum is not None or c.column.name in p.identifiers
+                or reference(ctx, name, c.column.name) is not None):
             countable.append(pname)
     t = p.metric_time
     window = None
@@ -224,7 +228,7 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
         question, each = f"Which rows of {words} match", "one row each"
     if p.tool and p.tool.question:
         question = p.tool.question
-    narrowed = bool(p.metric_time) or bool(filter_columns(p, cols))
+    narrowed = bool(p.metric_time) or bool(filter_columns(ctx, name, cols))
     # a filter the question does not name is left out: the text makes that the obvious default
     s1 = f"{question.rstrip('?')}: {each}" + (
         ", narrowed by any parameter (omit one for all)" if narrowed else "")
@@ -251,7 +255,7 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
     for column, scheme in p.identifiers.items():
         cross = crosswalk_tool(ctx, scheme)
         if len(id_routes(ctx, name, column)) > 1 and column in {
-                f.column.name for f in filter_columns(p, cols)}:
+                f.column.name for f in filter_columns(ctx, name, cols)}:
             continue  # its parameter takes every scheme: nothing to map by hand
         if cross and cross != ctx.tool_names[name]:
             held = "" if column == scheme else f"{column} holds {scheme} values; "

@@ -271,7 +271,11 @@ MAX_FILTER_ENUM = 12
 """Enums offered as filters by default have 2 to this many values (tool.filters overrides)."""
 
 
-def filter_columns(p: ProductConfig, cols: list[ColumnProfile]) -> list[ColumnProfile]:
+def filter_columns(ctx: Ctx, name: str, cols: list[ColumnProfile]) -> list[ColumnProfile]:
+    """The columns a product's listing takes as parameters: its identifiers, its key (or each
+    part of a composite one), a reference to another product's key, and each few-valued column
+    (an enum); the ones tether.yaml names where it names them."""
+    p: ProductConfig = ctx.config.products[name]
     by_name = {c.column.name: c for c in cols}
     if p.tool and p.tool.filters is not None:
         unknown = [n for n in p.tool.filters if n not in by_name]
@@ -284,7 +288,9 @@ def filter_columns(p: ProductConfig, cols: list[ColumnProfile]) -> list[ColumnPr
     return [c for c in cols if c.column.name in p.identifiers
             or (c.column.name == key and c.column.kind in LOOKUP_KINDS)
             or key_part(p, c)
-            or (c.enum is not None and len(c.enum) >= 2)]
+            or (c.enum is not None and len(c.enum) >= 2)
+            or (not c.column.nested and c.column.kind in LOOKUP_KINDS
+                and reference(ctx, name, c.column.name) is not None)]
 
 
 def key_part(p: ProductConfig, c: ColumnProfile) -> bool:
@@ -418,9 +424,11 @@ def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
         return schema
     schema = json_type(c.column.kind)
     notes = [facts.description.rstrip(".")] if facts and facts.description else []
-    parent = parent_product(ctx, product, leaf)
-    if parent:
-        notes.append(f"the {leaf} of {ctx.tool_names.get(parent, parent)} ({parent}.{leaf})")
+    held = reference(ctx, product, leaf)
+    if held:
+        parent, held_key = held
+        notes.append(f"the {held_key} of {ctx.tool_names.get(parent, parent)} "
+                     f"({parent}.{held_key})")
     key = p.primary_key[0] if len(p.primary_key) == 1 else None
     if leaf == key:
         notes.append(f"the key of {plural(grain_noun(p.grain, product))}: at most one row")
@@ -485,17 +493,40 @@ def crosswalk_tool(ctx: Ctx, scheme: str) -> str | None:
     return ctx.tool_names.get(product)
 
 
+def reference(ctx: Ctx, product: str, column: str) -> tuple[str, str] | None:
+    """The product whose single-column key this column holds, and that key: by name
+    (legs.shipment_id -> shipments.shipment_id), else by a many-to-one relationship in
+    tether.yaml (legs.port -> ports.code). A product's own key refers to no sibling keyed
+    alike (one-to-one)."""
+    if ctx.config.products[product].primary_key == [column]:
+        return None
+    by_name = next((other for other in ctx.keyed_by((column,)) if other != product), None)
+    if by_name is not None:
+        return by_name, column
+    for r in ctx.config.relationships:
+        here, _, col = r.from_.partition(".")
+        there, _, key = r.to.partition(".")
+        target = ctx.config.products.get(there)
+        if (r.kind in ("many_to_one", "one_to_one") and (here, col) == (product, column)
+                and there != product and target is not None and target.primary_key == [key]):
+            return there, key
+    return None
+
+
 def parent_product(ctx: Ctx, product: str, column: str) -> str | None:
-    """The product whose single-column key this column is (legs.shipment_id -> shipments)."""
-    return next((other for other in ctx.keyed_by((column,)) if other != product), None)
+    """The product whose single-column key this column holds (shared.reference)."""
+    found = reference(ctx, product, column)
+    return found[0] if found else None
 
 
 def child_product(ctx: Ctx, name: str) -> str | None:
-    """A product whose primary key extends this one's: a one-to-many child (fan-out risk)."""
+    """A product whose primary key is this one's and one column more (an order's lines by
+    their number): a one-to-many child (fan-out risk)."""
     pk = ctx.config.products[name].primary_key
     if not pk:
         return None
-    return next((other for other in ctx.extending(tuple(pk)) if other != name), None)
+    return next((other for other in ctx.extending(tuple(pk)) if other != name
+                 and len(ctx.config.products[other].primary_key) == len(pk) + 1), None)
 
 
 def policy_sentence(ctx: Ctx, product: str, with_masks: bool = True) -> Sentence | None:

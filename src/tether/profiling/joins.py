@@ -1,0 +1,123 @@
+"""`tether init`: which column of one table holds the key of another, by inclusion.
+
+A column whose values are values of another table's single-column key refers to that table
+(``legs.port`` holds ``ports.code``): a many-to-one relationship, written into the starter with
+``# inferred: confirm``. A column that shares its key's name needs none (it is found by name).
+The engine decides each candidate in one statement; candidates are first narrowed by what the
+starter already read (both ends' smallest and largest values overlapping, within first, their
+type, an identifier's name for numbers: a small count fits inside any run of ids), and at most
+MAX_CHECKS are asked (and MAX_COMPARED pairs looked at).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sqlglot import exp
+
+from tether.context.names import identifier_like
+from tether.errors import QueryError, SourceError
+
+if TYPE_CHECKING:
+    from tether.profiling.starter import StarterProduct
+    from tether.sources import Source
+
+MAX_COMPARED = 200_000
+"""Column-to-key comparisons made in Python at most (a warehouse of thousands of tables stops
+here: its relationships are a person's to declare, or dbt's to import)."""
+MAX_CHECKS = 60
+"""Candidate pairs the engine is asked about at most (one statement each)."""
+ORPHANS_FROM = 20
+"""A column of at least this many values may have up to 5% of them missing from the key (orphans,
+as lookup tables that lag behind their facts have); fewer values must all be found, and a
+number column needs this many values at all (and to reach past the middle of the key's run)."""
+TIMEOUT = 30.0
+"""Seconds one check may take: an unanswered one infers nothing."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    child: StarterProduct
+    column: str
+    parent: StarterProduct
+    key: str
+
+
+def _fit(lo: Any, hi: Any, plo: Any, phi: Any, text: bool) -> int | None:
+    """How well the column's ends sit in the key's: 0 within them, 1 overlapping them (an
+    orphan may lie outside), None apart (or, for text, of another length than the key's)."""
+    if hi < plo or phi < lo:
+        return None
+    if text:
+        short, long_ = sorted((len(plo), len(phi)))
+        if not any(short <= len(v) <= long_ for v in (lo, hi)):
+            return None
+    elif hi - plo < (phi - plo) / 2:  # a counter (1..5) sits in any run of ids from 1
+        return None
+    return 0 if plo <= lo and hi <= phi else 1
+
+
+def _candidates(products: list[StarterProduct]) -> list[Reference]:
+    """The pairs worth asking the engine about, those within the key's bounds first."""
+    ranked = sorted(enumerate(_pairs(products)), key=lambda t: (t[1][0], t[0]))
+    return [ref for _, (_, ref) in ranked]
+
+
+def _pairs(products: list[StarterProduct]) -> Iterator[tuple[int, Reference]]:
+    parents = [(p, p.primary_key[0]) for p in products
+               if len(p.primary_key) == 1 and not p.problem and p.primary_key[0] in p.bounds]
+    compared = 0
+    for child in products:
+        if child.problem:
+            continue
+        for c in child.columns:
+            bounds = child.bounds.get(c.name)
+            if (c.nested or "." in c.name or c.name in child.time_columns
+                    or c.name in child.identifiers or child.primary_key == [c.name]
+                    or bounds is None or None in bounds or bounds[0] == bounds[1]
+                    or (c.kind == "integer" and not identifier_like(c.name))):
+                continue
+            compared += len(parents)
+            if compared > MAX_COMPARED:  # thousands of tables: the rest are left to a person
+                return
+            for parent, key in parents:
+                kind = next(x.kind for x in parent.columns if x.name == key)
+                plo, phi = parent.bounds[key]
+                if (parent is child or key == c.name or "." in key or kind != c.kind
+                        or None in (plo, phi)):
+                    continue
+                fit = _fit(*bounds, plo, phi, text=c.kind == "string")
+                if fit is not None:
+                    yield fit, Reference(child, c.name, parent, key)
+
+
+def _included(src: Source, ref: Reference) -> bool:
+    """Whether the column's values are the key's (one statement), but for a few orphans."""
+    col = exp.column(ref.column, quoted=True)
+    values = (exp.select(col.as_("v", quoted=True)).distinct()
+              .from_(src.table_expr(ref.child.table)).where(exp.Not(this=exp.Is(
+                  this=col.copy(), expression=exp.Null()))))
+    key = exp.column(ref.key, table="k", quoted=True)
+    found = (exp.select(exp.Literal.number(1))
+             .from_(src.table_expr(ref.parent.table).as_("k", quoted=True))
+             .where(exp.EQ(this=key, expression=exp.column("v", table="d", quoted=True))))
+    missing = exp.If(this=exp.Not(this=exp.Exists(this=found)), true=exp.Literal.number(1),
+                     false=exp.Literal.number(0))
+    q = exp.select(exp.func("COUNT", exp.Star()), exp.func("SUM", missing)).from_(
+        values.subquery("d", copy=False))
+    try:
+        distinct, absent = src.query(q, timeout=TIMEOUT)[0]
+    except (QueryError, SourceError):
+        return False
+    absent, distinct = int(absent or 0), int(distinct)
+    if isinstance(ref.child.bounds[ref.column][0], int) and distinct < ORPHANS_FROM:
+        return False  # a few numbers fit inside any run of ids by chance
+    # a few orphans among many values (a warehouse's lookup table that lags) still refer
+    return absent == 0 or (distinct >= ORPHANS_FROM and absent * 20 <= distinct)
+
+
+def infer_references(src: Source, products: list[StarterProduct]) -> list[Reference]:
+    """Columns that hold another product's single-column key, their values checked."""
+    return [r for r in _candidates(products)[:MAX_CHECKS] if _included(src, r)]
