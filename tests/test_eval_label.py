@@ -479,6 +479,13 @@ def test_strings_and_bags() -> None:
     md = "| region | n |\n|---|---|\n| AMER | 5 |\n| EMEA | 10 |"
     assert judge_list(table, None, md, 0) == (True, [])
     assert judge_list(["EMEA", "AMER"], None, "- EMEA\n- AMER", 0) == (True, [])
+    # a table said in prose: one row is the answer when every cell is said
+    one = [["Barry Bonds", 73]]
+    assert judge_list(one, None, "Barry Bonds hit the most, with 73 home runs.", 0) == (True, [])
+    assert judge_list(one, None, "Barry Bonds hit the most, with 64 home runs.", 0) == (False, [])
+    assert judge_list(one, None, "Sammy Sosa hit 73.", 0) == (False, [])
+    ok, why = judge_list(table, None, "EMEA has 10 and AMER has 5.", 0)
+    assert ok and "rows not told apart" in why[0]
 
 
 def test_a_restricted_gold_is_met_by_declining_without_the_value(ctx: LabelContext) -> None:

@@ -218,25 +218,31 @@ def test_dormancy_counts_from_the_data_not_the_wall_clock(
         assert at_clock[("deals", "stage")] == {"LEGAL_REVIEW", "VERBAL_COMMIT"}
 
 
-def test_a_column_that_stopped_being_filled_marks_no_value_dormant(tmp_path: Path) -> None:
-    """Dormant means replaced: a value that stopped while others go on is deprecated; a column
-    none of whose values is recent (a closing place filled only for rows that started long
-    ago, NULL on every recent one) marks none of them, whatever their age."""
+def _members(tmp_path: Path, columns: str) -> tuple[Any, dict[str, Any]]:
+    """A starter over 3,000 members, one joining every third day from 2000, with ``columns``
+    (SQL over ``i``, the member's number) beside them; the project and its column profiles."""
     import duckdb
 
-    db = tmp_path / "people.duckdb"
+    db = tmp_path / "members.duckdb"
     with duckdb.connect(str(db)) as con:
-        con.execute("""CREATE TABLE members AS SELECT i AS member_no,
-            DATE '2000-01-01' + CAST(i * 3 AS INTEGER) AS joined_on,
-            CASE WHEN i < 2000 THEN ['north', 'south', 'east'][i % 3 + 1] END AS closed_in,
-            CASE WHEN i < 1500 THEN ['old_a', 'old_b'][i % 2 + 1]
-                 ELSE ['new_a', 'new_b'][i % 2 + 1] END AS tier
+        con.execute(f"""CREATE TABLE members AS SELECT i AS member_no,
+            DATE '2000-01-01' + CAST(i * 3 AS INTEGER) AS joined_on, {columns}
             FROM range(3000) t(i)""")
     r = run_cli("init", "p", "--source", f"duckdb:///{db}", cwd=tmp_path,
                 env={"TETHER_USER": "x"})
     assert r.returncode == 0, r.stderr
     project = load_project(tmp_path / "p")
-    prof = {c.column.name: c for c in profile_product(project, "members").columns}
+    return project, {c.column.name: c for c in profile_product(project, "members").columns}
+
+
+def test_a_column_that_stopped_being_filled_marks_no_value_dormant(tmp_path: Path) -> None:
+    """Dormant means replaced: a value that stopped while others go on is deprecated; a column
+    none of whose values is recent (a closing place filled only for rows that started long
+    ago, NULL on every recent one) marks none of them, whatever their age."""
+    project, prof = _members(tmp_path, """
+            CASE WHEN i < 2000 THEN ['north', 'south', 'east'][i % 3 + 1] END AS closed_in,
+            CASE WHEN i < 1500 THEN ['old_a', 'old_b'][i % 2 + 1]
+                 ELSE ['new_a', 'new_b'][i % 2 + 1] END AS tier""")
     assert project.config.products["members"].metric_time == "joined_on"
     assert not [e.value for e in prof["closed_in"].enum or [] if e.deprecated]
     assert {e.value for e in prof["tier"].enum or [] if e.deprecated} == {"old_a", "old_b"}
@@ -248,21 +254,10 @@ def test_a_rare_value_or_one_from_history_is_not_dormant(tmp_path: Path) -> None
     data ends) is not deprecated, nor is one that stopped in the first third of the span (a
     tier of the founding years, asked about by date); a common value that stopped while others
     go on still is."""
-    import duckdb
-
-    db = tmp_path / "m.duckdb"
-    with duckdb.connect(str(db)) as con:
-        # 3,000 members over about 25 years; 'rare' on 3 of them, the last in year 16 of 25
-        con.execute("""CREATE TABLE members AS SELECT i AS member_no,
-            DATE '2000-01-01' + CAST(i * 3 AS INTEGER) AS joined_on,
+    # 'rare' on 3 of the 3,000 members (about 25 years), the last in year 16
+    _, prof = _members(tmp_path, """
             CASE WHEN i IN (100, 900, 1900) THEN 'rare'
                  WHEN i < 400 THEN 'founding'
                  WHEN i < 2500 THEN ['std', 'old'][i % 2 + 1]
-                 ELSE 'std' END AS tier
-            FROM range(3000) t(i)""")
-    r = run_cli("init", "p", "--source", f"duckdb:///{db}", cwd=tmp_path,
-                env={"TETHER_USER": "x"})
-    assert r.returncode == 0, r.stderr
-    project = load_project(tmp_path / "p")
-    prof = {c.column.name: c for c in profile_product(project, "members").columns}
+                 ELSE 'std' END AS tier""")
     assert {e.value for e in prof["tier"].enum or [] if e.deprecated} == {"old"}

@@ -275,16 +275,26 @@ def judge_list(gold: list[Any], value: Any, text: str | None, tol: float
     if items is not None:
         ok = bag_eq(items, gold, tol)
         return ok, ([] if ok else ["the list was read from the answer text; check the reading"])
-    if any(isinstance(g, dict | list | tuple) for g in gold):
-        return False, ["a table was expected and none could be read from the answer text"]
     t, nums = norm(source), numbers_in(source)
-    for g in gold:
+
+    def said(g: Any) -> bool:
         if is_number(g):
-            found = any(_matches(n, float(g), tol) for n in nums)
-        else:
-            found = re.search(rf"(?<!\w){re.escape(norm(g))}(?!\w)", t) is not None
-        if not found:
+            return any(_matches(n, float(g), tol) for n in nums)
+        return re.search(rf"(?<!\w){re.escape(norm(g))}(?!\w)", t) is not None
+
+    if any(isinstance(g, dict | list | tuple) for g in gold):
+        # a table in prose ("Ada Park, with 73"): every cell of every row must be said; one
+        # row is then the answer, several are rows no longer told apart
+        cells = [c for g in gold for c in (g.values() if isinstance(g, dict) else g)]
+        if any(isinstance(c, dict | list | tuple) for c in cells):
+            return False, ["a table was expected and none could be read from the answer text"]
+        if not all(said(c) for c in cells if c is not None):
             return False, []
+        return True, ([] if len(gold) == 1 else
+                      ["the table was read from prose: every cell is there, its rows not told "
+                       "apart"])
+    if not all(said(g) for g in gold):
+        return False, []
     return True, ["the list was read from prose; repeated items were not counted"]
 
 
