@@ -45,9 +45,12 @@ from tether.serve.executor import Answered, Call, Executor, ToolError, validate,
 from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE
 from tether.serve.kinds import runner
 from tether.serve.pagination import load_key
+from tether.serve.sessions import Mount, SessionTools
 from tether.toolgen import Mode, QueryPlan, generate
-from tether.toolgen.discovery import PROBE, Listed, Setting, listed
+from tether.toolgen.discovery import PROBE, SEARCH_KIND, Listed, Setting, listed
 from tether.toolgen.kinds import KINDS, kind
+from tether.toolgen.probe import PROBE_KIND
+from tether.toolgen.tokens import tool_tokens
 
 PIN_KEY = "tether/pin"
 
@@ -68,6 +71,7 @@ class _Index:
     listed: list[Version]
     by_name: dict[str, Version]
     listings: dict[str, Version]  # product -> its listing tool
+    listing_names: dict[str, Version]  # a reachable product's listing tool, by its name
 
 
 class TetherServer:
@@ -103,6 +107,10 @@ class TetherServer:
         self._check_policy()
         self.bus = InMemorySubscriptionBus()
         self.legacy_sessions: dict[Any, str] = {}
+        serve = project.config.serve
+        self.sessions = (SessionTools(serve.tool_list_token_budget) if serve.session_tools
+                         else None)
+        self._base_tokens: dict[str, tuple[list[Version], int]] = {}
         self.pending_calls: list[dict[str, Any]] = []
         self.publication = -1
         self.current: dict[str, Version] = {}
@@ -295,7 +303,7 @@ class TetherServer:
                         v.plan.product not in listings or v.served_until is None):
                     listings[v.plan.product] = v
             hit = self._indexes[user] = _Index(shown, listed, {v.name: v for v in listed},
-                                               listings)
+                                               listings, {v.name: v for v in listings.values()})
         return hit
 
     def reachable(self, user: str) -> list[Version]:
@@ -381,7 +389,9 @@ class TetherServer:
         if hit is None or hit[0] is not shown:  # validated once per list, not per request
             hit = self._tools[user] = (shown, [types.Tool.model_validate(v.definition)
                                                for v in self.visible(user)])
-        return types.ListToolsResult(tools=hit[1])
+        mounted = [types.Tool.model_validate(v.definition)
+                   for v in self.session_tools(self._session(ctx, user), user)]
+        return types.ListToolsResult(tools=hit[1] + mounted)
 
     async def call_tool(self, ctx: ServerRequestContext[Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
@@ -415,6 +425,7 @@ class TetherServer:
                     f"version {entry.version} is deprecated; served until "
                     f"{entry.served_until:%Y-%m-%d}; use {entry.successor}")
             rows, as_of = result.get("row_count"), result.get("as_of")
+            await self._mount_found(ctx, user, entry, args, result)
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=answer.sentence(plan, result)),
                          types.TextContent(type="text", text=json.dumps(
@@ -532,7 +543,11 @@ class TetherServer:
         return discovery.found(entry, hit[1], args)
 
     def _version_for(self, user: str, name: str, pin: Any) -> Version:
-        shown = self._index(user).by_name
+        index = self._index(user)
+        shown = index.by_name
+        if name not in shown and name in index.listing_names:
+            # a product's own tool, mounted in a session or not: its product is reachable
+            shown = {name: self.shaped(user, index.listing_names[name])}
         if name not in shown:
             gone = self.current.get(name)
             if (gone is not None and gone.served_until is not None
@@ -554,6 +569,63 @@ class TetherServer:
             return _over(entry, list(self._index(user).listings))
         return self.shaped(user, entry)
 
+    # --- session tools (serve/sessions.py) ---
+
+    def _session(self, ctx: Any, user: str) -> Any:
+        """The session a request belongs to: its handshake-era connection (each request has a
+        ServerSession of its own over it; the connection is private in mcp 2.3), else
+        (protocol 2026-07-28 has no sessions) the caller."""
+        conn = getattr(getattr(ctx, "session", None), "_connection", None)
+        legacy = getattr(ctx, "protocol_version", None) not in MODERN_PROTOCOL_VERSIONS
+        return conn if legacy and conn is not None else ("user", user)
+
+    def session_tools(self, session: Any, user: str) -> list[Version]:
+        """The products mounted in ``session``, as ``user`` reaches them now (one that left
+        their reach since is left out)."""
+        if self.sessions is None:
+            return []
+        index = self._index(user)
+        return [self.shaped(user, index.listing_names[n]) for n in self.sessions.tools(session)
+                if n in index.listing_names and n not in index.by_name]
+
+    def _list_tokens(self, user: str) -> int:
+        """The caller's base list's tokens (what never leaves)."""
+        listed_now = self.visible(user)
+        hit = self._base_tokens.get(user)
+        if hit is None or hit[0] is not listed_now:
+            hit = self._base_tokens[user] = (listed_now, sum(tool_tokens(v.definition)
+                                                             for v in listed_now))
+        return hit[1]
+
+    async def _mount_found(self, ctx: Any, user: str, entry: Version, args: dict[str, Any],
+                           result: dict[str, Any]) -> None:
+        """A product found by a search (its best product) or explained by the probe joins the
+        session's list as its own tool; the session is told its list changed. A call to a
+        mounted tool marks it used."""
+        if self.sessions is None:
+            return
+        session = self._session(ctx, user)
+        self.sessions.touch(session, entry.name)
+        if entry.plan.kind == SEARCH_KIND.name:
+            product = next((m["name"] for m in result.get("matches") or []
+                            if m.get("kind") == "product"), None)
+        elif entry.plan.kind == PROBE_KIND.name:
+            product = str(args.get("product") or "") or None
+        else:
+            return
+        index = self._index(user)
+        listing = index.listings.get(product) if product else None
+        if listing is None or listing.name in index.by_name:
+            return  # unknown, or already in the list
+        shaped = self.shaped(user, listing)
+        mount = Mount(str(product), shaped.name, tool_tokens(shaped.definition))
+        if not self.sessions.mount(session, mount, self._list_tokens(user)):
+            return
+        if isinstance(session, tuple):
+            await self.bus.publish(ToolsListChanged())  # 2026-07-28: the caller re-lists
+        else:
+            await ctx.session.send_tool_list_changed()
+
     def flush_calls(self) -> None:
         batch, self.pending_calls = self.pending_calls, []
         self.registry.record_calls(batch)
@@ -569,6 +641,8 @@ class TetherServer:
             conn = getattr(session, "_connection", None)  # private in mcp 2.3: prune on close
             if conn is not None:
                 conn.exit_stack.callback(self.legacy_sessions.pop, session, None)
+                if self.sessions is not None:
+                    conn.exit_stack.callback(self.sessions.drop, conn)
         return result
 
     async def watch(self, interval: float = 0.5) -> None:
