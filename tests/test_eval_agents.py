@@ -20,7 +20,7 @@ import pytest
 from conftest import free_port
 from tether.eval.agents.anthropic_agent import AnthropicAgent
 from tether.eval.agents.base import AgentContext, AgentError, Answer, agent_names, make_agent
-from tether.eval.agents.loop import ANSWER_NOW, LIMIT_NOTE, LIMIT_SUFFIX, parse_value, truncate
+from tether.eval.agents.loop import LIMIT_NOTE, LIMIT_SUFFIX, parse_value, truncate
 from tether.eval.agents.openai_agent import OpenAIAgent, parse_choice
 from tether.eval.cases import Case, Gold
 from tether.eval.trace import ModelTurn, ToolCall
@@ -327,17 +327,19 @@ def test_openai_tool_error_and_bad_arguments(fake: FakeEndpoint) -> None:
 
 
 def test_openai_constrained_json_loop(fake: FakeEndpoint) -> None:
+    """The model's {"answer": ...} choice is the answer: no plain step follows to ask again
+    (a second reply could contradict the first: on a held-out run a right refusal became 0)."""
     fake.reply(chat('{"tool": "net_revenue", "arguments": {"year": 2024}}', usage=(300, 15)),
-               chat('{"answer": "1234.5 EUR"}'),
-               chat("Net revenue in 2024 was 1,234.5 EUR."))
+               chat('{"answer": "Net revenue in 2024 was 1,234.5 EUR."}'),
+               chat("never asked"))
     runner = Runner(results={"net_revenue": "1234.5"})
     answer = run(openai_agent(fake, constrained="true"), runner.ctx())
 
     assert answer.text == "Net revenue in 2024 was 1,234.5 EUR."
     assert runner.calls == [("net_revenue", {"year": 2024}, 0)]
-    assert runner.kinds == ["model", "model", "answer"]
+    assert runner.kinds == ["model", "answer"] and len(fake.seen) == 2
     assert runner.turns[0].usage.input_tokens == 300
-    first, second, third = (s.body for s in fake.seen)
+    first, second = (s.body for s in fake.seen)
     assert "tools" not in first and "tool_choice" not in first
     fmt = first["response_format"]
     assert fmt["type"] == "json_object"
@@ -354,22 +356,18 @@ def test_openai_constrained_json_loop(fake: FakeEndpoint) -> None:
     assert second["messages"][-1] == {"role": "user",
                                       "content": 'Result of net_revenue({"year": 2024}):\n1234.5'}
     assert second["response_format"] == fmt
-    assert "response_format" not in third  # the plain answer step, without the JSON draft
-    assert [m["role"] for m in third["messages"]] == ["system", "user", "assistant", "user"]
-    assert third["messages"][-1]["content"] == (
-        f'Result of net_revenue({{"year": 2024}}):\n1234.5\n\n{ANSWER_NOW} Reply in plain text, not JSON.')
 
 
 def test_openai_constrained_clarification_and_json_schema_format(fake: FakeEndpoint) -> None:
     fake.reply(chat('{"tool": "ask_user", "arguments": {"question": "Which year?"}}'),
-               chat('{"answer": "1234.5"}'), chat(""))
+               chat('{"answer": "1234.5"}'))
     runner = Runner(user_says="2024.")
     answer = run(openai_agent(fake, constrained="true", constrained_format="json_schema"), runner.ctx())
 
-    assert runner.questions == [("Which year?", 0)] and runner.kinds == ["clarification", "model", "answer"]
+    assert runner.questions == [("Which year?", 0)] and runner.kinds == ["clarification", "answer"]
     assert fake.seen[0].body["response_format"]["type"] == "json_schema"
     assert fake.seen[1].body["messages"][-1] == {"role": "user", "content": "The user answered: 2024."}
-    assert answer.text == "1234.5" and answer.value == 1234.5  # empty plain step: the JSON answer
+    assert answer.text == "1234.5" and answer.value == 1234.5
 
 
 def test_openai_http_error_names_the_endpoint(fake: FakeEndpoint) -> None:
@@ -525,3 +523,56 @@ def test_anthropic_http_error_names_the_endpoint(fake: FakeEndpoint) -> None:
     with pytest.raises(AgentError) as err:
         run(anthropic_agent(fake, max_retries="0"), Runner().ctx())
     assert f"the Anthropic endpoint {fake.url} answered HTTP 500: Overloaded" in str(err.value)
+
+
+# --- a real server whose list changes ---------------------------------------------------------
+
+
+def test_the_agent_lists_again_when_the_server_says_so(fake: FakeEndpoint, demo_dir: Any,
+                                                       tmp_path: Any) -> None:
+    """Against tether served discovery-only over stdio (`tether eval run`, the real runner): a
+    search mounts the product's tool, the runner lists again after that turn, the next model
+    request offers the mounted tool and its call is recorded with the tool's version; the next
+    case of the same user starts from the list a new client sees."""
+    import sys
+    from pathlib import Path
+
+    from conftest import copy_project, run_cli
+    from tether.config import load_project
+    from tether.drift.publish import build
+    from tether.eval.trace import Trace
+
+    d = copy_project(demo_dir, tmp_path / "p")
+    build(load_project(d))
+    case = {"source_trace": None, "user_role": "finance_analyst", "as_user": "fin.ana",
+            "question": "How many deals were lost?", "gold": {"answer": 1, "tolerance": 0},
+            "label": {"correct": None, "grounded": None, "failure_class": None, "note": None},
+            "cost": None}
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps({"case_id": f"c{i}", **case}) + "\n" for i in (1, 2)))
+    found = "deals_by_stage_and_pipeline"
+    for _ in range(2):  # each case: search, the mounted tool, an answer
+        fake.reply(chat(None, fn_call("s", "find_data_for_question",
+                                      {"question": "which have CLOSED_LOST?"}),
+                        finish="tool_calls"),
+                   chat(None, fn_call("d", found, {"stage": ["CLOSED_LOST"], "limit": 1}),
+                        finish="tool_calls"),
+                   chat("Some deals were lost."))
+    tether = str(Path(sys.executable).parent / "tether")
+    out = tmp_path / "run"
+    r = run_cli("eval", "run", "--server",
+                f"stdio:{tether} serve --project {d} --dedicated-tools none",
+                "--cases", str(cases), "--agent", "openai", "--agent-option", "model=m",
+                "--agent-option", f"base_url={fake.url}/v1", "--out", str(out),
+                "--concurrency", "1", env={"OPENAI_API_KEY": "k"})
+    assert r.returncode == 0, r.stderr
+    offered = [[t["function"]["name"] for t in s.body.get("tools", [])] for s in fake.seen]
+    assert len(offered) == 6
+    for first, second in ((0, 1), (3, 4)):
+        assert found not in offered[first] and found in offered[second], offered
+    for i in (1, 2):
+        t = Trace.model_validate_json((out / "traces" / f"c{i}.json").read_text())
+        assert [c.name for c in t.tool_calls] == ["find_data_for_question", found]
+        called = t.tool_calls[1]
+        assert not called.is_error and called.tool_version == "1.0.0"
+        assert found in [x["name"] for x in t.tools]

@@ -352,3 +352,24 @@ def test_every_spelling_through_the_server(served: tuple[Any, str, Any]) -> None
     for (v, spelled), r in zip(refused, results[len(tried):], strict=True):
         text = r.content[0].text
         assert r.is_error and all(form in text for form in FORMS), (v.name, spelled, text)
+
+
+def test_a_call_reads_its_clock_once(served: tuple[Any, str, Any]) -> None:
+    """A clock that moves a day at every reading (a call across midnight, many times over): the
+    statement's bounds, the result's window and its label still agree within each call, for
+    every windowed tool of the warehouse (one reading a call: Executor.now)."""
+    project, user, server = served
+    start = project.now()
+    ticks = iter(range(1, 10_000))
+    # every reading of the project's clock a day later than the one before
+    server.executor.project.now = lambda: start + dt.timedelta(days=next(ticks))  # type: ignore[method-assign]
+    windowed = [v for v in server.visible(user) if v.plan.window is not None
+                and v.plan.window.kind != "current"]
+    results = _call(server, [(v.name, {"period": "yesterday"}) for v in windowed])
+    for v, r in zip(windowed, results, strict=True):
+        assert not r.is_error, (v.name, r.content)
+        window = r.structured_content["window"]
+        params = r.meta["tether/evidence"]["params"]
+        assert str(params["window_start"]).startswith(window["start"]), (v.name, params, window)
+        assert str(params["window_end"]).startswith(window["end"]), (v.name, params, window)
+        assert r.meta["tether/evidence"]["window"]["start"] == window["start"], v.name

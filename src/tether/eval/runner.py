@@ -187,9 +187,12 @@ async def run_cases(cases: list[Case], agent: Agent, opts: RunOptions,
                             session = None
                             await record(trace)
                             continue
+                    changes = session.changes
                     trace = await run_case(case, agent, opts, session)
                     await record(trace)
-                    if trace.error and session.broken:
+                    # a list the case changed (a product mounted for its session) is not the
+                    # next case's: each case starts from the list a new client sees
+                    if (trace.error and session.broken) or session.changes != changes:
                         await session.close()
                         session = None
             finally:
@@ -235,6 +238,38 @@ class _Session:
         self.client: Any = None
         self.tools: list[dict[str, Any]] = []
         self.broken = False
+        self.changes = 0  # tools/list_changed notices received (either protocol era)
+        self.listed_at = 0  # ... when the tools were last listed
+
+    async def _notice(self, message: Any) -> None:
+        """A handshake-era server's notification: a changed tool list is counted."""
+        import mcp_types as types
+
+        if isinstance(message, types.ToolListChangedNotification):
+            self.changes += 1
+
+    async def _listen(self) -> None:
+        """A 2026-07-28 server's events: every ToolsListChanged is counted (a server that
+        offers no subscriptions/listen sends none)."""
+        try:
+            async with self.client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    self.changes += 1
+        except Exception:  # no listen on this server or in this era: nothing to count
+            return
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        self.listed_at = self.changes
+        listed = await self.client.list_tools(cache_mode="refresh")
+        self.tools = [t.model_dump(by_alias=True, exclude_none=True, mode="json")
+                      for t in listed.tools]
+        return self.tools
+
+    async def relist(self) -> list[dict[str, Any]] | None:
+        """The tools again if the server said its list changed since they were listed, as a
+        real client does on tools/list_changed; else None."""
+        await asyncio.sleep(0)  # a notice written just before the call's result is read first
+        return await self.list_tools() if self.changes != self.listed_at else None
 
     async def open(self) -> None:
         from mcp import Client, StdioServerParameters
@@ -259,15 +294,21 @@ class _Session:
                 httpx2.AsyncClient(headers=self.opts.identity.http_headers(self.user),
                                    timeout=self.opts.timeout_s))
             server = streamable_http_client(str(where), http_client=http)
-        self.client = await asyncio.wait_for(self.stack.enter_async_context(Client(server)),
-                                             self.opts.timeout_s)
-        listed = await self.client.list_tools()
-        self.tools = [t.model_dump(by_alias=True, exclude_none=True, mode="json")
-                      for t in listed.tools]
+        self.client = await asyncio.wait_for(self.stack.enter_async_context(
+            Client(server, message_handler=self._notice)), self.opts.timeout_s)
+        listener = asyncio.create_task(self._listen())
+        self.stack.push_async_callback(_cancelled, listener)
+        await self.list_tools()
 
     async def close(self) -> None:
         with contextlib.suppress(Exception):  # a dead server's pipes may fail to close
             await self.stack.aclose()
+
+
+async def _cancelled(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(BaseException):
+        await task
 
 
 async def run_case(case: Case, agent: Agent, opts: RunOptions, session: _Session) -> Trace:
@@ -287,8 +328,18 @@ async def run_case(case: Case, agent: Agent, opts: RunOptions, session: _Session
 async def _drive(case: Case, agent: Agent, opts: RunOptions, trace: Trace,
                  session: _Session) -> None:
     client = session.client
-    trace.tools = session.tools
+    trace.tools = list(session.tools)
     versions = {t["name"]: ToolContext.of(t).version for t in trace.tools}
+
+    async def relist() -> list[dict[str, Any]] | None:
+        """The list again when the server changed it; a tool first seen here joins the trace's
+        tools (the labeller reads a called tool's definition there)."""
+        listed = await session.relist()
+        for t in listed or []:
+            if t["name"] not in versions:
+                trace.tools.append(t)
+                versions[t["name"]] = ToolContext.of(t).version
+        return listed
     simulator = UserSimulator(case)
 
     async def call_tool(name: str, arguments: dict[str, Any], turn: int) -> ToolCall:
@@ -325,8 +376,9 @@ async def _drive(case: Case, agent: Agent, opts: RunOptions, trace: Trace,
         f = opts.recorded / TRACES / f"{_safe(case.case_id)}.json"
         if f.exists():
             recorded = _recorded(f)
-    ctx = AgentContext(case=case, tools=trace.tools, call_tool=call_tool, ask_user=ask_user,
-                       record_turn=record_turn, max_turns=opts.max_turns, trace=recorded)
+    ctx = AgentContext(case=case, tools=list(session.tools), call_tool=call_tool,
+                       ask_user=ask_user, record_turn=record_turn, max_turns=opts.max_turns,
+                       trace=recorded, relist=relist)
     answer = await agent.run(ctx)
     trace.final_answer = answer.text
     trace.answer = answer.value

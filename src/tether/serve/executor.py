@@ -84,6 +84,7 @@ class Call:
     definition: dict[str, Any]
     plan: QueryPlan
     args: dict[str, Any]
+    at: dt.datetime | None = None  # the clock, read once a call (Executor.now)
 
 
 @dataclass
@@ -399,6 +400,13 @@ class Executor:
                               "your scope "
                               f"({column}: {', '.join(sorted(map(str, allowed)))})",
                               hint=NOT_YOURS)
+
+    def now(self, call: Call) -> dt.datetime:
+        """The call's "now", read once: its window is resolved once, so the statement's
+        bounds, the result's window and the evidence agree even across midnight."""
+        if call.at is None:
+            call.at = self.project.now()
+        return call.at
 
     # --- shaping ---
 

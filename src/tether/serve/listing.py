@@ -111,7 +111,7 @@ def listing_window(ex: Executor, call: Call) -> dict[str, Any]:
     """The window a listing used; omitted, no bound, and said so."""
     plan = call.plan
     assert plan.window is not None
-    window = resolve_window(plan, call.args, ex.project.config, ex.project.now())
+    window = resolve_window(plan, call.args, ex.project.config, ex.now(call))
     return window.to_json() if window is not None else {
         "start": None, "end": None, "end_exclusive": True, "calendar": None,
         "timezone": plan.window.timezone, "resolved_from": "default", "label": "all rows"}
@@ -150,7 +150,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     src = ex.source(plan.source)
     args = {k: v for k, v in coerce_times(call.args, call.definition).items()
             if k not in SHAPING and k not in ("limit", "cursor")}
-    query, params = compile_plan(plan, args, config, ex.project.now())
+    query, params = compile_plan(plan, args, config, ex.now(call))
     assert isinstance(query, exp.Select)
     query.set("order", None)
     query.set("limit", None)
@@ -230,7 +230,7 @@ def run(ex: Executor, call: Call) -> Answered:
     product = plan.product or ""
     src = ex.source(plan.source)
     args = coerce_times(call.args, call.definition)
-    params = call_params(plan, args, config, ex.project.now())
+    params = call_params(plan, args, config, ex.now(call))
     sort = asked_order(call, ex.policy_of(call.user, product)[0])
     last: list[Any] = []
     if call.args.get("cursor"):
@@ -244,7 +244,7 @@ def run(ex: Executor, call: Call) -> Answered:
     null_mark = bool(sort and plan.paging == "keyset" and last and last[0] is None)
     key = (*shape_key(ex, call), null_mark)
     if key not in ex.sql_texts:
-        query, _ = compile_plan(plan, args, config, ex.project.now())
+        query, _ = compile_plan(plan, args, config, ex.now(call))
         assert isinstance(query, exp.Select)
         keys = [qualified(k) for k in plan.order_by]
         if sort:  # the column asked first, NULLs last; then the key (or every column) breaks ties

@@ -26,7 +26,7 @@ from tether.toolgen.plan import compile_plan, resolve_window
 def run(ex: Executor, call: Call) -> Answered:
     config, plan = ex.project.config, call.plan
     src = ex.source(plan.source)
-    now = ex.project.now()
+    now = ex.now(call)
     query, params = compile_plan(plan, call.args, config, now)
     assert isinstance(query, exp.Select)
     products = definition_products(call.definition)

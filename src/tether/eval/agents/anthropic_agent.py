@@ -85,6 +85,9 @@ class _Messages:
     def c(self) -> CommonOptions:
         return self.agent.common
 
+    def use_tools(self, tools: ToolSet) -> None:
+        self.tools = tools
+
     def request(self, final: bool) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": self.c.model, "max_tokens": self.agent.max_tokens,
                               "system": self.system, "messages": self.messages}

@@ -36,6 +36,8 @@ class AgentContext:
     record_turn: Callable[[ModelTurn], None]
     max_turns: int = 6
     trace: dict[str, Any] = field(default_factory=dict)  # the recorded trace, for `replay`
+    # the tools/list again when the server has said it changed since the last one, else None
+    relist: Callable[[], Awaitable[list[dict[str, Any]] | None]] | None = None
 
     @property
     def question(self) -> str:

@@ -190,6 +190,12 @@ def pick_answer(question: str, result: Any) -> Any:
     return [list(r.values()) for r in rows]
 
 
+def _best(question: str, tools: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The answering tool whose words the question shares most (the first of equals)."""
+    answer_tools = [t for t in tools if not _is_catalog(t) and not _sql_param(t)]
+    return max(answer_tools, key=lambda t: (score(question, t), -tools.index(t)), default=None)
+
+
 @register
 class BaselineAgent(Agent):
     name = "baseline"
@@ -201,19 +207,28 @@ class BaselineAgent(Agent):
     async def run(self, ctx: AgentContext) -> Answer:
         tools = ctx.tools
         sql_tool = next((t for t in tools if _sql_param(t)), None)
-        answer_tools = [t for t in tools if not _is_catalog(t) and not _sql_param(t)]
-        best = max(answer_tools, key=lambda t: (score(ctx.question, t), -tools.index(t)),
-                   default=None)
+        best = _best(ctx.question, tools)
         if best is not None and (sql_tool is None or score(ctx.question, best) > 0):
-            args = arguments(ctx.question, best)
-            ctx.record_turn(ModelTurn(index=0, tool_calls=[
-                RequestedCall(id="b0", name=best["name"], arguments=args)]))
-            call = await ctx.call_tool(best["name"], args, 0)
+            call = await self._call(ctx, best, 0)
+            listed = await ctx.relist() if ctx.relist is not None else None
+            better = _best(ctx.question, listed) if listed else None
+            if better is not None and better["name"] != best["name"] and (
+                    score(ctx.question, better) > score(ctx.question, best)):
+                # the server listed a tool that fits better (a product it found): use it, as a
+                # client that lists again would
+                call = await self._call(ctx, better, 1)
+                return self._answer(ctx, call, 2)
             return self._answer(ctx, call, 1)
         if sql_tool is None:
             ctx.record_turn(ModelTurn(index=0, content="No tool fits.", kind="answer"))
             return Answer(text="I could not find a tool for this question.")
         return await self._sql(ctx, tools, sql_tool)
+
+    async def _call(self, ctx: AgentContext, tool: dict[str, Any], turn: int) -> ToolCall:
+        args = arguments(ctx.question, tool)
+        ctx.record_turn(ModelTurn(index=turn, tool_calls=[
+            RequestedCall(id=f"b{turn}", name=tool["name"], arguments=args)]))
+        return await ctx.call_tool(tool["name"], args, turn)
 
     def _answer(self, ctx: AgentContext, call: ToolCall, turn: int) -> Answer:
         if call.is_error:

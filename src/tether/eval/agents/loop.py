@@ -20,7 +20,6 @@ from tether.eval.trace import ModelTurn, RequestedCall, ToolCall, Usage
 # --- the shared loop -------------------------------------------------------------------------
 
 ASK_USER = "ask_user"
-ANSWER_NOW = "Now give your final answer to the question, stating the number or value clearly."
 LIMIT_NOTE = ("You have reached the turn limit: no more tool calls. Answer the question now with "
               "what you have, stating the number or value clearly.")
 LIMIT_SUFFIX = "(Stopped at the turn limit: this answer uses only the tool results gathered so far.)"
@@ -120,7 +119,6 @@ class Step:
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     latency_ms: float = 0.0
-    wants_answer: bool = False  # constrained mode: the model chose "answer"; a plain step follows
     raw: Any = None  # what the provider needs to replay the assistant message
 
 
@@ -138,6 +136,9 @@ class Conversation(Protocol):
     def add_assistant(self, step: Step) -> None: ...
 
     def add_results(self, results: list[Result], note: str | None) -> None: ...
+
+    def use_tools(self, tools: ToolSet) -> None:
+        """The server's tool list changed: offer these from the next step on."""
 
 
 def parse_arguments(raw: str | None) -> tuple[dict[str, Any], str | None]:
@@ -244,8 +245,7 @@ async def run_loop(ctx: AgentContext, conv: Conversation, tools: ToolSet, model:
         calls = [] if final else step.calls
         asked = any(tools.ask is not None and c.name == tools.ask for c in calls)
         kind: Literal["model", "clarification", "answer"] = (
-            "answer" if final or not (calls or step.wants_answer)
-            else "clarification" if asked else "model")
+            "answer" if final or not calls else "clarification" if asked else "model")
         ctx.record_turn(ModelTurn(
             index=turn, content=step.content, reasoning=step.reasoning,
             tool_calls=[RequestedCall(id=c.id, name=tools.original(c.name), arguments=c.arguments)
@@ -257,9 +257,12 @@ async def run_loop(ctx: AgentContext, conv: Conversation, tools: ToolSet, model:
             return Answer(text=shown, value=parse_value(text), model=model)
         conv.add_assistant(step)
         results = [await _perform(ctx, tools, c, turn, max_result_chars) for c in calls]
-        final = step.wants_answer or turn + 2 >= limit
-        at_limit = final and not step.wants_answer
-        conv.add_results(results, ANSWER_NOW if step.wants_answer else LIMIT_NOTE if final else None)
+        final = at_limit = turn + 2 >= limit
+        conv.add_results(results, LIMIT_NOTE if final else None)
+        listed = await ctx.relist() if ctx.relist is not None else None
+        if listed is not None:  # the server said its list changed: a real client lists again
+            tools = ToolSet(listed, clarify=tools.ask is not None)
+            conv.use_tools(tools)
     raise AssertionError("unreachable: the last turn is always an answer turn")
 
 

@@ -168,6 +168,9 @@ class _Chat:
                               "function": {"name": c.name, "arguments": c.raw}} for c in step.calls]
         self.messages.append(msg)
 
+    def use_tools(self, tools: ToolSet) -> None:
+        self.tools = tools
+
     def add_results(self, results: list[Result], note: str | None) -> None:
         # a user's answer to ask_user is not a tool result: the next request still offers the tools
         # with the first-turn tool_choice (after_tool_choice=none would forbid every data call)
@@ -208,7 +211,9 @@ class _ConstrainedChat:
         self.response_format: dict[str, Any] = (
             {"type": "json_object", "schema": schema} if chat.s.constrained_format == "json_object"
             else {"type": "json_schema", "json_schema": {"name": "next_step", "schema": schema}})
-        self.json_answer = ""
+    def use_tools(self, tools: ToolSet) -> None:
+        self.chat.use_tools(tools)
+        self.__init__(self.chat)  # type: ignore[misc]  # the prompt and grammar list them
 
     async def step(self, turn: int, final: bool) -> Step:
         kw = self.chat.request(final)
@@ -220,19 +225,18 @@ class _ConstrainedChat:
         step = Step(content=text, reasoning=_reasoning(choice.message), usage=_usage(resp),
                     finish_reason=choice.finish_reason, latency_ms=ms)
         if final:
-            step.content = text or self.json_answer
             return step
         picked = parse_choice(text)
         if isinstance(picked, str):
-            self.json_answer, step.wants_answer = picked, True
+            # the model chose to answer: its answer is the one given (asking again in plain
+            # text gave a second reply that could contradict the first)
+            step.content = picked
         elif picked is not None:
             name, args = picked
             step.calls = [Call(id=f"json_{turn}", name=name, arguments=args, raw=json.dumps(args))]
         return step  # not JSON at all (a server without grammar support): the text is the answer
 
     def add_assistant(self, step: Step) -> None:
-        if step.wants_answer:  # only a signal: a small model's JSON draft would leak into the answer
-            return
         self.chat.messages.append(self.chat.assistant_message(step.content))
 
     def add_results(self, results: list[Result], note: str | None) -> None:
