@@ -70,7 +70,14 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
              {"interpreted": {"salesRegion": "sales_region"}}),
             ("fin.ana", "orders_by_status_and_customer", {"status": "emea", "limit": 2},
              {"sales_region": "EMEA", "limit": 2}, {"moved_values": {"EMEA": "sales_region"}}),
+            # a filter object, as models write one: opened, each name read as the others are
+            ("fin.ana", "customers_by_region_and_segment",
+             {"filter": {"region": "EMEA", "segment": ["SMB"]}, "limit": 3},
+             {"sales_region": "EMEA", "segment": ["SMB"], "limit": 3},
+             {"interpreted": {"filter.region": "sales_region", "filter.segment": "segment"}}),
         ], [
+            ("fin.ana", "customers_by_region_and_segment", {"filter": {"colour": "red"}},
+             "unknown argument(s) filter.colour"),
             ("fin.ana", "orders_by_status_and_customer", {"id": "x"}, "could mean"),
             ("fin.ana", "orders_by_status_and_customer", {"colour": "red"}, "unknown argument"),
         ], [
@@ -80,6 +87,8 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
              {"sales_region": "AMER"}),
             ("mgr.emea", "customers_by_region_and_segment", {"region": "EMEA", "limit": 5},
              {"sales_region": "EMEA", "limit": 5}),
+            ("mgr.emea", "customers_by_region_and_segment", {"filter": {"sales_region": "AMER"}},
+             {"sales_region": "AMER"}),
         ])
     visits = _tool(project, "visits_by_clinic_kind_and_state")["inputSchema"]["properties"]
     districts = enum_of(visits["district"]) or []
@@ -98,6 +107,10 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
          {"member_no": member}, {"interpreted": {"memberNo": "member_no"}}),
         ("aud.ines", "visits_by_clinic_kind_and_state", {"visit_kind": state, "limit": 3},
          {"visit_state": state, "limit": 3}, {"moved_values": {state: "visit_state"}}),
+        ("aud.ines", "visits_by_clinic_kind_and_state",
+         {"where": {"catchment": districts[0]}, "limit": 4},
+         {"district": districts[0], "limit": 4},
+         {"interpreted": {"where.catchment": "district"}}),
     ], [
         ("aud.ines", "insurance_claims_by_member_and_state", {"claim": "x"}, "could mean"),
         ("aud.ines", "visits_by_clinic_kind_and_state", {"wardrobe": 1}, "unknown argument"),
@@ -108,6 +121,8 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
          {"district": other}),
         ("lead.harbor", "visits_by_clinic_kind_and_state", {"catchment": own, "limit": 3},
          {"district": own, "limit": 3}),
+        ("lead.harbor", "visits_by_clinic_kind_and_state", {"filter": {"district": other}},
+         {"district": other}),
     ])
 
 

@@ -169,6 +169,24 @@ def test_bad_and_masked_orders_are_refused_with_what_to_do(project: tuple[Path, 
     assert masked.is_error and "score is masked" in masked.content[0].text
 
 
+def test_order_without_order_by_sorts_the_measure_asked_for(project: tuple[Path, Any]) -> None:
+    """``order`` alone (as models write it) sorts the one measure the call asked for: the total
+    of sum_and_average_of, else the count of count_by; the result says how it read it. On rows
+    it stays an error (which column?)."""
+    folder, sql = project
+    proj = load_project(folder)
+    summed, counted = call_tools(proj, USER, [
+        ("tallies_by_attributes", {"count_by": "zone", "sum_and_average_of": "weight",
+                                   "order": "desc", "limit": 2}),
+        ("tallies_by_attributes", {"count_by": "zone", "order": "asc", "limit": 1})])
+    want = sql("SELECT zone FROM tallies GROUP BY zone ORDER BY SUM(weight) DESC, zone LIMIT 2")
+    assert [r["zone"] for r in _ok(summed)["rows"]] == [w[0] for w in want]
+    assert _ok(summed)["aggregate"]["order_by"] == "sum_of_weight"
+    assert "order without order_by read as order_by sum_of_weight" in summed.content[0].text
+    want = sql("SELECT zone FROM tallies GROUP BY zone ORDER BY count(*), zone LIMIT 1")
+    assert [r["zone"] for r in _ok(counted)["rows"]] == [w[0] for w in want]
+
+
 def test_a_metric_by_an_integer_dimension_returns_integers(project: tuple[Path, Any]) -> None:
     """The metric's output schema types an integer dimension as an integer (the official client
     validates every result against it: a dimension declared a string failed every call) and a

@@ -8,7 +8,9 @@ value under the wrong parameter (``step: "NORTH"`` where NORTH is a bin's area).
 arguments are checked, each unknown name that names exactly one parameter is used as that
 parameter, and each enum value given to a parameter that does not hold it, but that exactly one
 other parameter holds, is moved there; the result says both (``interpreted``, ``moved_values``)
-and the answer sentence repeats it. A name that could mean two parameters, or none, is refused
+and the answer sentence repeats it. An unknown argument whose value is an object of arguments
+(``filter: {binColour: "red"}``) is opened first, each name in it read the same way. A name that
+could mean two parameters, or none, is refused
 with the parameters it might mean. Nothing here reads data or decides access: the interpreted
 call is validated, refused and filtered exactly as one written that way, so an interpretation
 never widens what a caller reads.
@@ -76,35 +78,55 @@ def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any]
     {given: param}, "moved_values": {value: param}}``, empty when nothing was). ArgumentError for
     a name that means two or more parameters, or none."""
     props = (definition.get("inputSchema") or {}).get("properties") or {}
-    unknown = [k for k in given if k not in props]
-    args = dict(given)
+    args, origin = _unwrapped(given, props)
+    unknown = [k for k in args if k not in props]
     said: dict[str, Any] = {}
+    interpreted = {origin[k]: k for k in args if k in origin and k in props}
     if unknown:
         names = _names(definition, plan, config)
-        interpreted: dict[str, str] = {}
         for k in unknown:
-            meant = [p for p in _meant(k, names) if p not in given]
+            meant = [p for p in _meant(k, names) if p not in args]
+            name = origin.get(k, k)
             if len(meant) == 1 and meant[0] not in interpreted.values():
-                interpreted[k] = meant[0]
+                interpreted[name] = meant[0]
                 args[meant[0]] = args.pop(k)
                 continue
             if len(meant) > 1:
-                raise ArgumentError(f"unknown argument {k[:80]!r}: it could mean "
+                raise ArgumentError(f"unknown argument {name[:80]!r}: it could mean "
                                 f"{' or '.join(meant)}; call again with one of them")
             close = difflib.get_close_matches(_norm(k), [_norm(p) for p in props], n=3,
                                               cutoff=0.6)
             hint = [p for p in props if _norm(p) in close]
-            raise ArgumentError(f"unknown argument(s) {k[:80]}; allowed: "
+            raise ArgumentError(f"unknown argument(s) {name[:80]}; allowed: "
                             f"{', '.join(sorted(props)) or 'none'}"
                             + (f" (did you mean {' or '.join(hint)}?)" if hint else "")
                             + " (call again without the others)")
-        if interpreted:
-            said["interpreted"] = interpreted
+    if interpreted:
+        said["interpreted"] = interpreted
     filters = {f.param for f in plan.filters}
     moved = _moved(args, {k: v for k, v in props.items() if k in filters})
     if moved:
         said["moved_values"] = {str(v): p for v, p in moved}
     return (args if said else given), said
+
+
+def _unwrapped(given: dict[str, Any], props: dict[str, Any]
+               ) -> tuple[dict[str, Any], dict[str, str]]:
+    """The arguments with each unknown argument whose value is an object of arguments (``filter:
+    {widget_id: 7}``, as models write filters) opened in place, and where each opened one came
+    from (``widget_id`` -> ``filter.widget_id``). An object whose names are already given at
+    the top is left as it is (and refused below): nothing given is overridden."""
+    args, origin = dict(given), {}
+    for k, value in given.items():
+        if k in props or not isinstance(value, dict) or not value:
+            continue
+        if any(inner in args or inner in origin for inner in value):
+            continue
+        del args[k]
+        for inner, v in value.items():
+            args[inner] = v
+            origin[inner] = f"{k}.{inner}"
+    return args, origin
 
 
 def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]:

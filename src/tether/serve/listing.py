@@ -53,13 +53,16 @@ def asked_order(call: Call, masks: dict[str, Any] | set[str]) -> tuple[str, bool
     spec, order = call.args.get(ORDER_BY), call.args.get(ORDER)
     if order is not None and order not in ("asc", "desc"):
         raise ArgumentError(f"order: {str(order)[:20]!r} is neither asc nor desc")
-    if spec is None:
-        if order is not None:
+    by, measured = call.args.get("count_by"), call.args.get(AGGREGATE)
+    if spec is None and order is not None:
+        implied = implied_order_by(call)
+        if implied is None:
             raise ArgumentError("order needs order_by: the column or count to sort by")
+        spec = implied
+    if spec is None:
         return None
     spec = str(spec)
     plan = call.plan
-    by, measured = call.args.get("count_by"), call.args.get(AGGREGATE)
     if by is not None or measured is not None:
         fields = {"count": "rows"} if by is not None else {}
         if measured is not None:
@@ -83,6 +86,17 @@ def asked_order(call: Call, masks: dict[str, Any] | set[str]) -> tuple[str, bool
         raise Refusal("masked_predicate", f"order_by: {spec} is masked for your role, so rows "
                       "cannot be sorted by it")
     return spec, (order or "asc") == "desc"
+
+
+def implied_order_by(call: Call) -> str | None:
+    """What ``order`` without ``order_by`` sorts, where only one thing can be meant: the
+    total asked for (sum_of_C), else the count of a count_by; None for rows (which column?)."""
+    if call.args.get(ORDER_BY) is not None or call.args.get(ORDER) is None:
+        return None
+    measured = call.args.get(AGGREGATE)
+    if measured is not None:
+        return f"sum_of_{measured}"
+    return "count" if call.args.get("count_by") is not None else None
 
 
 def _ordered(node: exp.Expr, desc: bool) -> exp.Ordered:
@@ -210,6 +224,8 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     out["total_rows"] = (int(next(iter(totals))) if len(totals) == 1 and None not in totals
                          else sum(int(r["rows"]) for r in rows))
     out["aggregate"] = {"count_by": by, AGGREGATE: measured}
+    if (implied := implied_order_by(call)) is not None:  # said, as an interpretation is
+        out["aggregate"][ORDER_BY] = implied
     resolved, via = identifiers_read(call)
     if resolved:
         out["identifiers"] = resolved
@@ -379,7 +395,10 @@ def aggregate_words(result: dict[str, Any]) -> str:
     more = f", and {len(rows) - SHOWN} more values in rows" if len(rows) > SHOWN else ""
     cut = (f"; the first {len(rows)} values shown, more match (limit, or order_by count for "
            "the top ones)" if result.get("truncated") else "")
-    return (f"{total} matching rows counted by {by}: " + ", ".join(named) + more + cut)
+    implied = (f"; order without order_by read as order_by {agg['order_by']}"
+               if agg.get("order_by") else "")
+    return (f"{total} matching rows counted by {by}: " + ", ".join(named) + more + cut
+            + implied)
 
 
 def opening(plan: Any, result: dict[str, Any]) -> str:
