@@ -78,6 +78,9 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
         ], [
             ("fin.ana", "customers_by_region_and_segment", {"filter": {"colour": "red"}},
              "unknown argument(s) filter.colour"),
+            # a restricted name inside an object is refused as at the top
+            ("fin.ana", "customers_by_region_and_segment", {"filter": {"tax_id": "x"}},
+             "is restricted"),
             ("fin.ana", "orders_by_status_and_customer", {"id": "x"}, "could mean"),
             ("fin.ana", "orders_by_status_and_customer", {"colour": "red"}, "unknown argument"),
         ], [
@@ -114,6 +117,8 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
     ], [
         ("aud.ines", "insurance_claims_by_member_and_state", {"claim": "x"}, "could mean"),
         ("aud.ines", "visits_by_clinic_kind_and_state", {"wardrobe": 1}, "unknown argument"),
+        ("aud.ines", "patients_by_home_district", {"where": {"national_id": "x"}},
+         "is restricted"),
     ], [
         ("lead.harbor", "visits_by_clinic_kind_and_state", {"catchment": other},
          {"district": other}),

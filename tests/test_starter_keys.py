@@ -220,7 +220,7 @@ def test_a_shape_of_any_length_is_one_scheme_only_for_columns_of_one_name() -> N
     """An exact shape in two tables is one scheme (they join); a shape of any length
     (letters then digits) is shared only by columns of one name, since unrelated ids fit it;
     scheme names are parameter names, made unique."""
-    from tether.profiling.shapes import candidates, fixed, runs
+    from tether.profiling.shapes import candidates, fixed, loosened, runs
     from tether.profiling.starter import _scheme
 
     loose = runs("widget01")
@@ -229,6 +229,8 @@ def test_a_shape_of_any_length_is_one_scheme_only_for_columns_of_one_name() -> N
     assert fixed("ALT", "WSU") == ["^[A-Z]{3}$", "^[A-Z0-9]{3}$"] and fixed("A1", "ABC") == []
     assert candidates("ALT", "WSU", loose=False) == []
     assert candidates("A-0012", "A-9931") == [r"^A-\d{4}$"]  # a dash is no metacharacter
+    # published with runs of any length: a key added since (A-10000) still fits
+    assert loosened(r"^A-\d{4}$") == r"^A-\d+$" and loosened("^[A-Z0-9]{3}$") == "^[A-Z0-9]+$"
     schemes: dict[tuple[str, str], str] = {}
     assert _scheme(schemes, r"^CRM-\d{5}$", "customer_ref") == "customer_ref"
     assert _scheme(schemes, r"^CRM-\d{5}$", "crm_id") == "customer_ref"

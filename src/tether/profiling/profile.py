@@ -332,7 +332,9 @@ def _format_pass(
         scalar[i][stat] = value
         fits = value is not None and int(value) == int(scalar[i].get("non_null") or 0)
         if stat.startswith("shape:") and fits and "pattern" not in scalar[i]:
-            scalar[i]["pattern"] = stat.removeprefix("shape:")
+            # checked as exact as both ends allow; published with runs of any length, so a key
+            # added since (A-10000 after A-9999) is not refused before any query
+            scalar[i]["pattern"] = shapes.loosened(stat.removeprefix("shape:"))
 
 
 def _shape_count(pattern: str) -> exp.Expr:

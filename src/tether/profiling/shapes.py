@@ -77,3 +77,9 @@ def candidates(lo: str, hi: str, loose: bool = True) -> list[str]:
     if loose:
         out += [p for p in fixed(lo, hi) if p not in out]
     return out
+
+
+def loosened(pattern: str) -> str:
+    r"""``pattern`` with every counted run of any length (``\d{4}`` -> ``\d+``, ``[A-Z0-9]{3}``
+    -> ``[A-Z0-9]+``): the shape, not today's lengths."""
+    return re.sub(r"(\\d|\])\{\d+(,\d+)?\}", r"\1+", pattern)

@@ -339,8 +339,12 @@ class Executor:
         `restricted` refusal: the column exists, and no one may have it through this server
         (an unknown argument otherwise; the schema's own parameters are never restricted)."""
         props = (call.definition.get("inputSchema") or {}).get("properties", {})
-        asked = [k for k in call.args if k not in props]
-        asked += [str(call.args[k]) for k in SHAPING if call.args.get(k) is not None]
+        # an object of arguments (`filter: {...}`) is read as its names (serve/interpret.py):
+        # a restricted name inside one is refused as at the top
+        given = {**call.args, **{k: v for x in call.args.values() if isinstance(x, dict)
+                                 for k, v in x.items()}}
+        asked = [k for k in given if k not in props]
+        asked += [str(given[k]) for k in SHAPING if given.get(k) is not None]
         for product in reads:
             if product not in self.project.config.products:
                 continue

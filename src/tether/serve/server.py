@@ -425,7 +425,11 @@ class TetherServer:
                     f"version {entry.version} is deprecated; served until "
                     f"{entry.served_until:%Y-%m-%d}; use {entry.successor}")
             rows, as_of = result.get("row_count"), result.get("as_of")
-            await self._mount_found(ctx, user, entry, args, result)
+            try:  # the answer stands whatever happens to the session's list
+                await self._mount_found(ctx, user, entry, args, result)
+            except Exception as e:  # a client gone, a product's values unreadable just now
+                log(f"tether: {params.name}: the found product was not added to the session's "
+                    f"list ({type(e).__name__}: {e})")
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=answer.sentence(plan, result)),
                          types.TextContent(type="text", text=json.dumps(
@@ -585,8 +589,10 @@ class TetherServer:
         if self.sessions is None:
             return []
         index = self._index(user)
-        return [self.shaped(user, index.listing_names[n]) for n in self.sessions.tools(session)
-                if n in index.listing_names and n not in index.by_name]
+        shaped = [self._shaped_or_none(user, index.listing_names[n])
+                  for n in self.sessions.tools(session)
+                  if n in index.listing_names and n not in index.by_name]
+        return [v for v in shaped if v is not None]  # one unreadable just now: left out
 
     def _list_tokens(self, user: str) -> int:
         """The caller's base list's tokens (what never leaves)."""

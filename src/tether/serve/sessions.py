@@ -8,6 +8,8 @@ first (a call to one, or finding it again, counts as use). A session is the hand
 connection (stdio, or HTTP with an Mcp-Session-Id); at protocol 2026-07-28, which has no
 sessions, the caller's own list is the session (shared by their connections). A client that
 ignores the notification loses nothing: ``rows_from_data_product`` still reads every product.
+At 2026-07-28 the SDK's listen bus tells every listener of any change (it carries no user), so
+every client of that era lists again and gets its own list back.
 """
 
 from __future__ import annotations
@@ -51,9 +53,10 @@ class SessionTools:
         the whole list fits the budget; whether the list changed. A product that alone would
         not fit beside the base list is not mounted."""
         mounted = self._by_session.setdefault(session, OrderedDict())
-        if m.product in mounted:
+        if m.product in mounted and mounted[m.product].tool == m.tool:
             mounted.move_to_end(m.product)
             return False
+        mounted.pop(m.product, None)  # its tool renamed by a publication: mounted again
         if base_tokens + m.tokens > self.budget:
             return False
         while mounted and base_tokens + self.tokens(session) + m.tokens > self.budget:

@@ -93,11 +93,8 @@ class _Chat:
 
     def __init__(self, client: openai.AsyncOpenAI, settings: OpenAIOptions, tools: ToolSet, question: str):
         self.client, self.s, self.tools = client, settings, tools
-        prompt = system_prompt(tools.ask, settings.common.system, settings.common.today)
-        if settings.describe_tools == "system" and not settings.constrained:
-            prompt += "\n\n" + describe_tools(tools)
         self.messages: list[dict[str, Any]] = [
-            {"role": "system", "content": prompt},
+            {"role": "system", "content": self.prompt(tools)},
             {"role": "user", "content": question}]
         self.after_tool = False
 
@@ -170,6 +167,15 @@ class _Chat:
 
     def use_tools(self, tools: ToolSet) -> None:
         self.tools = tools
+        if self.s.describe_tools == "system" and not self.s.constrained:  # the prompt lists them
+            self.messages[0]["content"] = self.prompt(tools)
+
+    def prompt(self, tools: ToolSet) -> str:
+        c = self.s.common
+        text = system_prompt(tools.ask, c.system, c.today)
+        if self.s.describe_tools == "system" and not self.s.constrained:
+            text += "\n\n" + describe_tools(tools)
+        return text
 
     def add_results(self, results: list[Result], note: str | None) -> None:
         # a user's answer to ask_user is not a tool result: the next request still offers the tools
