@@ -108,6 +108,9 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
          {"interpreted": {"district": "home_district"}}),
         ("aud.ines", "insurance_claims_by_member_and_state", {"memberNo": member},
          {"member_no": member}, {"interpreted": {"memberNo": "member_no"}}),
+        # one identifier word for another (id for no), inside a filter object too
+        ("aud.ines", "insurance_claims_by_member_and_state", {"filter": {"member_id": member}},
+         {"member_no": member}, {"interpreted": {"filter.member_id": "member_no"}}),
         ("aud.ines", "visits_by_clinic_kind_and_state", {"visit_kind": state, "limit": 3},
          {"visit_state": state, "limit": 3}, {"moved_values": {state: "visit_state"}}),
         ("aud.ines", "visits_by_clinic_kind_and_state",

@@ -23,13 +23,15 @@ from typing import Any
 
 from tether.config import TetherConfig
 from tether.context.meta import ToolContext, enum_of
-from tether.context.names import name_words, ref_column
+from tether.context.names import IDENTIFIER_WORDS, name_words, ref_column
 from tether.toolgen.model import QueryPlan
 from tether.toolgen.plan import ArgumentError
 
 
 def _norm(name: str) -> str:
-    return "_".join(name_words(name))
+    """A name's words, any identifier word as ``id`` (``billing_account_id`` and
+    ``billingAccountNo`` both name ``billing_account_no``'s identifier)."""
+    return "_".join("id" if w in IDENTIFIER_WORDS else w for w in name_words(name))
 
 
 def _names(definition: dict[str, Any], plan: QueryPlan, config: TetherConfig
