@@ -195,6 +195,26 @@ def test_the_list_stays_within_the_budget(project: Path, tmp_path: Path) -> None
         server.close()
 
 
+def test_a_product_read_by_name_joins_the_list_too(project: Path) -> None:
+    """A model that goes straight to rows_from_data_product (as the real one mostly did) gets
+    the product's own tool, with its own schema, for its next turn."""
+    server = TetherServer(load_project(project), stdio_user=USER, dedicated_tools="none")
+
+    async def go() -> None:
+        async with watched(lambda **o: Client(server.server, **o), False) as w:
+            base = await w.names()
+            before = w.changed
+            r = await w.client.call_tool(ROWS, {"product": FOUND, "arguments": {"limit": 1}})
+            assert not r.is_error, r.content
+            await w.told(before)
+            assert await w.names() == [*base, FOUND_TOOL]
+
+    try:
+        anyio.run(go)
+    finally:
+        server.close()
+
+
 def test_session_tools_can_be_turned_off(project: Path, tmp_path: Path) -> None:
     d = copy_project(project, tmp_path / "off")
     cfg = yaml.safe_load((d / "tether.yaml").read_text())

@@ -359,10 +359,10 @@ class ServeConfig(Model):
         "description and schemas, counted with cl100k_base); a project whose dedicated tools "
         "alone exceed it is an error.")
     session_tools: bool = Field(
-        default=True, description="A product a caller finds (find_data_for_question) or "
-        "explains (explain_data_product) joins that session's tools/list as its own listing "
-        "tool (tools/list_changed is sent), within tool_list_token_budget, least recently used "
-        "products leaving first.")
+        default=True, description="A product a caller finds (find_data_for_question), "
+        "explains (explain_data_product) or reads by name (rows_from_data_product) joins that "
+        "session's tools/list as its own listing tool (tools/list_changed is sent), within "
+        "tool_list_token_budget, least recently used products leaving first.")
 
 
 class PageConfig(Model):

@@ -47,7 +47,7 @@ from tether.serve.kinds import runner
 from tether.serve.pagination import load_key
 from tether.serve.sessions import Mount, SessionTools
 from tether.toolgen import Mode, QueryPlan, generate
-from tether.toolgen.discovery import PROBE, SEARCH_KIND, Listed, Setting, listed
+from tether.toolgen.discovery import PROBE, ROWS_KIND, SEARCH_KIND, Listed, Setting, listed
 from tether.toolgen.kinds import KINDS, kind
 from tether.toolgen.probe import PROBE_KIND
 from tether.toolgen.tokens import tool_tokens
@@ -605,9 +605,9 @@ class TetherServer:
 
     async def _mount_found(self, ctx: Any, user: str, entry: Version, args: dict[str, Any],
                            result: dict[str, Any]) -> None:
-        """A product found by a search (its best product) or explained by the probe joins the
-        session's list as its own tool; the session is told its list changed. A call to a
-        mounted tool marks it used."""
+        """A product found by a search (its best product), explained by the probe or read by
+        name through the generic listing joins the session's list as its own tool; the session
+        is told its list changed. A call to a mounted tool marks it used."""
         if self.sessions is None:
             return
         session = self._session(ctx, user)
@@ -615,7 +615,8 @@ class TetherServer:
         if entry.plan.kind == SEARCH_KIND.name:
             product = next((m["name"] for m in result.get("matches") or []
                             if m.get("kind") == "product"), None)
-        elif entry.plan.kind == PROBE_KIND.name:
+        elif entry.plan.kind in (PROBE_KIND.name, ROWS_KIND.name):
+            # explained, or read by name through the generic listing: its own tool next
             product = str(args.get("product") or "") or None
         else:
             return

@@ -1,6 +1,7 @@
-"""Session tools: a product a caller finds (find_data_for_question) or explains
-(explain_data_product) joins that session's tools/list as its own listing tool, so that the
-next turn calls it by name with its own schema instead of guessing through the generic listing.
+"""Session tools: a product a caller finds (find_data_for_question), explains
+(explain_data_product) or reads by name (rows_from_data_product) joins that session's tools/list
+as its own listing tool, so that the next turn calls it by name with its own schema instead of
+guessing through the generic listing.
 
 The list stays within ``serve.tool_list_token_budget``: the caller's base list (governed metrics,
 the discovery tools, any dedicated tools) never leaves; mounted products do, least recently used
