@@ -377,14 +377,20 @@ def test_serve_takes_dedicated_tools_none_over_stdio(built_both: dict[str, Proje
     params = StdioServerParameters(command=str(Path(sys.executable).parent / "tether"), args=[
         "serve", "--project", str(project.root), "--as-user", user, "--dedicated-tools", "none"])
 
-    async def go() -> list[str]:
-        async with Client(params) as c:
-            return [t.name for t in (await c.list_tools()).tools]
+    async def go(*more: str) -> tuple[list[str], str | None]:
+        async with Client(StdioServerParameters(command=params.command,
+                                                args=params.args[:5] + list(more))) as c:
+            return [t.name for t in (await c.list_tools()).tools], c.instructions
 
-    names = anyio.run(go)
+    names, said = anyio.run(go, "--dedicated-tools", "none")
     assert {SEARCH, PROBE, ROWS} <= set(names)
     assert not any(v.plan.kind == "list" for v in listings_and_metrics(project)
                    if v.name in names)
+    # the server's instructions say the way to a product that has no tool of its own ...
+    assert said and f"call {SEARCH} with the question first" in said
+    # ... and say nothing of a search where every product has its own tool
+    names, said = anyio.run(go, "--dedicated-tools", "all")
+    assert SEARCH not in names and said and SEARCH not in said
 
 
 @pytest.mark.parametrize("which", WHICH)

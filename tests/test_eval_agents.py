@@ -568,6 +568,11 @@ def test_the_agent_lists_again_when_the_server_says_so(fake: FakeEndpoint, demo_
     assert r.returncode == 0, r.stderr
     offered = [[t["function"]["name"] for t in s.body.get("tools", [])] for s in fake.seen]
     assert len(offered) == 6
+    # the server's instructions (its initialize result) reach the model, as real clients do,
+    # and a discovery-only server says the way to its products there
+    system = fake.seen[0].body["messages"][0]["content"]
+    assert "The data server says: Some data products have no tool of their own" in system
+    assert "call find_data_for_question with the question first" in system
     for first, second in ((0, 1), (3, 4)):
         assert found not in offered[first] and found in offered[second], offered
     for i in (1, 2):

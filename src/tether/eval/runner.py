@@ -240,6 +240,7 @@ class _Session:
         self.broken = False
         self.changes = 0  # tools/list_changed notices received (either protocol era)
         self.listed_at = 0  # ... when the tools were last listed
+        self.instructions: str | None = None  # the server's, from its initialize result
 
     async def _notice(self, message: Any) -> None:
         """A handshake-era server's notification: a changed tool list is counted."""
@@ -296,6 +297,7 @@ class _Session:
             server = streamable_http_client(str(where), http_client=http)
         self.client = await asyncio.wait_for(self.stack.enter_async_context(
             Client(server, message_handler=self._notice)), self.opts.timeout_s)
+        self.instructions = getattr(self.client, "instructions", None)
         listener = asyncio.create_task(self._listen())
         self.stack.push_async_callback(_cancelled, listener)
         await self.list_tools()
@@ -378,7 +380,7 @@ async def _drive(case: Case, agent: Agent, opts: RunOptions, trace: Trace,
             recorded = _recorded(f)
     ctx = AgentContext(case=case, tools=list(session.tools), call_tool=call_tool,
                        ask_user=ask_user, record_turn=record_turn, max_turns=opts.max_turns,
-                       trace=recorded, relist=relist)
+                       trace=recorded, relist=relist, instructions=session.instructions)
     answer = await agent.run(ctx)
     trace.final_answer = answer.text
     trace.answer = answer.value

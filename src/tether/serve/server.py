@@ -48,6 +48,7 @@ from tether.serve.pagination import load_key
 from tether.serve.sessions import Mount, SessionTools
 from tether.toolgen import Mode, QueryPlan, generate
 from tether.toolgen.discovery import PROBE, ROWS_KIND, SEARCH_KIND, Listed, Setting, listed
+from tether.toolgen.discovery import instructions as discovery_instructions
 from tether.toolgen.kinds import KINDS, kind
 from tether.toolgen.probe import PROBE_KIND
 from tether.toolgen.tokens import tool_tokens
@@ -118,8 +119,7 @@ class TetherServer:
         self.reload()
         self.server: Server[Any] = Server(
             "tether", version=__version__,
-            instructions="Grounded tools over governed data products. Results carry as_of and "
-                         "units; identifiers name their scheme.",
+            instructions=discovery_instructions(self.listed.route, self.sessions is not None),
             on_list_tools=self.list_tools, on_call_tool=self.call_tool,
             get_tool_input_schema=self.input_schema,
             on_subscriptions_listen=ListenHandler(self.bus),

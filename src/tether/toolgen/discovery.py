@@ -145,6 +145,24 @@ ROWS_KIND = register(Kind("rows", generate=_rows, routed=True, discovery=True,
                          over_listings=True))
 
 
+GROUNDED = ("Grounded tools over governed data products. Results carry as_of and units; "
+            "identifiers name their scheme.")
+
+
+def instructions(route: str, session_tools: bool) -> str:
+    """The server's instructions (the initialize result): how its list is reached. Where some
+    products have no tool of their own, the way to them is said first, since a client that shows
+    these instructions to its model is the one place to say it once for every tool."""
+    if route == "dedicated":
+        return GROUNDED
+    joins = (" A product it finds joins your tool list (tools/list_changed): call that tool."
+             if session_tools else "")
+    return (f"Some data products have no tool of their own here. For a question that no listed "
+            f"metric answers exactly, call {SEARCH} with the question first; each match names the "
+            f"tool and arguments to call next.{joins} {ROWS} reads any product with the "
+            f"arguments {PROBE} lists. {GROUNDED}")
+
+
 # --- which tools a tools/list holds --------------------------------------------------------------
 
 Setting = Literal["all", "none"] | list[str] | None

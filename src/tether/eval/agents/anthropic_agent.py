@@ -67,7 +67,7 @@ class AnthropicAgent(Agent):
         import anthropic
 
         c = self.common
-        tools = ToolSet(ctx.tools, c.clarify)
+        tools = ToolSet(ctx.tools, c.clarify, ctx.instructions)
         async with anthropic.AsyncAnthropic(api_key=c.api_key, base_url=c.base_url,
                                             timeout=c.timeout, max_retries=c.max_retries) as client:
             conv = _Messages(client, self, tools, ctx.question)
@@ -78,7 +78,8 @@ class _Messages:
     def __init__(self, client: anthropic.AsyncAnthropic, agent: AnthropicAgent, tools: ToolSet,
                  question: str):
         self.client, self.agent, self.tools = client, agent, tools
-        self.system = system_prompt(tools.ask, agent.common.system, agent.common.today)
+        self.system = system_prompt(tools.ask, agent.common.system, agent.common.today,
+                                    tools.instructions)
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
 
     @property

@@ -38,6 +38,8 @@ class AgentContext:
     trace: dict[str, Any] = field(default_factory=dict)  # the recorded trace, for `replay`
     # the tools/list again when the server has said it changed since the last one, else None
     relist: Callable[[], Awaitable[list[dict[str, Any]] | None]] | None = None
+    instructions: str | None = None  # the server's (initialize result), as clients show them
+
 
     @property
     def question(self) -> str:

@@ -29,8 +29,10 @@ COMMON_OPTIONS = frozenset({"model", "base_url", "api_key_env", "temperature", "
                             "today"})
 
 
-def system_prompt(ask_name: str | None, extra: str, today: dt.date | None = None) -> str:
-    """What the agent is told before the question."""
+def system_prompt(ask_name: str | None, extra: str, today: dt.date | None = None,
+                  instructions: str | None = None) -> str:
+    """What the agent is told before the question; the server's own instructions (from its
+    initialize result) follow, as real clients put them in the system prompt."""
     parts = ["You answer a user's question about their data. Use the tools to get the facts; "
              "do not guess numbers or values the tools can give you. Pass only the arguments the "
              "question needs: leave an optional filter out unless the question names its value."]
@@ -44,6 +46,8 @@ def system_prompt(ask_name: str | None, extra: str, today: dt.date | None = None
                  "or value clearly, with its unit and period where they apply.")
     if extra:
         parts.append(extra)
+    if instructions:
+        parts.append(f"The data server says: {instructions.strip()}")
     return " ".join(parts)
 
 
@@ -68,7 +72,9 @@ ASK_DESCRIPTION = ("Ask the user a clarifying question when their question is am
 class ToolSet:
     """The MCP tools under provider-safe names, plus the synthetic ask_user tool."""
 
-    def __init__(self, tools: list[dict[str, Any]], clarify: bool):
+    def __init__(self, tools: list[dict[str, Any]], clarify: bool,
+                 instructions: str | None = None):
+        self.instructions = instructions  # the server's, from its initialize result
         self.specs: list[ToolSpec] = []
         used: set[str] = set()
         for t in tools:
@@ -261,7 +267,8 @@ async def run_loop(ctx: AgentContext, conv: Conversation, tools: ToolSet, model:
         conv.add_results(results, LIMIT_NOTE if final else None)
         listed = await ctx.relist() if ctx.relist is not None else None
         if listed is not None:  # the server said its list changed: a real client lists again
-            tools = ToolSet(listed, clarify=tools.ask is not None)
+            tools = ToolSet(listed, clarify=tools.ask is not None,
+                            instructions=tools.instructions)
             conv.use_tools(tools)
     raise AssertionError("unreachable: the last turn is always an answer turn")
 

@@ -80,7 +80,7 @@ class OpenAIAgent(Agent):
         import openai
 
         c = self.settings.common
-        tools = ToolSet(ctx.tools, c.clarify)
+        tools = ToolSet(ctx.tools, c.clarify, ctx.instructions)
         async with openai.AsyncOpenAI(api_key=c.api_key, base_url=c.base_url, timeout=c.timeout,
                                       max_retries=c.max_retries) as client:
             chat = _Chat(client, self.settings, tools, ctx.question)
@@ -172,7 +172,7 @@ class _Chat:
 
     def prompt(self, tools: ToolSet) -> str:
         c = self.s.common
-        text = system_prompt(tools.ask, c.system, c.today)
+        text = system_prompt(tools.ask, c.system, c.today, tools.instructions)
         if self.s.describe_tools == "system" and not self.s.constrained:
             text += "\n\n" + describe_tools(tools)
         return text
@@ -271,7 +271,7 @@ def describe_tools(tools: ToolSet) -> str:
 
 
 def constrained_prompt(tools: ToolSet, extra: str, today: dt.date | None = None) -> str:
-    lines = [system_prompt(tools.ask, extra, today), "", "Tools:"]
+    lines = [system_prompt(tools.ask, extra, today, tools.instructions), "", "Tools:"]
     for s in tools.specs:
         lines.append(f"- {s.wire}: {s.description}")
         lines.append(f"  arguments (JSON Schema): {json.dumps(s.parameters, separators=(',', ':'))}")
