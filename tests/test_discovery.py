@@ -495,3 +495,38 @@ def test_the_best_product_comes_with_its_arguments(which: str,
         assert best["arguments"] == tools[product].definition["inputSchema"]["properties"]
         assert "Its rows take the arguments" in r.content[0].text
         assert all("arguments" not in m for m in matches(r)[1:])
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_the_generic_listing_says_what_each_reachable_product_holds(
+        which: str, built_both: dict[str, Project]) -> None:
+    """rows_from_data_product's product argument carries a one-line catalog (each product's
+    listing title) for exactly the products the caller reaches: a model that reads a product by
+    name knows what it holds, and no caller learns the title of a product they may not read."""
+    project = built_both[which]
+    titles = {v.plan.product: v.definition["title"] for v in listings(project).values()}
+    seen_partial = False
+    for user in project.config.policies.users:
+        server = TetherServer(project, stdio_user=user, dedicated_tools="none")
+
+        async def go(s: TetherServer = server) -> Any:
+            async with Client(s.server) as c:
+                return {t.name: t for t in (await c.list_tools()).tools}
+
+        try:
+            tools = anyio.run(go)
+            reach = {v.plan.product for v in server.reachable(user) if v.plan.kind == "list"}
+        finally:
+            server.close()
+        if ROWS not in tools:
+            assert not reach
+            continue
+        prop = tools[ROWS].input_schema["properties"]["product"]
+        assert set(prop["enum"]) == reach
+        for product, title in titles.items():
+            line = f"{product}: {title}"
+            assert (line in prop["description"]) == (product in reach), (user, product)
+            if product not in reach:
+                seen_partial = True
+                assert title not in json.dumps(tools[ROWS].model_dump(mode="json"))
+    assert seen_partial, "no user of this warehouse is kept from some product"

@@ -47,7 +47,17 @@ from tether.serve.kinds import runner
 from tether.serve.pagination import load_key
 from tether.serve.sessions import Mount, SessionTools
 from tether.toolgen import Mode, QueryPlan, generate
-from tether.toolgen.discovery import PROBE, ROWS_KIND, SEARCH_KIND, Listed, Setting, listed
+from tether.toolgen.discovery import (
+    PROBE,
+    ROWS_KIND,
+    ROWS_PRODUCT,
+    SEARCH_KIND,
+    Listed,
+    Setting,
+    listed,
+    product_param,
+    product_titles,
+)
 from tether.toolgen.discovery import instructions as discovery_instructions
 from tether.toolgen.kinds import KINDS, kind
 from tether.toolgen.probe import PROBE_KIND
@@ -351,7 +361,8 @@ class TetherServer:
         # there is one, over those products. This is the one answer to "may this caller
         # reach this product?" (tools/list, search, the probe, the generic listing and its
         # enum, `tether tools --as-user` and the console all read it)
-        readable = [v.plan.product for v in out if kind(v.plan.kind).listing and v.plan.product]
+        readable = {str(v.plan.product): v for v in out
+                    if kind(v.plan.kind).listing and v.plan.product}
         return [_over(v, readable) if over_products(v) else v for v in out
                 if readable or not kind(v.plan.kind).routed]
 
@@ -570,7 +581,7 @@ class TetherServer:
             raise ToolError(f"{name}@{pin} was retired on {entry.served_until:%Y-%m-%d}; "
                             f"use {name}@{entry.successor} (current: {current})")
         if over_products(entry):  # over the caller's products, as the current
-            return _over(entry, list(self._index(user).listings))
+            return _over(entry, self._index(user).listings)
         return self.shaped(user, entry)
 
     # --- session tools (serve/sessions.py) ---
@@ -742,15 +753,21 @@ def over_products(v: Version) -> bool:
     return k.over_listings or k.narrowed == "products"
 
 
-def _over(v: Version, products: list[str]) -> Version:
-    """The generic listing offered over ``products`` (where its schema lists products)."""
+def _over(v: Version, listings: dict[str, Version]) -> Version:
+    """A discovery tool offered over the products whose ``listings`` the caller reaches (where
+    its schema lists products): the enum, and the generic listing's catalog of them."""
     prop = v.definition.get("inputSchema", {}).get("properties", {}).get("product", {})
     enum = prop.get("enum")
-    if enum is None or enum == products:
+    if enum is None or enum == list(listings):
         return v
     definition = copy.deepcopy(v.definition)
-    definition["inputSchema"]["properties"]["product"]["enum"] = [
-        p for p in enum if p in products]
+    kept = [p for p in enum if p in listings]
+    if kind(v.plan.kind).over_listings:  # the catalog names only what the caller reaches
+        titles = product_titles((p, listings[p].definition.get("title")) for p in kept)
+        new = product_param(kept, ROWS_PRODUCT, titles)
+    else:
+        new = dict(prop, enum=kept)
+    definition["inputSchema"]["properties"]["product"] = new
     return dataclasses.replace(v, definition=definition)
 
 

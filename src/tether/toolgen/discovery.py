@@ -31,11 +31,26 @@ string the server checks (3,000 names would be a catalog resent on every turn)."
 SEARCH_LIMIT = 5
 
 
-def product_param(products: list[str], what: str) -> dict[str, Any]:
-    """The `product` argument of a discovery tool: an enum while the list is short."""
-    if len(products) <= PRODUCT_ENUM_MAX:
-        return {"type": "string", "enum": products, "description": what}
-    return {"type": "string", "description": what}
+def product_param(products: list[str], what: str,
+                  titles: dict[str, str] | None = None) -> dict[str, Any]:
+    """The `product` argument of a discovery tool: an enum while the list is short, and with
+    ``titles`` (product -> the question its listing tool answers) a one-line catalog, so a
+    model that reads a product by name knows what each holds without a search (the deferred
+    definitions a long list cannot carry: beyond PRODUCT_ENUM_MAX, names and catalog go)."""
+    if len(products) > PRODUCT_ENUM_MAX:
+        return {"type": "string", "description": what}
+    said = [f"{p}: {titles[p]}" for p in products if titles and titles.get(p)]
+    if said:
+        what = f"{what} Products: {'; '.join(said)}"
+    return {"type": "string", "enum": products, "description": what}
+
+
+ROWS_PRODUCT = f"The data product ({SEARCH} finds it)."
+
+
+def product_titles(pairs: Iterable[tuple[str | None, Any]]) -> dict[str, str]:
+    """Each product's catalog line, from (product, its listing tool's title) pairs."""
+    return {p: str(t).strip() for p, t in pairs if p and t and str(t).strip()}
 
 
 Meta = Callable[[str, list[Sentence], dict[str, str], dict[str, Any]], dict[str, Any]]
@@ -84,7 +99,8 @@ def search_tool(has_glossary: bool, meta: Meta) -> GeneratedTool:
         plan=QueryPlan(kind="search"))
 
 
-def rows_tool(products: list[str], meta: Meta) -> GeneratedTool:
+def rows_tool(products: list[str], meta: Meta,
+              titles: dict[str, str] | None = None) -> GeneratedTool:
     """`rows_from_data_product`: one grounded listing over any product."""
     sentences = [
         Sentence(text="Reads the rows of one data product with the filters, period, totals "
@@ -98,7 +114,7 @@ def rows_tool(products: list[str], meta: Meta) -> GeneratedTool:
     ]
     description, sources = join_sentences(sentences)
     props = {
-        "product": product_param(products, f"The data product ({SEARCH} finds it)."),
+        "product": product_param(products, ROWS_PRODUCT, titles),
         "arguments": {"type": "object", "default": {},
                       "description": "The product's arguments by name ({} for the first "
                       "page of every row)."},
@@ -135,9 +151,10 @@ def _search(ctx: Ctx, before: list[GeneratedTool]) -> list[GeneratedTool]:
 
 
 def _rows(ctx: Ctx, before: list[GeneratedTool]) -> list[GeneratedTool]:
-    products = sorted(t.plan.product for t in before
-                      if kind(t.plan.kind).listing and t.plan.product)
-    return [rows_tool(products, _meta_over_every_product(ctx))]
+    listings = [t for t in before if kind(t.plan.kind).listing and t.plan.product]
+    products = sorted(str(t.plan.product) for t in listings)
+    titles = product_titles((t.plan.product, t.title) for t in listings)
+    return [rows_tool(products, _meta_over_every_product(ctx), titles)]
 
 
 SEARCH_KIND = register(Kind("search", generate=_search, routed=True, discovery=True))
