@@ -8,7 +8,7 @@ SCALE  ?= 1
 # when this make started: `make proof` reports its whole wall time, the venv step included
 MAKE_T0 := $(shell date +%s)
 
-.PHONY: demo test test-slow lint bench clean proof proof-second proof-zoo
+.PHONY: demo test test-slow lint bench clean proof proof-second proof-zoo proof-distractors
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "tether needs Python 3.11+"'
@@ -86,6 +86,9 @@ proof-second: $(STAMP) ## the same pipeline on the tests' second warehouse (anot
 
 proof-zoo: $(STAMP) ## the pipeline on the Lahman starter (tests/zoo, no hand edit), grounded and discovery-only; writes docs/proof-zoo.md
 	$(BIN)/python -m proof.run --warehouse lahman --configs grounded,discovery --cases $(or $(PROOF_CASES),all) --out $(DEMO)/proof-zoo --doc docs/proof-zoo.md --make-started $(MAKE_T0)
+
+proof-distractors: $(STAMP) ## the demo with 200 generated distractor products, discovery-only; writes docs/proof-distractors.md
+	$(BIN)/python -m proof.run --distractors 200 --configs discovery --cases $(or $(PROOF_CASES),all) --out $(DEMO)/proof-distractors --doc docs/proof-distractors.md --make-started $(MAKE_T0)
 
 clean:
 	rm -rf $(VENV) $(DEMO) .pytest_cache .mypy_cache .ruff_cache

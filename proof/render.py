@@ -56,7 +56,12 @@ WAREHOUSE_WORDS = {"demo": "the demo warehouse",
 
 
 def where(record: dict[str, Any]) -> str:
-    return WAREHOUSE_WORDS.get(str(record.get("warehouse") or "demo"), "the demo warehouse")
+    words = WAREHOUSE_WORDS.get(str(record.get("warehouse") or "demo"), "the demo warehouse")
+    n = int(record.get("distractors") or 0)
+    if n:  # proof/distractors.py
+        words += (f" with {n:,} generated distractor products added (proof/distractors.py: "
+                  "tables no question needs, named and shaped to compete)")
+    return words
 
 
 ARTICLE_CASE = "active-emea-fy27q1"  # the article's question: active customers, fiscal quarter

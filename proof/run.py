@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import tether
-from proof import llama
+from proof import distractors, llama
 from proof.model import MODEL_NAME, ProofError, ensure_model, sha256_file
 from proof.render import PROOF_JSON, compare_reports, latest_runs, render_doc
 
@@ -292,12 +292,13 @@ def remember(fetched: bool, fetch_s: float, built: bool, build_s: float,
 class Pipeline:
     def __init__(self, out: Path, cases_spec: str, doc: Path, threads: int,
                  configs: Sequence[Config], make_started: float | None = None,
-                 warehouse: str = "demo"):
+                 warehouse: str = "demo", distractors: int = 0):
         self.out, self.cases_spec, self.doc, self.threads = out.resolve(), cases_spec, doc, threads
         self.warehouse = WAREHOUSES[warehouse]
         self.today = warehouse_today(warehouse)
         self.make_started = make_started
         self.configs = list(configs)
+        self.distractors = distractors
         self.run_dir = next_run_dir(self.out / "runs")
         self.started = time.perf_counter()
         commit, dirty = git_state(ROOT)
@@ -306,7 +307,7 @@ class Pipeline:
             "started_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             # provenance (module docstring); the rest is filled in as the run learns it
             "commit": commit, "dirty": dirty, "tether_version": tether.__version__,
-            "warehouse": self.warehouse.key,
+            "warehouse": self.warehouse.key, "distractors": distractors,
             "cases_sha256": None, "model_sha256": None, "agent_options": None,
             "host": {"cpus": os.cpu_count(), "load_average_at_start": list(os.getloadavg())},
             "agent": {"name": "openai",
@@ -380,6 +381,12 @@ class Pipeline:
             self.say(f"demo: tether demo init {self.out} --scale {SCALE}; tether build")
             self.run([TETHER, "demo", "init", str(self.out), "--scale", SCALE, "--force"],
                      quiet=True)
+            if self.distractors:
+                self.say(f"distractors: {self.distractors} generated products added")
+                distractors.add(self.out, self.distractors)
+                self.command([str(BIN / "python"), "-c", "from pathlib import Path; from proof "
+                              f"import distractors; distractors.add(Path('{self.out}'), "
+                              f"{self.distractors})"])
         elif self.warehouse.key == "lahman":  # the starter, as a new user gets it
             self.say(f"lahman: tests/zoo load_duckdb; tether init {self.out}; tether build")
             self._fresh_out()
@@ -607,6 +614,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--make-started", type=float, default=None,
                    help="when `make proof` started (Unix seconds): the record then also holds "
                    "the time from there, its venv step included")
+    p.add_argument("--distractors", type=int, default=0,
+                   help="add N generated products no question needs to the demo before it is "
+                   "built (proof/distractors.py), to measure discovery over a larger catalog")
     p.add_argument("--render-only", action="store_true",
                    help="only rewrite the doc from the runs already in OUT/runs")
     p.add_argument("--prepare-only", action="store_true",
@@ -627,8 +637,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             raise ProofError(f"unknown configuration {unknown[0]!r}.")
         configs = [c for c in CONFIGS if c.key in keys]
+        if a.distractors and a.warehouse != "demo":
+            raise ProofError("--distractors adds products to the demo warehouse only.")
         return Pipeline(a.out, a.cases, a.doc, a.threads, configs, a.make_started,
-                        a.warehouse).main()
+                        a.warehouse, a.distractors).main()
     except ProofError as e:
         print(f"make proof: {e}", file=sys.stderr)
         return 2

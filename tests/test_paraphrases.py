@@ -45,3 +45,39 @@ def test_paraphrases_find_their_product(which: str, built_both: dict[str, Projec
     print(f"\n{which}: {len(asked) - len(missed)} of {len(asked)} in the first three "
           f"({share:.0%}); missed: {missed}")
     assert share >= 0.8, missed
+
+
+def test_paraphrases_find_their_product_among_200_distractors(demo_dir: Path,
+                                                               tmp_path: Path) -> None:
+    """The demo's paraphrase set again with 200 generated products added (proof/distractors.py:
+    the same kinds of columns and words, names from a fixed list), served discovery-only: the
+    answering product stays in the first three for at least 80% of the questions, and the
+    generator never takes a name the project uses."""
+    import shutil
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from proof import distractors
+
+    from tether.config import load_project
+    from tether.drift.publish import build
+
+    for f in ("tether.yaml", "warehouse.duckdb"):
+        shutil.copy(demo_dir / f, tmp_path / f)
+    own = set(load_project(tmp_path).config.products)
+    made = distractors.add(tmp_path, 200)
+    assert len(made) == 200 and not own & set(made)
+    assert made == distractors.names(200, own)  # the same names every time
+    project = load_project(tmp_path)
+    assert len(project.config.products) == len(own) + 200
+    build(project)
+    asked: list[dict[str, Any]] = yaml.safe_load((HERE / "demo.yaml").read_text())
+    results = call_tools(load_project(tmp_path), USERS["demo"],
+                         [(SEARCH, {"question": q["question"], "limit": 3}) for q in asked],
+                         dedicated_tools="none")
+    found = [q["product"] in [m["name"] for m in r.structured_content["matches"]]
+             for q, r in zip(asked, results, strict=True)]
+    share = sum(found) / len(asked)
+    print(f"\ndemo + 200 distractors: {sum(found)} of {len(asked)} in the first three "
+          f"({share:.0%}); missed: {[q['question'] for q, f in zip(asked, found, strict=True) if not f]}")
+    assert share >= 0.8
