@@ -430,6 +430,9 @@ def test_a_metric_cut_into_rows_states_its_overall_value_first(
                 assert "overall" not in data and not first[:1].isdigit(), (v.name, first)
                 continue
             overall = data["overall"]
+            assert next(iter(data)) == "overall"  # first in the structured result too
+            assert list(data)[-1] == "rows"  # and the rows after what says what they are
+            assert list(json.loads(r.content[1].text)) == list(data)  # ... and in its JSON text
             assert first.startswith(f"In all ({len(data['rows'])} values of "), first
             assert r.meta["tether/evidence"]["overall_sql"], v.name
             additive, distinct = _additive(v.plan.select or "", v.plan.dialect)
@@ -446,3 +449,26 @@ def test_a_metric_cut_into_rows_states_its_overall_value_first(
             distinct_offered = distinct_offered or bool(distinct & set(overall))
     assert checked >= 2
     assert distinct_checked or not distinct_offered  # a distinct count cut into rows: checked
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_a_page_of_rows_comes_after_what_it_is_a_page_of(
+        which: str, built_both: dict[str, Project]) -> None:
+    """A listing's result, structured and as JSON text, puts its rows last: the total, the
+    page's count, the window and as_of come first, so a client that shows only the start of a
+    long result still shows how many rows match."""
+    project = built_both[which]
+    user = _users(project)[0]
+    server = TetherServer(project, stdio_user=user)
+    try:
+        lists = [v for v in server.visible(user) if v.plan.kind == "list"]
+    finally:
+        server.close()
+    results = call_tools(project, user, [(v.name, {"limit": 2}) for v in lists])
+    for v, r in zip(lists, results, strict=True):
+        assert not r.is_error, (v.name, r.content)
+        data = r.structured_content
+        keys = list(json.loads(r.content[1].text))
+        assert keys == list(data) and keys[-1] == "rows", (v.name, keys)
+        assert keys.index("total_rows") < keys.index("rows"), v.name
+    assert lists

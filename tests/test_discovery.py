@@ -19,8 +19,9 @@ from mcp import Client
 from conftest import copy_project, run_cli
 from tether.config import Project, load_project
 from tether.context.meta import EVIDENCE_KEY, enum_of
+from tether.context.meta import REFUSAL_KEY as REFUSAL_META
 from tether.errors import ConfigError
-from tether.policy.entitle import REFUSAL_META, equality_scope
+from tether.policy.entitle import equality_scope
 from tether.serve.server import TetherServer
 from tether.toolgen.discovery import PROBE, ROWS, SEARCH, listed
 from tether.toolgen.tokens import tool_tokens
@@ -530,3 +531,39 @@ def test_the_generic_listing_says_what_each_reachable_product_holds(
                 seen_partial = True
                 assert title not in json.dumps(tools[ROWS].model_dump(mode="json"))
     assert seen_partial, "no user of this warehouse is kept from some product"
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_a_product_named_by_its_tools_name_is_that_product(
+        which: str, built_both: dict[str, Project]) -> None:
+    """Models copy the tool names they have seen: explain_data_product and
+    rows_from_data_product given a product's listing tool name read that product (the result
+    says so under product_from_tool) and answer as with the product's own name; the name of a
+    tool the caller does not reach is refused as an unknown product, as its product is."""
+    project = built_both[which]
+    by_product = {p: v.name for p, v in listings(project).items() if v.name != p}
+    checked = refused = 0
+    for user in project.config.policies.users:
+        server = TetherServer(project, stdio_user=user, dedicated_tools="none")
+        try:
+            reach = {v.plan.product for v in server.reachable(user) if v.plan.kind == "list"}
+        finally:
+            server.close()
+        for product, tool in sorted(by_product.items()):
+            calls = [(PROBE, {"product": tool}), (PROBE, {"product": product}),
+                     (ROWS, {"product": tool, "arguments": {"limit": 2}}),
+                     (ROWS, {"product": product, "arguments": {"limit": 2}})]
+            _, (p_tool, p_own, r_tool, r_own) = session(project, user, calls)
+            if product not in reach:
+                assert p_tool.is_error and r_tool.is_error, (user, tool)
+                assert "product_from_tool" not in json.dumps(
+                    [p_tool.model_dump(mode="json"), r_tool.model_dump(mode="json")])
+                refused += 1
+                continue
+            for by_tool, own in ((p_tool, p_own), (r_tool, r_own)):
+                assert not by_tool.is_error, (user, tool, by_tool.content)
+                got = dict(by_tool.structured_content)
+                assert got.pop("product_from_tool") == {"given": tool, "product": product}
+                assert got == own.structured_content
+            checked += 1
+    assert checked and refused

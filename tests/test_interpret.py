@@ -75,6 +75,10 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
              {"filter": {"region": "EMEA", "segment": ["SMB"]}, "limit": 3},
              {"sales_region": "EMEA", "segment": ["SMB"], "limit": 3},
              {"interpreted": {"filter.region": "sales_region", "filter.segment": "segment"}}),
+            # a direction written where the sort key goes: the order it names (counts sorted)
+            ("fin.ana", "customers_by_region_and_segment",
+             {"count_by": "segment", "order_by": "desc"},
+             {"count_by": "segment", "order": "desc"}, {"moved_values": {"desc": "order"}}),
         ], [
             ("fin.ana", "customers_by_region_and_segment", {"filter": {"colour": "red"}},
              "unknown argument(s) filter.colour"),
@@ -117,6 +121,9 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
          {"where": {"catchment": districts[0]}, "limit": 4},
          {"district": districts[0], "limit": 4},
          {"interpreted": {"where.catchment": "district"}}),
+        ("aud.ines", "visits_by_clinic_kind_and_state",
+         {"count_by": "district", "order_by": "ASC"},
+         {"count_by": "district", "order": "asc"}, {"moved_values": {"asc": "order"}}),
     ], [
         ("aud.ines", "insurance_claims_by_member_and_state", {"claim": "x"}, "could mean"),
         ("aud.ines", "visits_by_clinic_kind_and_state", {"wardrobe": 1}, "unknown argument"),

@@ -13,7 +13,7 @@ from rich.table import Table
 from tether.cli.options import JsonOpt, ProjectOpt
 from tether.cli.output import err, out, print_json, progress
 from tether.config import Project, load_project
-from tether.context.meta import CONTEXT_KEY, ToolContext
+from tether.context.meta import ToolContext, context_of
 from tether.drift.publish import build as run_build
 from tether.drift.publish import open_registry
 from tether.errors import ConfigError
@@ -171,7 +171,7 @@ def _published(proj: Project, mode: Mode, setting: Setting
 
 def _mirror(d: dict[str, Any]) -> dict[str, Any]:
     d = copy.deepcopy(d)
-    ctx = d.get("_meta", {}).get(CONTEXT_KEY)
-    if ctx is not None:
+    ctx = context_of(d)
+    if ctx:
         d["x-context"] = ctx
     return d

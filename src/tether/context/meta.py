@@ -3,10 +3,16 @@
 
 The two are never confused: provenance says where a definition's words came from; evidence says
 what one call ran. Only evidence counts as proof of what a call did.
+
+This module is the one home of every ``tether/...`` key: readers (:meth:`ToolContext.of`,
+:func:`evidence_of`, :func:`pin_of`, :func:`context_in`) and writers (:func:`tool_meta_of`,
+:func:`stamp_publication`, :func:`result_meta`, :func:`refusal_meta`) sit side by side, and no
+module outside ``tether.context`` names a key (tests/test_layout.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -14,6 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 CONTEXT_KEY = "tether/context"
 EVIDENCE_KEY = "tether/evidence"
 REFUSAL_KEY = "tether/refusal"
+PIN_KEY = "tether/pin"
+"""A tools/call request's ``_meta`` key naming the version the client pins."""
+PUBLICATION_FIELDS = ("version", "supersedes", "change_level", "change_kind", "change_note",
+                      "deprecation", "review", "generated_at")
+"""The fields a publication stamps, first in a definition's context and in this order."""
 MASK_KEY_SHOWN = "<mask_key>"
 """What evidence shows in place of the hash mask's key."""
 
@@ -146,3 +157,78 @@ def with_enum(schema: dict[str, Any], values: list[Any]) -> None:
         items["enum"] = values
     else:
         schema["enum"] = values
+
+
+# --- readers and writers of the raw `_meta` sections -------------------------------------------
+
+
+def context_in(meta: Any) -> dict[str, Any]:
+    """The provenance section of a ``_meta`` object as a plain dict (empty when absent)."""
+    found = meta.get(CONTEXT_KEY) if isinstance(meta, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def context_of(definition: Any) -> dict[str, Any]:
+    """A wire definition's provenance section, the live dict (a writer may change it in place;
+    empty and detached when the definition has none)."""
+    return context_in(definition.get("_meta") if isinstance(definition, dict) else None)
+
+
+SOURCES_AT = f'_meta["{CONTEXT_KEY}"].sources'
+"""Where a definition maps each sentence to its source, as a hint names it."""
+
+
+def context_slot(meta: dict[str, Any]) -> dict[str, Any]:
+    """The provenance section of a definition's ``_meta`` (made empty where absent), to write."""
+    found = meta.setdefault(CONTEXT_KEY, {})
+    return found if isinstance(found, dict) else meta.setdefault(CONTEXT_KEY, {})
+
+
+def tool_meta_of(context: dict[str, Any]) -> dict[str, Any]:
+    """A tool definition's ``_meta`` holding ``context`` as its provenance."""
+    return {CONTEXT_KEY: context}
+
+
+def stamp_publication(wire: dict[str, Any], fields: dict[str, Any], *,
+                      drop: Collection[str] = (),
+                      tail: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The one place a publication is written into a definition's context: ``fields`` first,
+    in :data:`PUBLICATION_FIELDS` order (others after them as given), then the context as it
+    was less ``fields``, ``drop`` and ``tail``, then ``tail``. Returns the new context."""
+    meta = wire.setdefault("_meta", {})
+    ctx = context_in(meta)
+    head = {k: fields[k] for k in PUBLICATION_FIELDS if k in fields}
+    head |= {k: v for k, v in fields.items() if k not in head}
+    tail = tail or {}
+    rest = {k: v for k, v in ctx.items() if k not in head and k not in drop and k not in tail}
+    meta[CONTEXT_KEY] = new = head | rest | tail
+    return new
+
+
+def result_meta(version: str | None, evidence: Evidence) -> dict[str, Any]:
+    """A tool result's ``_meta``: the version that answered and the evidence of what ran."""
+    return {CONTEXT_KEY: {"version": version}, EVIDENCE_KEY: evidence.model_dump(mode="json")}
+
+
+def refusal_meta(refusal: dict[str, Any]) -> dict[str, Any]:
+    """A refused call's ``_meta``: why it was refused (docs/serve.md, Refusals)."""
+    return {REFUSAL_KEY: refusal}
+
+
+def refusal_of(meta: Any) -> dict[str, Any] | None:
+    """The refusal a result's ``_meta`` carries, or None."""
+    found = meta.get(REFUSAL_KEY) if isinstance(meta, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def pin_of(meta: Any) -> Any:
+    """The version a tools/call request's ``_meta`` pins, or None."""
+    return meta.get(PIN_KEY) if isinstance(meta, dict) else None
+
+
+def context_sql(column: str, field: str, postgres: bool) -> str:
+    """SQL reading one context field of the JSON definition stored in ``column`` (as text):
+    PostgreSQL's path operator, or SQLite's json_extract."""
+    if postgres:
+        return f"({column}::jsonb) #>> '{{_meta,{CONTEXT_KEY},{field}}}'"
+    return f"json_extract({column}, '$._meta.\"{CONTEXT_KEY}\".{field}')"

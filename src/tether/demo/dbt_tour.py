@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tether.context.meta import context_of
 from tether.demo.dbtenv import run_dbt
 
 PROJECT_YML = """name: helpdesk
@@ -151,7 +152,7 @@ def main(demo: Path) -> int:
               str(demo)).returncode != 0:
         return 2
     tool = json.loads((demo / "tools" / "open_urgent_tickets.json").read_text())
-    ctx = tool["_meta"]["tether/context"]
+    ctx = context_of(tool)
     sentence = next(s for s, src in ctx["sources"].items() if src == "dbt")
     print(f"one sentence of open_urgent_tickets whose source is dbt:\n  {sentence!r}\n"
           f"  read from {ctx['origins'][sentence]}")

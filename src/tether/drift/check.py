@@ -19,6 +19,7 @@ from typing import Any
 from sqlglot import exp
 
 from tether.config import Project
+from tether.context.meta import context_of, stamp_publication
 from tether.drift import audit, gate, policyversion
 from tether.drift.detectors import DetectContext, Event, run_detectors, snapshot
 from tether.drift.gate import related
@@ -31,7 +32,6 @@ from tether.profiling.probe import PROFILE_KEY, profile_changed
 from tether.registry import FIRST, NewVersion, Registry, bump, content_hash
 from tether.sources import open_product_source
 from tether.toolgen import GeneratedTool, generate
-from tether.toolgen.model import META_KEY
 
 META_KEY_STATE = "check:last"
 
@@ -378,7 +378,7 @@ def _glossary_meaning(project: Project, value: str) -> str | None:
 def _stamp(wire: dict[str, Any], version: str, supersedes: str | None, level: str, kind: str,
            note: str, stamp: str, served_until: dt.datetime, route: str) -> None:
     """Version fields into _meta, and the change note into the description the model reads."""
-    ctx = wire["_meta"][META_KEY]
+    ctx = context_of(wire)
     head: dict[str, Any] = {"version": version}
     if supersedes:
         head.update({"supersedes": supersedes, "change_level": level, "change_kind": kind,
@@ -394,7 +394,7 @@ def _stamp(wire: dict[str, Any], version: str, supersedes: str | None, level: st
     if route == "auto":  # a policy change routed at once only narrowed (gate.route)
         head["review"]["rule"] = "auto-policy-narrowing" if kind == "policy" else f"auto-{kind}"
     head["generated_at"] = stamp
-    wire["_meta"][META_KEY] = head | {k: v for k, v in ctx.items() if k not in head}
+    stamp_publication(wire, head)
 
 
 def _review_body(items: list[Candidate], current: dict[str, Any], old: dict[str, Any],
@@ -417,7 +417,7 @@ def _review_body(items: list[Candidate], current: dict[str, Any], old: dict[str,
             policy[c.name] = {"changes": wire.get("changes", []),
                               "before": prev.get("policy"), "after": wire.get("policy")}
             continue
-        products = wire["_meta"][META_KEY].get("products", [])
+        products = context_of(wire).get("products", [])
         policy[c.name] = {k: {"before": old.get(k), "after": new.get(k)}
                           for k in sorted(new) if k.startswith("policy:")
                           and k.rsplit(":", 1)[1] in products and old.get(k) != new.get(k)}
@@ -513,5 +513,5 @@ def decide(project: Project, review_id: int, approve: bool, by: str,
 
 def _reviewed(definition: dict[str, Any], by: str) -> dict[str, Any]:
     d: dict[str, Any] = json.loads(json.dumps(definition))
-    d["_meta"][META_KEY]["review"]["by"] = by
+    context_of(d)["review"]["by"] = by
     return d

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.config import Project
-from tether.context.meta import CONTEXT_KEY
+from tether.context.meta import tool_meta_of
 from tether.errors import ConfigError, NotPermittedError
 from tether.policy import versions
 from tether.policy.coverage import gaps
@@ -71,7 +71,7 @@ class PolicyChange:
                 "description": f"The access policy, version {self.version}: {roles} roles, "
                                f"{users} users. {self.note}",
                 "policy": self.document, "changes": [c.to_json() for c in self.changes],
-                "_meta": {CONTEXT_KEY: ctx}}
+                "_meta": tool_meta_of(ctx)}
 
 
 def coverage_gaps(project: Project, columns: Mapping[str, Sequence[str]]) -> list[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.config import Project
+from tether.context.meta import stamp_publication
 from tether.drift.classify import classify
 from tether.errors import UnreadableProduct
 from tether.policy.versions import POLICY_KIND
@@ -21,7 +22,7 @@ from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
 from tether.registry import FIRST, NewVersion, Registry, ToolVersion, bump, content_hash
 from tether.toolgen import GeneratedTool, Mode, generate
-from tether.toolgen.model import META_KEY, QueryPlan
+from tether.toolgen.model import QueryPlan
 
 TOOLS_DIR = "tools"
 EXPORT_INDEX = ".tether/exported.json"
@@ -154,18 +155,18 @@ def _publish(project: Project, registry: Registry, tools: list[GeneratedTool],
         if prev is not None and unchanged(prev, wire, t.plan):
             outcomes.append(Outcome(t.name, prev.version, "unchanged"))
             continue
-        ctx: dict[str, Any] = wire["_meta"][META_KEY]
         if prev is None:
             version, level, kind = FIRST, None, None
-            ctx.update({"version": version, "generated_at": stamp,
-                        "review": {"mode": "auto", "rule": "initial", "at": stamp}})
+            fields: dict[str, Any] = {
+                "version": version, "generated_at": stamp,
+                "review": {"mode": "auto", "rule": "initial", "at": stamp}}
         else:
             level, kind = classify(prev.definition, wire)
             version = bump(prev.version, level)
-            ctx.update({"version": version, "supersedes": prev.version, "generated_at": stamp,
-                        "change_level": level, "change_kind": kind,
-                        "review": {"mode": "auto", "rule": "build", "at": stamp}})
-        wire["_meta"][META_KEY] = _ordered(ctx)
+            fields = {"version": version, "supersedes": prev.version, "generated_at": stamp,
+                      "change_level": level, "change_kind": kind,
+                      "review": {"mode": "auto", "rule": "build", "at": stamp}}
+        stamp_publication(wire, fields)
         new.append(NewVersion(t.name, version, wire, t.plan.model_dump(mode="json")))
         outcomes.append(Outcome(t.name, version, "published", level, kind))
     rule = "initial" if not current else "build"
@@ -181,16 +182,6 @@ def _publish(project: Project, registry: Registry, tools: list[GeneratedTool],
         audit.record(project, registry,
                      audit.message(rule, {v.name: None for v in new}))
     return BuildResult("grounded", pid, outcomes)
-
-
-_FIRST_KEYS = ("version", "supersedes", "change_level", "change_kind", "change_note",
-               "deprecation", "review", "generated_at")
-
-
-def _ordered(ctx: dict[str, Any]) -> dict[str, Any]:
-    """Version fields first, in a fixed order, then the rest as generated."""
-    head = {k: ctx[k] for k in _FIRST_KEYS if k in ctx}
-    return head | {k: v for k, v in ctx.items() if k not in head}
 
 
 def unchanged(prev: ToolVersion, wire: dict[str, Any], plan: QueryPlan) -> bool:

@@ -16,7 +16,7 @@ import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any
 
-from tether.context.meta import CONTEXT_KEY
+from tether.context.meta import context_of, stamp_publication
 from tether.registry import Registry, ToolVersion, bump
 from tether.registry.semver import Level
 from tether.registry.store import CHANGE_SENTENCE
@@ -33,8 +33,7 @@ drops the old ones and states its own."""
 
 def retired_info(definition: dict[str, Any]) -> dict[str, Any] | None:
     """``{reason}`` when this definition retires its tool, else None."""
-    ctx = (definition.get("_meta") or {}).get(CONTEXT_KEY) or {}
-    found = ctx.get(RETIRED_KEY) if isinstance(ctx, dict) else None
+    found = context_of(definition).get(RETIRED_KEY)
     return found if isinstance(found, dict) else None
 
 
@@ -50,13 +49,12 @@ def _republished(definition: dict[str, Any], sentence: str, head: dict[str, Any]
     wire: dict[str, Any] = json.loads(json.dumps(definition))
     base = CHANGE_SENTENCE.sub("", str(wire.get("description", ""))).strip()
     wire["description"] = f"{base} {sentence}"
-    ctx = wire["_meta"][CONTEXT_KEY]
+    ctx = context_of(wire)
     sources = {k: v for k, v in (ctx.get("sources") or {}).items()
                if not k.startswith(_PUBLICATION_SENTENCES)}
     sources[sentence] = "schema"
     dropped = {"change_note", "deprecation", "review", "supersedes", RETIRED_KEY, "sources"}
-    rest = {k: v for k, v in ctx.items() if k not in head and k not in dropped}
-    wire["_meta"][CONTEXT_KEY] = head | rest | {"sources": sources} | (extra or {})
+    stamp_publication(wire, head, drop=dropped, tail={"sources": sources} | (extra or {}))
     return wire
 
 
@@ -144,7 +142,7 @@ def rollback_tool(project: Project, name: str, to: str) -> CheckResult:
         route = "blocked" if exposed else (
             "human" if kind in ("breaking", "semantic", "policy") else "auto")
         stamp = _stamp(project.now())
-        wire["_meta"][CONTEXT_KEY]["review"] = (
+        context_of(wire)["review"] = (
             {"mode": "auto", "rule": "rollback", "at": stamp} if route == "auto"
             else {"mode": "human", "at": stamp})
         outcome = checking.Outcome(name, {"auto": "published", "human": "pending",

@@ -8,11 +8,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.context.meta import Evidence, evidence_of
 from tether.eval.trace import LabelLine, ToolCall, Trace
 
 EXCERPT = 600
 """Characters of a tool result shown; the rest is counted, not shown."""
-EVIDENCE_KEY = "tether/evidence"
 
 
 def _json(value: Any) -> str:
@@ -26,29 +26,6 @@ def excerpt(text: str | None, limit: int = EXCERPT) -> tuple[str, int]:
 
 
 @dataclass
-class Evidence:
-    """What a tool result says ran (for servers that send it): the statement and its values."""
-
-    sql: str | None
-    params: str | None
-    tables: list[str]
-    policy: list[str]
-    version: str | None
-
-    @classmethod
-    def of(cls, meta: dict[str, Any] | None) -> Evidence | None:
-        e = (meta or {}).get(EVIDENCE_KEY)
-        if not isinstance(e, dict):
-            return None
-        params = e.get("params")
-        return cls(sql=e.get("sql") if isinstance(e.get("sql"), str) else None,
-                   params=_json(params) if params else None,
-                   tables=[str(t) for t in e.get("tables") or []],
-                   policy=[str(p) for p in e.get("policy_predicates") or []],
-                   version=str(e["version"]) if e.get("version") else None)
-
-
-@dataclass
 class Call:
     index: int
     name: str
@@ -58,14 +35,17 @@ class Call:
     is_error: bool
     latency_ms: float
     version: str | None
-    evidence: Evidence | None
+    evidence: Evidence | None  # what the result says ran (servers that send it), as labelled
+    bound: str | None = None  # its bound values, as text to show
 
     @classmethod
     def of(cls, c: ToolCall) -> Call:
         text, left = excerpt(c.text if c.text is not None else (
             _json(c.structured) if c.structured is not None else ""))
+        ev = evidence_of(c.meta)
         return cls(c.index, c.name, _json(c.arguments) if c.arguments else "{}", text, left,
-                   c.is_error, c.latency_ms, c.tool_version, Evidence.of(c.meta))
+                   c.is_error, c.latency_ms, c.tool_version, ev,
+                   _json(ev.params) if ev is not None and ev.params else None)
 
 
 @dataclass

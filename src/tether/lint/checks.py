@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tether.context.meta import ToolContext
+from tether.context.meta import SOURCES_AT, ToolContext
 from tether.context.names import IDENTIFIER_WORDS, name_words
 from tether.toolgen.describe import split_sentences
-from tether.toolgen.model import META_KEY, SOURCES
+from tether.toolgen.model import SOURCES
 
 Tool = dict[str, Any]
 
@@ -294,7 +294,7 @@ def _sources(tool: Tool) -> tuple[str, str] | None:
     if not sources:
         return ("no sentence of the description records where it came from",
                 f'Map each sentence to its source ({", ".join(SOURCES)}) under '
-                f'_meta["{META_KEY}"].sources in the tool definition.')
+                f'{SOURCES_AT} in the tool definition.')
     by_text = {" ".join(str(k).split()): v for k, v in sources.items()}
     unknown = [s for s in sentences if by_text.get(s) not in SOURCES]
     if unknown or not sentences:

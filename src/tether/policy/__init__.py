@@ -3,7 +3,6 @@
 (oracle.py) that checks results without it."""
 
 from tether.policy.entitle import (
-    REFUSAL_META,
     Entitled,
     MaskKey,
     Refusal,
@@ -21,6 +20,6 @@ from tether.policy.model import (
 )
 from tether.policy.projection import role_projection, role_sees_tool
 
-__all__ = ["REFUSAL_META", "Entitled", "MaskKey", "Refusal", "entitle", "exposable",
+__all__ = ["Entitled", "MaskKey", "Refusal", "entitle", "exposable",
            "require_reviewer", "restricted_columns", "reviewers", "role_of", "role_projection",
            "role_sees_tool", "table_allowed", "tool_visible", "user_names"]

@@ -27,7 +27,6 @@ from tether.policy.model import exposable, role_of
 
 RefusalReason = Literal["outside_entitlement", "restricted", "denied_table", "masked_predicate",
                         "function_not_allowed", "shadowed_name"]
-REFUSAL_META = "tether/refusal"
 REDACTED = "[redacted]"
 MASK_KEY_PARAMS = ("mk_i", "mk_o")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tether.context.meta import CONTEXT_KEY
+from tether.context.meta import context_of, context_sql
 from tether.errors import SourceError
 from tether.keyfile import private_file
 from tether.policy.versions import POLICY_KIND
@@ -126,7 +126,7 @@ def content_hash(wire: dict[str, Any]) -> str:
     """sha256 of a wire definition without its publication fields (version, review, the change
     note sentence in the description): what generation alone decides."""
     d = json.loads(json.dumps(wire))
-    ctx = d.get("_meta", {}).get(CONTEXT_KEY, {})
+    ctx = context_of(d)
     for k in VOLATILE_KEYS:
         ctx.pop(k, None)
     if isinstance(d.get("description"), str):
@@ -272,9 +272,7 @@ class Registry:
         pg = self.engine.dialect.name == "postgresql"
 
         def field(key: str) -> str:
-            if pg:
-                return f"(definition::jsonb) #>> '{{_meta,tether/context,{key}}}'"
-            return f"json_extract(definition, '$._meta.\"tether/context\".{key}')"
+            return context_sql("definition", key, pg)
 
         described = ("strpos((definition::jsonb) ->> 'description', 'Changed in ') > 0" if pg
                      else "instr(json_extract(definition, '$.description'), 'Changed in ') > 0")

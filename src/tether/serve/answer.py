@@ -73,6 +73,15 @@ def _window(window: Any, plan: QueryPlan) -> str | None:
             + (f", {cal}" if cal else "") + f", {window.get('timezone') or 'UTC'})")
 
 
+def rows_last(result: dict[str, Any]) -> dict[str, Any]:
+    """The result with its rows after everything that says what they are (counts, totals,
+    overall, window, as_of): a client that shows the start of a long result, as many do, shows
+    the answer to "how many" and not only the first rows of a page."""
+    if "rows" not in result or next(reversed(result)) == "rows":
+        return result
+    return {k: v for k, v in result.items() if k != "rows"} | {"rows": result["rows"]}
+
+
 _CENTS = re.compile(r"([A-Z]{3})_cents")
 
 

@@ -107,6 +107,7 @@ def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any]
         said["interpreted"] = interpreted
     filters = {f.param for f in plan.filters}
     moved = _moved(args, {k: v for k, v in props.items() if k in filters})
+    moved += _direction(args, props, plan)
     if moved:
         said["moved_values"] = {str(v): p for v, p in moved}
     return (args if said else given), said
@@ -129,6 +130,23 @@ def _unwrapped(given: dict[str, Any], props: dict[str, Any]
             args[inner] = v
             origin[inner] = f"{k}.{inner}"
     return args, origin
+
+
+def _direction(args: dict[str, Any], props: dict[str, Any], plan: QueryPlan
+               ) -> list[tuple[Any, str]]:
+    """A direction given as what to sort by (``order_by: "desc"``, ``order`` not given) is the
+    ``order`` it names (moved in ``args``): sorting never changes which rows or values answer,
+    and ``order`` alone sorts the one measure asked for, or says what it needs. A column that
+    is itself called that stays what it is."""
+    spec, home = args.get("order_by"), enum_of(props.get("order"))
+    if not isinstance(spec, str) or "order" in args or home is None:
+        return []
+    said = next((d for d in home if str(d).lower() == spec.strip().lower()), None)
+    if said is None or spec in (plan.orderable or []) or spec in plan.group_by:
+        return []
+    del args["order_by"]
+    args["order"] = said
+    return [(said, "order")]
 
 
 def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]:

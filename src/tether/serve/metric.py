@@ -54,8 +54,10 @@ def run(ex: Executor, call: Call) -> Answered:
             whole.set(part, None)
         got_whole = ex.fetch(src, src.render(whole), params, 1, known(call))
         if got_whole.rows:
-            out["overall"] = dict(zip(got_whole.names, map(jsonable, got_whole.rows[0]),
-                                      strict=True))
+            # first in the result too: a client that shows the start of a long result (many
+            # cut it) shows the value the question most often asks for
+            out = {"overall": dict(zip(got_whole.names, map(jsonable, got_whole.rows[0]),
+                                       strict=True))} | out
             overall_sql = src.display(whole)
     if window is not None:
         out["window"] = window.to_json()

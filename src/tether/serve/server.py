@@ -31,13 +31,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tether import __version__
 from tether.config import Project
-from tether.context.meta import CONTEXT_KEY, EVIDENCE_KEY, ToolContext, enum_of
+from tether.context.meta import ToolContext, enum_of, pin_of, refusal_meta, result_meta
 from tether.drift import gate, policyversion
 from tether.drift.publish import open_registry
 from tether.drift.retire import retired_info
 from tether.errors import ConfigError, TetherError
 from tether.keyfile import load_secret
-from tether.policy.entitle import REFUSAL_META, MaskKey, Refusal, table_allowed
+from tether.policy.entitle import MaskKey, Refusal, table_allowed
 from tether.policy.model import role_of, tool_visible
 from tether.registry import Registry, ToolVersion
 from tether.serve import answer, discovery, peruser
@@ -62,8 +62,6 @@ from tether.toolgen.discovery import instructions as discovery_instructions
 from tether.toolgen.kinds import KINDS, kind
 from tether.toolgen.probe import PROBE_KIND
 from tether.toolgen.tokens import tool_tokens
-
-PIN_KEY = "tether/pin"
 
 
 @dataclass
@@ -413,9 +411,10 @@ class TetherServer:
         try:
             user = self.current_user(ctx)
             role = role_of(self.project.config, user)[0]
-            entry = self._version_for(user, params.name, (ctx.meta or {}).get(PIN_KEY))
+            entry = self._version_for(user, params.name, pin_of(ctx.meta))
             version = entry.version
             deprecated = int(entry.successor is not None)
+            args, named = self._product_by_tool(user, entry, args)
             here = runner(entry.plan.kind)
             if here is not None and here.answer_here is not None:
                 answered = await anyio.to_thread.run_sync(here.answer_here, self, user, entry,
@@ -431,6 +430,8 @@ class TetherServer:
                 result = after.then(self, user, args, result)
             if drift:
                 result["schema_drift"] = drift
+            if named is not None:
+                result["product_from_tool"] = named
             if entry.successor is not None:
                 result["deprecation"] = (
                     f"version {entry.version} is deprecated; served until "
@@ -441,18 +442,17 @@ class TetherServer:
             except Exception as e:  # a client gone, a product's values unreadable just now
                 log(f"tether: {params.name}: the found product was not added to the session's "
                     f"list ({type(e).__name__}: {e})")
+            result = answer.rows_last(result)
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=answer.sentence(plan, result)),
                          types.TextContent(type="text", text=json.dumps(
                              result, default=str, separators=(",", ":")))],
-                structured_content=result, _meta={
-                    CONTEXT_KEY: {"version": entry.version},
-                    EVIDENCE_KEY: answered.evidence.model_dump(mode="json")})
+                structured_content=result, _meta=result_meta(entry.version, answered.evidence))
         except ToolError as e:
             error = str(e)
             if call is not None and call.tool != params.name and not e.refusal:
                 error += schema_hint(call)  # a product reached by name: its arguments, to fix
-            meta = {REFUSAL_META: e.refusal} if e.refusal else None
+            meta = refusal_meta(e.refusal) if e.refusal else None
             return types.CallToolResult(content=[types.TextContent(type="text", text=error)],
                                         is_error=True, _meta=meta)
         except (ConfigError, Exception) as e:  # never crash the server on one call
@@ -505,6 +505,21 @@ class TetherServer:
                             f"(see {PROBE})")
         return Call(user, listing.name, listing.version, listing.definition, listing.plan,
                     dict(given))
+
+    def _product_by_tool(self, user: str, entry: Version, args: dict[str, Any]
+                         ) -> tuple[dict[str, Any], dict[str, str] | None]:
+        """A discovery tool's ``product`` given as the name of a product's listing tool (models
+        copy the tool names they have seen): that product, for a tool the caller reaches, and
+        what was read as what (the result says it). Anything else is left to be refused."""
+        name = args.get("product")
+        if (not over_products(entry) or not isinstance(name, str)
+                or name in self.project.config.products):
+            return args, None
+        listing = self._index(user).listing_names.get(name)
+        if listing is None or not listing.plan.product:
+            return args, None
+        return ({**args, "product": listing.plan.product},
+                {"given": name, "product": listing.plan.product})
 
     def _refuse_unreached(self, user: str, product: str) -> NoReturn:
         """A product the caller does not reach: denied by the role's tables (a refusal that

@@ -108,9 +108,8 @@ def rows_tool(products: list[str], meta: Meta,
                  "result states its window, units and as_of.", source="schema"),
         Sentence(text="Read-only; at most the product's limit a page (200 rows unless it says "
                  "less), the rest through next_cursor.", source="policy"),
-        Sentence(text=f"Its arguments are the product's own, as {PROBE} lists them under "
-                 "query_with; the server checks them as that product's tool would.",
-                 source="schema"),
+        Sentence(text=f"Its arguments are the product's own ({PROBE} lists them); the server "
+                 "checks them as that product's tool would.", source="schema"),
     ]
     description, sources = join_sentences(sentences)
     props = {
@@ -176,8 +175,7 @@ def instructions(route: str, session_tools: bool) -> str:
              if session_tools else "")
     return (f"Some data products have no tool of their own here. For a question that no listed "
             f"metric answers exactly, call {SEARCH} with the question first; each match names the "
-            f"tool and arguments to call next.{joins} {ROWS} reads any product with the "
-            f"arguments {PROBE} lists. {GROUNDED}")
+            f"tool and arguments to call next.{joins}")
 
 
 # --- which tools a tools/list holds --------------------------------------------------------------

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.context.meta import CONTEXT_KEY
+from tether.context.meta import context_slot
 
 Source = Literal["schema", "samples", "lineage", "glossary", "dbt", "openapi", "execution_logs",
                  "policy"]
@@ -16,7 +16,6 @@ Mode = Literal["grounded", "bare", "generic"]
 AGGREGATE = "sum_and_average_of"
 """The listing argument that asks for the total and mean of a numeric column (the plan's
 ``aggregates`` lists the columns it takes)."""
-META_KEY = CONTEXT_KEY  # the provenance key, defined once in tether.context.meta
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
              "openWorldHint": False}
 """The annotations of every generated tool: tether's tools only read."""
@@ -145,8 +144,7 @@ class GeneratedTool(_M):
 
     @property
     def context(self) -> dict[str, Any]:
-        ctx: dict[str, Any] = self.meta.setdefault(META_KEY, {})
-        return ctx
+        return context_slot(self.meta)
 
 
 def join_sentences(sentences: list[Sentence]) -> tuple[str, dict[str, str]]:

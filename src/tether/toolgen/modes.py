@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tether.context.meta import context_in, tool_meta_of
 from tether.toolgen.kinds import Kind, kind, register
-from tether.toolgen.model import META_KEY, READ_ONLY, GeneratedTool, Mode, QueryPlan
+from tether.toolgen.model import READ_ONLY, GeneratedTool, Mode, QueryPlan
 from tether.toolgen.shared import size_words
 
 MODES: tuple[Mode, ...] = ("grounded", "bare", "generic")
@@ -38,8 +39,8 @@ def strip_grounding(tool: GeneratedTool) -> GeneratedTool:
         annotations={"readOnlyHint": True},
         # the products it reads (the server hides a tool whose product a role may not read);
         # an evaluation reads what a call ran from its result's evidence, never from here
-        meta={META_KEY: {"mode": "bare", "kind": tool.plan.kind,
-                         "products": tool.meta.get(META_KEY, {}).get("products", [])}},
+        meta=tool_meta_of({"mode": "bare", "kind": tool.plan.kind,
+                           "products": context_in(tool.meta).get("products", [])}),
         plan=tool.plan,
     )
 
@@ -53,13 +54,13 @@ def generic_tools(default_source: str, max_rows: int = 200, max_bytes: int = 1 <
             name="describe_table", description="Describe the columns of a table.",
             input_schema={"type": "object", "properties": {"table": {"type": "string"}},
                           "required": ["table"]},
-            annotations=ro, meta={META_KEY: {"mode": "generic", "kind": "describe"}},
+            annotations=ro, meta=tool_meta_of({"mode": "generic", "kind": "describe"}),
             plan=QueryPlan(kind="describe", source=default_source),
         ),
         GeneratedTool(
             name="list_tables", description="List the tables in the database.",
             input_schema={"type": "object", "properties": {}},
-            annotations=ro, meta={META_KEY: {"mode": "generic", "kind": "catalog"}},
+            annotations=ro, meta=tool_meta_of({"mode": "generic", "kind": "catalog"}),
             plan=QueryPlan(kind="catalog", source=default_source),
         ),
         GeneratedTool(
@@ -71,7 +72,7 @@ def generic_tools(default_source: str, max_rows: int = 200, max_bytes: int = 1 <
                 "cursor": {"type": "string", "description": "The next_cursor of the previous "
                            "page, to read the next one (with the same sql)."}},
                 "required": ["sql"]},
-            annotations=ro, meta={META_KEY: {"mode": "generic", "kind": "sql"}},
+            annotations=ro, meta=tool_meta_of({"mode": "generic", "kind": "sql"}),
             plan=QueryPlan(kind="sql", source=default_source, max_rows=max_rows),
         ),
     ]

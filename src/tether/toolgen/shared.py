@@ -16,6 +16,7 @@ from typing import Any, Literal
 from sqlglot import exp
 
 from tether.config import MetricConfig, ProductConfig, Project, TetherConfig
+from tether.context.meta import tool_meta_of
 from tether.context.names import identifier_like
 from tether.context.periods import resolve
 from tether.context.profile import ColumnProfile, ProductProfile
@@ -35,7 +36,6 @@ from tether.toolgen.describe import (
 )
 from tether.toolgen.kinds import kind as tool_kind
 from tether.toolgen.model import (
-    META_KEY,
     Route,
     Sentence,
     Source,
@@ -602,4 +602,4 @@ def tool_meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str,
     upstream = {} if tool_kind(kind).discovery else upstream_versions(ctx.config, products)
     if upstream:
         context["upstream"] = upstream
-    return {META_KEY: context}
+    return tool_meta_of(context)

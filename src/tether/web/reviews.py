@@ -18,6 +18,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from tether.config import Project
+from tether.context.meta import context_of
 from tether.drift.check import Blocked, decide, definition_diff
 from tether.drift.policyversion import holds_policy
 from tether.errors import ConfigError
@@ -106,7 +107,7 @@ def publication_view(project: Project, pid: int) -> dict[str, Any] | None:
         prev = before[-1].definition if before else {}
         d = definition_diff(prev, v.definition, before[-1].version if before else "none",
                             v.version)
-        ctx = v.definition.get("_meta", {}).get("tether/context", {})
+        ctx = context_of(v.definition)
         tools.append({"name": v.name, "version": v.version,
                       "kind": ctx.get("change_kind"), "note": ctx.get("change_note"),
                       "schema": [(p, _js(c["before"]), _js(c["after"]))

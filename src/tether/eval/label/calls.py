@@ -19,7 +19,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
-from tether.context.meta import CONTEXT_KEY, MASK_KEY_SHOWN, Evidence, evidence_of
+from tether.context.meta import MASK_KEY_SHOWN, Evidence, context_in, evidence_of
 from tether.eval.label.context import LabelContext
 from tether.eval.label.sql.shape import SqlAnalysis, analyse
 from tether.eval.trace import ToolCall, Trace, result_payload
@@ -91,7 +91,7 @@ class CallView:
         """(as_of, None) or (None, why not): from structured content, the result's _meta, or a
         JSON text result."""
         raw: Any = None
-        for where in (self.payload, self.call.meta, (self.call.meta or {}).get(CONTEXT_KEY)):
+        for where in (self.payload, self.call.meta, context_in(self.call.meta)):
             if isinstance(where, dict) and where.get("as_of") is not None:
                 raw = where["as_of"]
                 break
