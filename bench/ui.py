@@ -33,8 +33,8 @@ from tether.config import load_project
 from tether.demo import init_demo
 from tether.demo.drift import apply
 from tether.drift.check import check
-from tether.drift.publish import build, open_registry
-from tether.registry import NewVersion, bump
+from tether.drift.publish import build
+from tether.registry import NewVersion, bump, open_registry
 from tether.serve.identity import TokenStore
 from tether.web import create_app
 

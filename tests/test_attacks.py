@@ -116,7 +116,7 @@ def test_the_oracle_catches_leaks(target: Target) -> None:
 
 
 def _call(t: Target, user: str, tool: str, args: dict[str, Any]) -> Any:
-    from tether.serve.executor import Call
+    from tether.serve.kinds import Call
 
     g = t.tools[tool]
     return Call(user, tool, "1.0.0", g.wire(), g.plan, args)

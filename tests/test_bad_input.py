@@ -23,7 +23,7 @@ from conftest import copy_project, free_port, http_process, run_cli
 from test_bad_files import GOOD_CASES, eval_run, good_run, one_paragraph, server  # noqa: F401
 from tether.config import load_project
 from tether.eval.cases import load_cases
-from tether.imports.layer import MAX_IMPORT_BYTES, MAX_LAYER_EDGES, layer_path
+from tether.layers.model import MAX_IMPORT_BYTES, MAX_LAYER_EDGES, layer_path
 from tether.textfiles import MAX_JSON_DEPTH
 
 TETHER = str(Path(sys.executable).parent / "tether")

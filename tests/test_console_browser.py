@@ -29,7 +29,7 @@ from console import (
     served,
 )
 from tether.config import load_project
-from tether.drift.publish import open_registry
+from tether.registry import open_registry
 
 CHROMIUM = Path(os.environ.get("TETHER_CHROMIUM", "/usr/bin/chromium"))
 

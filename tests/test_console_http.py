@@ -28,7 +28,8 @@ from console import (
 )
 from tether.config import load_project
 from tether.drift.check import check
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
+from tether.registry import open_registry
 from tether.serve.identity import TokenStore
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from tether.config import load_project
 from tether.demo import init_demo
 from tether.demo.drift import apply
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
+from tether.registry import open_registry
 
 KILLS = 12
 TOOLS = ("order_backlog_by_status", "orders_by_status_and_customer")

@@ -18,8 +18,9 @@ from tether.demo import init_demo
 from tether.demo.drift import apply
 from tether.demo.warehouse import CLOCK
 from tether.drift.check import check, decide
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
 from tether.errors import ConfigError
+from tether.registry import open_registry
 from tether.serve.server import TetherServer
 
 

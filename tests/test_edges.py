@@ -13,7 +13,8 @@ from tether.config import load_project, parse_project
 from tether.context.meta import enum_of
 from tether.errors import ConfigError
 from tether.profiling import profile_product, profile_project
-from tether.serve.executor import Call, Executor, ToolError
+from tether.serve.executor import Executor
+from tether.serve.kinds import Call, ToolError
 from tether.serve.pagination import load_key
 from tether.toolgen import generate
 

@@ -13,7 +13,7 @@ from mcp import Client
 
 from conftest import copy_project
 from tether.config import load_project
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
 from tether.errors import ConfigError
 from tether.eval.cases import Case, load_cases
 from tether.eval.harvest import (
@@ -29,6 +29,7 @@ from tether.eval.harvest import (
 )
 from tether.eval.otlp import harvest_otel, otel_candidates
 from tether.eval.trace import LabelLine
+from tether.registry import open_registry
 from tether.serve.server import TetherServer
 
 DEALS, CUSTOMERS, BACKLOG = "deals_by_stage_and_pipeline", "customers_by_region_and_segment", \

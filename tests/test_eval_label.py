@@ -25,7 +25,7 @@ import pytest
 
 from conftest import copy_project
 from tether.config import Project, load_project
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
 from tether.eval.cases import Case, Gold, Window
 from tether.eval.label import LabelContext, label_run, label_trace
 from tether.eval.label.answer import judge_list, judge_number, judge_refusal, judge_string
@@ -41,7 +41,9 @@ from tether.eval.trace import (
     Usage,
 )
 from tether.profiling import profile_project
-from tether.serve.executor import Call, Executor, ToolError
+from tether.registry import open_registry
+from tether.serve.executor import Executor
+from tether.serve.kinds import Call, ToolError
 from tether.serve.pagination import load_key
 from tether.sources.duckdb import READ_ONLY_CONFIG
 from tether.toolgen import QueryPlan, generate

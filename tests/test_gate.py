@@ -20,8 +20,8 @@ from conftest import copy_project, free_port, http_process, run_cli
 from tether.config import load_project
 from tether.demo import init_demo
 from tether.demo.drift import apply
-from tether.drift.publish import build, open_registry
-from tether.registry import NewVersion
+from tether.drift.publish import build
+from tether.registry import NewVersion, open_registry
 
 TETHER = str(Path(sys.executable).parent / "tether")
 TOOL = "customers_by_region_and_segment"

@@ -20,7 +20,7 @@ import pytest
 from conftest import copy_project, free_port, http_process, run_cli
 from console import REVIEWER, Client, Project, copy_of, served
 from tether.config import load_project
-from tether.imports.layer import layer_path
+from tether.layers.model import layer_path
 from tether.web import create_app
 
 TETHER = str(Path(sys.executable).parent / "tether")

@@ -18,7 +18,7 @@ import dbtproject
 from conftest import run_cli
 from tether.config import load_project
 from tether.context.meta import EVIDENCE_KEY
-from tether.imports.layer import layer_path
+from tether.layers.model import layer_path
 from tether.serve.server import TetherServer
 
 

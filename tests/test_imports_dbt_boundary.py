@@ -19,7 +19,7 @@ from mcp import Client
 import dbtproject
 from conftest import run_cli
 from tether.config import load_project
-from tether.imports.layer import layer_path
+from tether.layers.model import layer_path
 from tether.serve.server import TetherServer
 
 ENRICHED_SQL = "select * from {{ ref('rentals') }}\n"
@@ -313,7 +313,7 @@ def test_an_imported_metric_over_a_restricted_column_is_blocked(site: Path, rest
     res = run_cli("build", "--project", str(site / "tether"), "--json")
     assert "Traceback" not in res.stderr, res.stderr
     project = load_project(site / "tether")
-    from tether.drift.publish import open_registry
+    from tether.registry import open_registry
 
     registry = open_registry(project)
     try:

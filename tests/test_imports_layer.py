@@ -15,7 +15,7 @@ from tether.config import load_project
 from tether.drift.check import check
 from tether.drift.publish import build
 from tether.errors import ConfigError
-from tether.imports.layer import ImportLayer, layer_path, merge, write_layer
+from tether.layers.model import ImportLayer, layer_path, merge, write_layer
 from tether.profiling import profile_project
 from tether.toolgen import generate
 
@@ -160,21 +160,25 @@ def test_explain_names_tether_yaml_and_its_line(second: Path) -> None:
 
 
 def test_the_importers_sit_at_layer_zero() -> None:
-    """tether.imports reads files into layers: it imports only layer 0 (config, context,
-    errors, text files) and itself, so config loading may use it and nothing it imports can
-    reach a source, the registry or a server."""
+    """The layer reader (tether.layers) sits beside the configuration that loads it: it imports
+    only context, errors, text files and itself, never the configuration. The importers
+    (tether.imports) read files into layers and import only layer 0 (the configuration, the
+    layers, context, errors, text files) and themselves, so nothing they import can reach a
+    source, the registry or a server."""
     import ast
 
-    allowed = ("tether.config", "tether.context", "tether.errors", "tether.textfiles",
-               "tether.imports")
-    root = Path(__file__).resolve().parents[1] / "src" / "tether" / "imports"
+    root = Path(__file__).resolve().parents[1] / "src" / "tether"
+    rules = {"layers": ("tether.context", "tether.errors", "tether.textfiles", "tether.layers"),
+             "imports": ("tether.config", "tether.context", "tether.errors", "tether.textfiles",
+                         "tether.layers", "tether.imports")}
     found = []
-    for path in sorted(root.glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            found += [(path.name, n) for n in names
-                      if n.startswith("tether") and not n.startswith(allowed)]
+    for room, allowed in rules.items():
+        for path in sorted((root / room).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                found += [(room, path.name, n) for n in names
+                          if n.startswith("tether") and not n.startswith(allowed)]
     assert not found, found
 
 

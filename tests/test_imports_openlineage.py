@@ -16,7 +16,7 @@ import pytest
 from conftest import copy_project, free_port, http_process, run_cli
 from olclient import post_with_openlineage_client
 from tether.config import Project, load_project
-from tether.imports.layer import layer_path
+from tether.layers.model import layer_path
 
 TETHER = str(Path(sys.executable).parent / "tether")
 JOB = "etl"

@@ -18,7 +18,8 @@ from conftest import copy_project
 from tether.config import load_project
 from tether.drift.publish import build
 from tether.profiling import profile_product
-from tether.serve.executor import Call, Executor, ToolError
+from tether.serve.executor import Executor
+from tether.serve.kinds import Call, ToolError
 from tether.serve.pagination import load_key
 from tether.serve.server import TetherServer
 from tether.toolgen import generate

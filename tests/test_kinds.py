@@ -14,7 +14,8 @@ from conftest import copy_project
 from tether.config import load_project
 from tether.profiling import profile_project
 from tether.serve import kinds as serve_kinds
-from tether.serve.executor import Answered, Call, Executor, ToolError, jsonable
+from tether.serve.executor import Executor, jsonable
+from tether.serve.kinds import Answered, Call, ToolError
 from tether.toolgen import kinds as toolgen_kinds
 from tether.toolgen.generate import GROUNDED, generate_grounded
 from tether.toolgen.model import READ_ONLY, GeneratedTool, QueryPlan

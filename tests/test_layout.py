@@ -1,12 +1,16 @@
 """The package's layout holds by test, not by habit: each `_meta` key has one home
 (tether/context/meta.py, its readers and writers side by side), read and written nowhere else by
-name."""
+name; imports follow the layers (a module imports only from rooms below its own), serve never
+imports drift, the module-level import graph has no cycle, and no import inside a function is
+there to break one (the few that stay, for start-up time, are listed with their reasons)."""
 
 from __future__ import annotations
 
 import ast
 import re
+from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "tether"
@@ -78,3 +82,147 @@ def test_one_evidence_model() -> None:
 def _line(cls: str) -> int:
     tree = ast.parse((SRC / "context" / "meta.py").read_text())
     return next(n.lineno for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
+
+
+# --- the import graph ---------------------------------------------------------------------------
+
+RANK = {"errors": 0.0, "keyfile": 0.1, "httpguard": 0.1, "textfiles": 0.2, "context": 0.3,
+        "layers": 0.4, "config": 0.5, "": 0.6,
+        "sources": 1.0, "policy": 1.0, "imports": 1.5,
+        "profiling": 2.0, "registry": 2.0,
+        "toolgen": 3.0,
+        "drift": 4.0, "lint": 4.0,
+        "serve": 5.0, "eval": 5.0,
+        "web": 6.0, "demo": 6.0, "cli": 6.5, "__main__": 7.0}
+"""Each room's place (the layers: 0 context, config, errors and what the configuration loads
+with; 1 sources, policy; 2 profiling, registry; 3 toolgen; 4 drift, lint; 5 serve, eval; 6 the
+console, the demo and the CLI on top). A module imports only from rooms of a lower rank: two
+rooms of one layer never import each other (eval never imports serve)."""
+
+START_UP = {
+    ("tether.sources", "tether.sources.duckdb"):
+        "an engine's driver loads when a source of that engine is opened, not with every command",
+    ("tether.sources", "tether.sources.sqlalchemy"):
+        "SQLAlchemy loads only for a project with a SQLAlchemy source",
+    ("tether.demo.drift", "tether.sources.sqlalchemy"):
+        "the demo's PostgreSQL step loads SQLAlchemy only when it runs",
+}
+"""Imports inside a function that stay, each for start-up time (never to break a cycle). The
+CLI's command modules (tether.cli.*) also import their parts when a command runs, so `tether
+--help` and shell completion load no engine, SDK or web stack."""
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str
+    target: str
+    line: int
+    inner: bool  # inside a function
+    typing: bool  # under `if TYPE_CHECKING:`
+
+
+def room(module: str) -> str:
+    return [*module.split("."), ""][1]
+
+
+def edges() -> list[Edge]:
+    names = {m for m, _ in modules()}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in names:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    out = []
+    for mod, tree in modules():
+        inner, typing = set(), set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                inner |= {id(n) for n in ast.walk(node)}
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                typing |= {id(n) for n in ast.walk(node)}
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                # `from pkg import sub` loads the submodule; `from pkg import name`, the package
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in names
+                           else node.module for a in node.names]
+            for t in targets:
+                target = resolve(t) if t.split(".")[0] == "tether" else None
+                if target and target != mod:
+                    out.append(Edge(mod, target, node.lineno, id(node) in inner,
+                                    id(node) in typing))
+    return out
+
+
+def loads() -> dict[str, set[str]]:
+    """module -> the modules its module-level imports (not type-only) load."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for e in edges():
+        if not e.inner and not e.typing:
+            graph[e.source].add(e.target)
+    return graph
+
+
+def reaches(graph: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        m = todo.pop()
+        if m == goal:
+            return True
+        if m not in seen:
+            seen.add(m)
+            todo.extend(graph.get(m, ()))
+    return False
+
+
+def test_imports_follow_the_layers() -> None:
+    wrong = [f"{e.source}:{e.line} imports {e.target}" for e in edges()
+             if room(e.source) != room(e.target)
+             and RANK[room(e.target)] >= RANK[room(e.source)]]
+    assert not wrong, "\n".join(wrong)
+    assert {room(m) for m, _ in modules()} <= set(RANK), "a new room needs its place in RANK"
+
+
+def test_serve_imports_nothing_of_drift() -> None:
+    """The server reads the registry, the policy and the exposure check in their own rooms;
+    publishing (drift) is never loaded to serve."""
+    found = [f"{e.source}:{e.line}" for e in edges()
+             if room(e.source) == "serve" and room(e.target) == "drift"]
+    assert not found, found
+
+
+def test_the_module_level_import_graph_has_no_cycle() -> None:
+    graph = loads()
+    cycles = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
+                    if reaches(graph, t, m))
+    assert not cycles, "\n".join(cycles)
+
+
+def test_no_import_inside_a_function_is_there_to_break_a_cycle() -> None:
+    """An import inside a function whose module imports this one back (at module level) would
+    close a cycle if written at the top: there is none. The others stay only for start-up
+    time: the CLI's commands, and START_UP with its reasons (each still there)."""
+    graph = loads()
+    inner = [e for e in edges() if e.inner and not e.typing]
+    breaking = [f"{e.source}:{e.line} imports {e.target}" for e in inner
+                if reaches(graph, e.target, e.source)]
+    assert not breaking, "\n".join(breaking)
+    unexplained = [f"{e.source}:{e.line} imports {e.target}" for e in inner
+                   if room(e.source) != "cli" and (e.source, e.target) not in START_UP]
+    assert not unexplained, "\n".join(unexplained)
+    assert set(START_UP) <= {(e.source, e.target) for e in inner}, "a stale START_UP entry"
+
+
+def test_the_graph_sees_what_it_forbids() -> None:
+    """The checks above read real imports: the server's module imports the registry at the top,
+    the sources' package opens its engines inside a function, and a TYPE_CHECKING import is
+    told apart."""
+    found = {(e.source, e.target): e for e in edges()}
+    assert not found[("tether.serve.server", "tether.registry")].inner
+    assert found[("tether.sources", "tether.sources.duckdb")].inner
+    assert found[("tether.serve.kinds", "tether.serve.server")].typing
+    assert reaches(loads(), "tether.serve.server", "tether.config")

@@ -20,11 +20,13 @@ import pytest
 
 from conftest import run_cli
 from tether.config import load_project
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
 from tether.eval.cases import Case, Gold
 from tether.eval.label import LabelContext, label_trace
 from tether.eval.trace import ToolCall, Trace
-from tether.serve.executor import Call, Executor
+from tether.registry import open_registry
+from tether.serve.executor import Executor
+from tether.serve.kinds import Call
 from tether.serve.pagination import load_key
 from tether.toolgen import QueryPlan
 

@@ -24,10 +24,12 @@ from conftest import copy_project, run_cli
 from tether.config import Project, load_project
 from tether.context.meta import enum_of
 from tether.drift.check import check
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
 from tether.keyfile import load_secret
 from tether.policy import MaskKey
-from tether.serve.executor import Call, Executor, ToolError
+from tether.registry import open_registry
+from tether.serve.executor import Executor
+from tether.serve.kinds import Call, ToolError
 from tether.serve.pagination import load_key
 from tether.serve.server import TetherServer
 from tether.sources import open_source

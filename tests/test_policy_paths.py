@@ -17,7 +17,8 @@ from mcp import Client
 
 from conftest import run_cli
 from tether.config import load_project
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
+from tether.registry import open_registry
 from tether.serve.server import TetherServer
 
 

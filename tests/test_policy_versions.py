@@ -34,11 +34,12 @@ from sqlglot import exp
 from conftest import copy_project, free_port, http_process, run_cli
 from tether.config import load_project
 from tether.drift.check import check, decide
-from tether.drift.policyversion import enforced
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
 from tether.errors import NotPermittedError, TetherError
 from tether.policy import templates
 from tether.policy.model import reviewers
+from tether.registry import open_registry
+from tether.registry.policy import enforced
 from tether.serve.server import TetherServer
 
 TETHER = str(Path(sys.executable).parent / "tether")
@@ -572,7 +573,7 @@ def test_an_imported_dbt_metric_over_a_restricted_column_is_blocked(live: Live, 
     """A dbt semantic model over the product's relation with a measure on the restricted
     column (schema.yml, no dbt run needed): `tether import dbt` then `tether check` never
     publishes the metric, on both warehouses and both engines."""
-    from tether.imports.layer import layer_path
+    from tether.layers.model import layer_path
 
     product, column = _restricted_column(live)
     p = load_project(live.dir).config.products[product]

@@ -14,8 +14,9 @@ from tether.config import load_project
 from tether.demo import init_demo
 from tether.demo.drift import apply
 from tether.drift.check import check
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
 from tether.profiling.probe import PROFILE_KEY, profile_changed
+from tether.registry import open_registry
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.context.meta import ToolContext
-from tether.drift.retire import retired_info
+from tether.context.meta import ToolContext, retired_info
 from tether.registry import NewVersion, Registry
 
 

@@ -16,9 +16,9 @@ from tether.config import load_project
 from tether.demo import init_demo
 from tether.demo.drift import apply
 from tether.drift.check import check, decide
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
 from tether.errors import NotPermittedError
-from tether.registry import Registry
+from tether.registry import Registry, open_registry
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,9 @@ from mcp import Client, StdioServerParameters
 from conftest import copy_project, free_port, http_process, run_cli
 from tether.config import load_project
 from tether.demo.warehouse import CLOCK, GOVERNED_ACTIVE_SQL
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
 from tether.policy.oracle import check_rows, entitled_keys
+from tether.registry import open_registry
 from tether.serve.server import TetherServer
 from tether.sources import open_source
 

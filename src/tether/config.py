@@ -49,8 +49,8 @@ from tether.context.config_model import (
 from tether.context.references import did_you_mean as _did_you_mean
 from tether.context.references import problems as _reference_problems
 from tether.errors import ConfigError
-from tether.imports.layer import UNION_LISTS, ImportLayer, merged, present, value_at
-from tether.imports.loading import Origin, layer_origin, precedence, project_layers
+from tether.layers.loading import Origin, layer_origin, precedence, project_layers
+from tether.layers.model import UNION_LISTS, ImportLayer, merged, present, value_at
 from tether.textfiles import check_yaml_aliases, read_text
 
 __all__ = [

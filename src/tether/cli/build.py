@@ -10,29 +10,20 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from tether.cli.options import JsonOpt, ProjectOpt
+from tether.cli.options import JsonOpt, ModeOpt, ProjectOpt, dedicated_setting, mode_of
 from tether.cli.output import err, out, print_json, progress
 from tether.config import Project, load_project
 from tether.context.meta import ToolContext, context_of
 from tether.drift.publish import build as run_build
-from tether.drift.publish import open_registry
 from tether.errors import ConfigError
 from tether.policy import role_of
 from tether.policy.versions import POLICY_KIND
-from tether.toolgen import MODES, Mode, generate
+from tether.registry import open_registry
+from tether.toolgen import Mode, generate
 from tether.toolgen.discovery import Listed, Setting
 
 TABLE_ROWS = 60
 """A build of thousands of tools prints this many rows; --json lists them all."""
-ModeOpt = typer.Option("grounded", "--mode", help="grounded | bare | generic.")
-
-
-def _mode(value: str) -> Mode:
-    if value not in MODES:
-        raise ConfigError(f"--mode must be one of {', '.join(MODES)} (got {value!r}).")
-    return value
-
-
 def build(project: Path = ProjectOpt, mode: str = ModeOpt, as_json: bool = JsonOpt,
           author: str = typer.Option(None, "--as", help="Who runs it: a user in "
                                      "policies.users (default: your login name); recorded on "
@@ -44,7 +35,7 @@ def build(project: Path = ProjectOpt, mode: str = ModeOpt, as_json: bool = JsonO
     from tether.cli.drift import checked_author
 
     proj = load_project(project)
-    m = _mode(mode)
+    m = mode_of(mode)
     with progress(len(proj.config.products) + 2, f"building {m} tools") as step:
         result = run_build(proj, m, progress=step, author=checked_author(proj, author))
     if as_json:
@@ -102,10 +93,8 @@ def tools(
     server's own answer, under the last approved policy: their tool globs and tables, enums
     narrowed to their rows, their defaults); without --as-user, every tool the list holds
     (serve.dedicated_tools) as published."""
-    from tether.cli.serve import dedicated_setting
-
     proj = load_project(project)
-    m = _mode(mode)
+    m = mode_of(mode)
     setting = dedicated_setting(dedicated_tools)
     visible, served = (_as_served(proj, m, as_user, setting) if as_user is not None
                        else _published(proj, m, setting))

@@ -16,8 +16,8 @@ from tether.cli.output import err, out, print_json, progress
 from tether.config import Project, load_project
 from tether.drift.check import CheckResult, decide
 from tether.drift.check import check as run_check
-from tether.drift.publish import open_registry
 from tether.errors import ConfigError
+from tether.registry import open_registry
 
 if TYPE_CHECKING:
     from tether.eval.regression import RegressionResult
@@ -107,7 +107,7 @@ def retire(tool: str = typer.Argument(..., help="The published tool to retire.")
     """Retire a published tool: a new major version says why, is served for
     drift.deprecation_days once published, then is gone. A removal is breaking, so a named
     person approves it (exit 11); blocked (12) if it exposes a restricted column."""
-    from tether.drift.retire import retire_tool
+    from tether.drift.retiring import retire_tool
 
     _finish(retire_tool(load_project(project), tool, reason), as_json)
 
@@ -119,7 +119,7 @@ def rollback(tool: str = typer.Argument(..., help="The published tool."),
     """Publish an earlier version's definition of TOOL as a new version, through the gate:
     exit 10 published, 11 waits for review (a breaking difference), 12 blocked, 2 error.
     Revert tether.yaml too, or the next check proposes the newer definition again."""
-    from tether.drift.retire import rollback_tool
+    from tether.drift.retiring import rollback_tool
 
     _finish(rollback_tool(load_project(project), tool, to), as_json)
 

@@ -146,7 +146,7 @@ def label(
                           hint="Give the --out folder of `tether eval run`.")
     proj = load_project(project) if (project / PROJECT_FILE).is_file() else None
     if proj is not None:  # what a user may see is what servers enforce: the approved policy
-        from tether.drift.policyversion import as_enforced
+        from tether.registry.policy import as_enforced
 
         proj = as_enforced(proj)
     prices_path = price_table
@@ -244,7 +244,6 @@ def harvest(
     """Candidate cases from the call log or OpenTelemetry spans, stratified by tool, role and
     outcome, oversampling retries and clarifications; a person writes the gold."""
     from tether.config import load_project
-    from tether.drift.publish import open_registry
     from tether.eval.cases import load_cases
     from tether.eval.harvest import (
         call_log_candidates,
@@ -254,6 +253,7 @@ def harvest(
         write_candidates,
     )
     from tether.eval.otlp import otel_candidates
+    from tether.registry import open_registry
 
     items: list[Any]
     if cases_file is not None:

@@ -15,7 +15,7 @@ from tether.cli.options import JsonOpt, ProjectOpt
 from tether.cli.output import out, print_json
 from tether.config import Project, load_project
 from tether.errors import ConfigError
-from tether.imports.layer import layer_path
+from tether.layers.model import layer_path
 
 SHOWN = 20
 """Lines of "not imported" printed for people (the layer's report and --json hold more)."""
@@ -66,8 +66,8 @@ def import_openlineage(
     an invalid event (nothing is imported; the previous layer is kept)."""
     import sys
 
-    from tether.imports.layer import MAX_IMPORT_BYTES
     from tether.imports.openlineage import KIND
+    from tether.layers.model import MAX_IMPORT_BYTES
     from tether.profiling.layers import fold_openlineage
     from tether.textfiles import decode_text, over_cap, read_text
 

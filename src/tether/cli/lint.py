@@ -9,13 +9,12 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tether.cli.build import ModeOpt, _mode
-from tether.cli.options import JsonOpt, ProjectOpt
+from tether.cli.options import JsonOpt, ModeOpt, ProjectOpt, mode_of
 from tether.cli.output import out, print_json
 from tether.config import load_project
-from tether.drift.publish import open_registry
 from tether.lint import Review, review_tools
 from tether.lint.targets import load_json_tools, load_server_tools, read_call_log
+from tether.registry import open_registry
 
 BELOW_MIN_SCORE = 1
 
@@ -50,7 +49,7 @@ def _load(target: str | None, project: Path, mode: str) -> tuple[list[dict[str, 
     if target:
         return load_json_tools(Path(target)), target
     proj = load_project(project)
-    m = _mode(mode)
+    m = mode_of(mode)
     if m == "grounded":
         registry = open_registry(proj)
         try:

@@ -8,14 +8,12 @@ import anyio
 import typer
 from rich.table import Table
 
-from tether.cli.build import ModeOpt, _mode
-from tether.cli.options import JsonOpt, ProjectOpt, default_user
+from tether.cli.options import JsonOpt, ModeOpt, ProjectOpt, dedicated_setting, default_user, mode_of
 from tether.cli.output import err, out, print_json
 from tether.config import load_project
-from tether.drift.publish import open_registry
 from tether.errors import ConfigError
 from tether.policy.model import role_of
-from tether.toolgen.discovery import Setting
+from tether.registry import open_registry
 
 
 def serve(
@@ -42,7 +40,7 @@ def serve(
     from tether.serve.server import TetherServer, log
 
     proj = load_project(project)
-    m = _mode(mode)
+    m = mode_of(mode)
     dedicated = dedicated_setting(dedicated_tools)
     for line in startup_warnings(proj):  # stderr: stdout is the MCP channel on stdio
         log(line)
@@ -65,19 +63,6 @@ def serve(
                                             allowed_origin or None))
     else:
         raise ConfigError(f"--transport must be stdio or http (got {transport!r}).")
-
-
-def dedicated_setting(value: str | None) -> Setting:
-    """--dedicated-tools as serve.dedicated_tools takes it (None: the project's setting)."""
-    if value is None:
-        return None
-    if value.strip() in ("all", "none"):
-        return "all" if value.strip() == "all" else "none"
-    names = [n.strip() for n in value.split(",") if n.strip()]
-    if not names:
-        raise ConfigError("--dedicated-tools takes all, none or a comma-separated list of "
-                          "products.")
-    return names
 
 
 token_app = typer.Typer(help="Bearer tokens for the HTTP transport.", no_args_is_help=True)

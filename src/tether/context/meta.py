@@ -22,6 +22,8 @@ EVIDENCE_KEY = "tether/evidence"
 REFUSAL_KEY = "tether/refusal"
 PIN_KEY = "tether/pin"
 """A tools/call request's ``_meta`` key naming the version the client pins."""
+RETIRED_KEY = "retired"
+"""The context field of a version that retires its tool: ``{reason}``."""
 PUBLICATION_FIELDS = ("version", "supersedes", "change_level", "change_kind", "change_note",
                       "deprecation", "review", "generated_at")
 """The fields a publication stamps, first in a definition's context and in this order."""
@@ -232,3 +234,9 @@ def context_sql(column: str, field: str, postgres: bool) -> str:
     if postgres:
         return f"({column}::jsonb) #>> '{{_meta,{CONTEXT_KEY},{field}}}'"
     return f"json_extract({column}, '$._meta.\"{CONTEXT_KEY}\".{field}')"
+
+
+def retired_info(definition: Any) -> dict[str, Any] | None:
+    """``{reason}`` when this definition retires its tool, else None."""
+    found = context_of(definition).get(RETIRED_KEY)
+    return found if isinstance(found, dict) else None

@@ -18,8 +18,9 @@ from mcp import Client
 
 from tether.config import load_project
 from tether.drift.check import check, decide
-from tether.drift.publish import build, open_registry
+from tether.drift.publish import build
 from tether.errors import TetherError
+from tether.registry import open_registry
 from tether.serve.server import TetherServer
 
 MANAGER, REVIEWER = "mgr.emea", "fin.ana"

@@ -19,19 +19,24 @@ from typing import Any
 from sqlglot import exp
 
 from tether.config import Project
-from tether.context.meta import context_of, stamp_publication
-from tether.drift import audit, gate, policyversion
+from tether.context.meta import context_of, retired_info, stamp_publication
+from tether.drift import audit, gate
 from tether.drift.detectors import DetectContext, Event, run_detectors, snapshot
+from tether.drift.export import EXPORT_INDEX, TOOLS_DIR, export, unchanged
 from tether.drift.gate import related
-from tether.drift.publish import EXPORT_INDEX, TOOLS_DIR, export, open_registry, unchanged
-from tether.errors import TetherError
+from tether.drift.retire import retirement
+from tether.errors import ConfigError, TetherError
+from tether.policy import exposure as exposing
+from tether.policy import require_reviewer
 from tether.policy.versions import POLICY_KIND
 from tether.profiling.layers import refresh_all
 from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
-from tether.registry import FIRST, NewVersion, Registry, bump, content_hash
+from tether.registry import FIRST, NewVersion, Registry, bump, content_hash, open_registry
+from tether.registry import policy as policyversion
 from tether.sources import open_product_source
 from tether.toolgen import GeneratedTool, generate
+from tether.toolgen.describe import split_sentences
 
 META_KEY_STATE = "check:last"
 
@@ -111,7 +116,7 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
     events = run_detectors(old, new, DetectContext(_first_seen(project), stamp,
                                                    project.config.drift.vanish_after_checks))
     cached = {PROFILE_KEY + n: v for n, v in cache.items()}
-    restricted = gate.restricted_by(project, old, new)
+    restricted = exposing.restricted_by(project, old, new)
     policy = policyversion.pending(project, registry, {
         n: [c.column.name for c in p.columns] for n, p in profiles.items()})
     widens = policy is not None and policy.effect == "widening"
@@ -237,7 +242,6 @@ def dispatch(project: Project, registry: Registry, routes: Routes, result: Check
 def served_definitions(project: Project, registry: Registry) -> list[dict[str, Any]]:
     """The current definition of every tool that is still served (a retired tool's, until its
     window ends): what tools/ holds."""
-    from tether.drift.retire import retired_info
 
     days = dt.timedelta(days=project.config.drift.deprecation_days)
     out = []
@@ -250,11 +254,10 @@ def served_definitions(project: Project, registry: Registry) -> list[dict[str, A
 
 
 def _retire_vanished(project: Project, generated: set[str], current: dict[str, Any],
-                     open_reviews: list[dict[str, Any]], restricted: gate.Restricted,
+                     open_reviews: list[dict[str, Any]], restricted: exposing.Restricted,
                      routes: Routes, result: CheckResult) -> None:
     """A published tool that tether.yaml no longer generates (renamed, its product removed) is
     retired through a review: a person decides, and it is served for its window meanwhile."""
-    from tether.drift.retire import retired_info
 
     asked = {t["name"] for r in open_reviews for t in r["body"]["tools"] if t.get("retire")}
     for name, prev in sorted(current.items()):
@@ -275,13 +278,12 @@ def _retire_vanished(project: Project, generated: set[str], current: dict[str, A
 
 
 def retire_candidate(project: Project, prev: Any, reason: str,
-                     restricted: gate.Restricted) -> Candidate:
+                     restricted: exposing.Restricted) -> Candidate:
     """The retirement of ``prev``'s tool as a gate candidate: a person decides (a removal is
     breaking); blocked if the definition it keeps serving exposes a restricted column."""
-    from tether.drift.retire import retirement
 
     wire, version = retirement(prev, reason, project.now())
-    blocked = bool(gate.exposure(wire, prev.plan, restricted))
+    blocked = bool(exposing.exposure(wire, prev.plan, restricted))
     outcome = Outcome(prev.name, "blocked" if blocked else "pending", version, "major",
                       "breaking", f"Retired: {reason}.")
     return Candidate(prev.name, prev.plan, wire, outcome, retire=True)
@@ -437,7 +439,6 @@ def definition_diff(a: dict[str, Any], b: dict[str, Any], a_name: str = "publish
 
 
 def _sentences(text: str) -> list[str]:
-    from tether.toolgen.describe import split_sentences
 
     return split_sentences(text)
 
@@ -467,8 +468,6 @@ def decide(project: Project, review_id: int, approve: bool, by: str,
     be a user whose role has ``reviewer: true``; ``comment`` is kept with the decision. The CLI
     (``via="cli"``) and the console both decide through here, so they leave the same registry
     state. A policy change is never approved by its author (policyversion.may_approve)."""
-    from tether.errors import ConfigError
-    from tether.policy import require_reviewer
 
     comment = (comment or "").strip() or None
     registry = open_registry(project)
@@ -484,8 +483,8 @@ def decide(project: Project, review_id: int, approve: bool, by: str,
                               hint="Blocked reviews are never published; fix the policy.")
         if approve:
             policyversion.may_approve(review, by, via)
-        restricted = gate.restricted_by(project, registry.state(prefix="product:"))
-        exposed = {t["name"]: gate.exposure(t["definition"], t.get("plan") or {}, restricted)
+        restricted = exposing.restricted_by(project, registry.state(prefix="product:"))
+        exposed = {t["name"]: exposing.exposure(t["definition"], t.get("plan") or {}, restricted)
                    for t in review["body"]["tools"]} if approve else {}
         if any(exposed.values()):  # the policy moved since the review was opened
             registry.decide_review(review_id, "blocked", by, project.now(), comment=comment)

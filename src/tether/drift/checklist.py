@@ -17,8 +17,11 @@ from typing import Any
 from tether.config import Project
 from tether.context.meta import ToolContext, enum_of
 from tether.drift.detectors import definition_state
-from tether.drift.publish import TOOLS_DIR
+from tether.drift.export import TOOLS_DIR
+from tether.policy import versions
+from tether.policy.coverage import gaps
 from tether.registry import Registry, ToolVersion, VersionInfo
+from tether.registry.policy import coverage_gaps, holds_policy
 
 HOLDS, FAILS, NOT_CONFIGURED = "holds", "fails", "not configured"
 
@@ -171,7 +174,6 @@ def regression(f: Facts) -> tuple[str, str]:
 
 
 def policy_coverage(f: Facts) -> tuple[str, str]:
-    from tether.policy.coverage import gaps
 
     config = f.project.config
     if not any(r.row_filters for r in config.policies.roles.values()):
@@ -189,8 +191,6 @@ def policy_coverage(f: Facts) -> tuple[str, str]:
 
 def policy_served(f: Facts) -> tuple[str, str]:
     """tether.yaml's access policy is the version servers enforce: none waits, none unchecked."""
-    from tether.drift.policyversion import coverage_gaps, holds_policy
-    from tether.policy import versions
 
     if f.policy is None:
         return FAILS, ("no access policy version is published, so servers have none to "

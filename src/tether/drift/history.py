@@ -8,8 +8,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
-from tether.context.meta import ToolContext
-from tether.drift.retire import retired_info
+from tether.context.meta import ToolContext, retired_info
 from tether.registry import ToolVersion
 
 

@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
-import os
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,17 +9,26 @@ from typing import Any
 
 from tether.config import Project
 from tether.context.meta import stamp_publication
+from tether.drift import audit, gate
+from tether.drift.check import META_KEY_STATE, generation_key, run_pass
 from tether.drift.classify import classify
+from tether.drift.detectors import snapshot
+from tether.drift.export import EXPORT_INDEX, TOOLS_DIR, export, unchanged
 from tether.errors import UnreadableProduct
+from tether.policy import exposure as exposing
 from tether.policy.versions import POLICY_KIND
 from tether.profiling.policycheck import check_profiled
 from tether.profiling.probe import PROFILE_KEY, profile_changed
-from tether.registry import FIRST, NewVersion, Registry, ToolVersion, bump, content_hash
+from tether.registry import (
+    FIRST,
+    NewVersion,
+    Registry,
+    bump,
+    open_registry,
+)
+from tether.registry import policy as policyversion
 from tether.toolgen import GeneratedTool, Mode, generate
-from tether.toolgen.model import QueryPlan
 
-TOOLS_DIR = "tools"
-EXPORT_INDEX = ".tether/exported.json"
 """What the last export of tools/ wrote (see :func:`export`)."""
 
 
@@ -54,10 +57,6 @@ class BuildResult:
         for review, else 0."""
         kinds = {o.outcome for o in self.outcomes}
         return 12 if "blocked" in kinds else 11 if "pending" in kinds else 0
-
-
-def open_registry(project: Project) -> Registry:
-    return Registry(project.config.registry.url, project.root)
 
 
 def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], None] | None = None,
@@ -94,8 +93,6 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
         result = _publish(project, registry, tools, {
             n: [c.column.name for c in p.columns] for n, p in profiles.items()})
         if not registry.state():  # the baseline the first `tether check` compares against
-            from tether.drift.check import META_KEY_STATE, generation_key
-            from tether.drift.detectors import snapshot
 
             # as a check that found every tool current records it: the next check with nothing
             # moved need not generate again (a first build of thousands of tools then checks in
@@ -122,7 +119,6 @@ def _through_check(project: Project, registry: Registry, note: Callable[[str], N
                    author: str | None = None) -> BuildResult:
     """A build after the first publication is a full check: the same gate, routes and reviews
     (a breaking change waits for a person, an exposure is blocked), wherever it comes from."""
-    from tether.drift.check import run_pass
 
     checked = run_pass(project, registry, note, full=True, author=author)
     outcomes = [Outcome(o.tool, o.version, o.outcome, o.change_level, o.change_kind, o.review)
@@ -136,17 +132,16 @@ def _publish(project: Project, registry: Registry, tools: list[GeneratedTool],
     """The first publication: every tool by the rule `initial`, except one that would expose a
     restricted column (the gate's own check), which is blocked and paged; and tether.yaml's
     access policy as its first version."""
-    from tether.drift import gate, policyversion
 
     current = registry.current()
     now = project.now()
     stamp = now.isoformat().replace("+00:00", "Z")
     new: list[NewVersion] = []
     outcomes: list[Outcome] = []
-    restricted = gate.restricted_by(project)
+    restricted = exposing.restricted_by(project)
     for t in tools:
         wire = t.wire()
-        exposed = gate.exposure(wire, t.plan.model_dump(mode="json"), restricted)
+        exposed = exposing.exposure(wire, t.plan.model_dump(mode="json"), restricted)
         if exposed:
             outcomes.append(Outcome(t.name, None, "blocked"))
             gate.page_blocked(project, None, [t.name], exposed)
@@ -177,85 +172,7 @@ def _publish(project: Project, registry: Registry, tools: list[GeneratedTool],
         outcomes.append(Outcome(POLICY_KIND, policy.version, "published"))
     pid = registry.publish(new, rule, now)
     if pid is not None and project.config.drift.audit_repo:
-        from tether.drift import audit
 
         audit.record(project, registry,
                      audit.message(rule, {v.name: None for v in new}))
     return BuildResult("grounded", pid, outcomes)
-
-
-def unchanged(prev: ToolVersion, wire: dict[str, Any], plan: QueryPlan) -> bool:
-    """Whether a generated tool is the published version: the same definition and the same
-    plan. A governed predicate can change what a tool runs without one word of its definition
-    (the values of an IN list): that is a new version, never the old one kept."""
-    if prev.content_hash != content_hash(wire):
-        return False
-    try:  # the stored plan read as today's model reads it: a field added since is no change
-        return QueryPlan.model_validate(prev.plan).model_dump(mode="json") == plan.model_dump(
-            mode="json")
-    except ValueError:
-        return False
-
-
-def export(directory: Path, definitions: list[dict[str, Any]], index: Path | None = None
-           ) -> None:
-    """Write one <name>.json per tool (wire form); remove files of tools no longer there.
-
-    With ``index`` (a file beside the registry), a file whose tool and bytes on disk are as
-    the last export left them is not read again: a check of thousands of unchanged tools
-    otherwise rereads every file. A file edited by hand, or missing, is written anew."""
-    directory.mkdir(parents=True, exist_ok=True)
-    before = _read_index(index)
-    after: dict[str, list[Any]] = {}
-    for d in definitions:
-        path = directory / f"{d['name']}.json"
-        key = hashlib.sha256(json.dumps(d, ensure_ascii=False, sort_keys=True).encode()
-                             ).hexdigest()[:32]
-        stat = _stat(path)
-        if stat is not None and before.get(path.name) == [key, *stat]:
-            after[path.name] = before[path.name]
-            continue
-        text = json.dumps(d, indent=2, ensure_ascii=False) + "\n"
-        if stat is None or path.read_text(encoding="utf-8") != text:
-            # written beside it, then renamed over it: a reader never sees half a file (a
-            # named temporary per process: mkstemp's random names cost a third of exporting)
-            tmp = directory / f".tmp-{os.getpid()}-{threading.get_ident()}-{path.name}"
-            tmp.write_text(text, encoding="utf-8")
-            os.replace(tmp, path)
-            stat = _stat(path)
-        if stat is not None:
-            after[path.name] = [key, *stat]
-    for stale in directory.glob("*.json"):
-        if stale.name not in after and not stale.name.startswith("."):
-            stale.unlink()
-    for left in directory.glob(".tmp-*"):  # of an export killed between write and rename
-        with contextlib.suppress(OSError):
-            if time.time() - left.stat().st_mtime > 600:
-                left.unlink()
-    if index is not None and after != before:
-        index.parent.mkdir(parents=True, exist_ok=True)
-        tmp = index.with_name(f".tmp-{os.getpid()}-{threading.get_ident()}-{index.name}")
-        tmp.write_text(json.dumps(after, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, index)
-
-
-def _stat(path: Path) -> list[int] | None:
-    """What changes whenever the file's bytes do, however they were changed: a copy that keeps
-    the times (cp -p, rsync -t) still moves the inode or the change time, which no tool sets."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
-
-
-def _read_index(index: Path | None) -> dict[str, list[Any]]:
-    """The last export's {file: [tool key, size, mtime]}; empty when absent or unreadable
-    (then every file is compared by its bytes, as without an index)."""
-    if index is None:
-        return {}
-    try:
-        found = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 from tether.config import Project
-from tether.drift.publish import open_registry
 from tether.errors import ConfigError, TetherError
 from tether.eval.cases import Case, Gold
+from tether.eval.report import load_labels
 from tether.eval.trace import LabelLine
+from tether.registry import open_registry
 
 Outcome = Literal["ok", "error", "empty", "retry", "clarification"]
 OUTCOMES: tuple[str, ...] = ("ok", "error", "empty", "retry", "clarification")
@@ -247,7 +248,6 @@ class Discrimination(Generic[T]):
 
 
 def _run_labels(run_dirs: Sequence[Path]) -> dict[str, list[LabelLine]]:
-    from tether.eval.report import load_labels
 
     if not run_dirs:
         raise ConfigError("no labelled run folder given.",

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tether.eval.cases import Case, FailureClass
+from tether.eval.cases import Case, FailureClass, json_schema
 
 TRACE_FORMAT = 1
 
@@ -177,7 +177,6 @@ def result_payload(call: ToolCall) -> Any:
 
 def schemas() -> dict[str, dict[str, Any]]:
     """The committed JSON Schemas, by file name."""
-    from tether.eval.cases import json_schema
 
     out = {"cases.schema.json": json_schema()}
     for name, model in (("trace.schema.json", Trace), ("index.schema.json", RunIndex),

@@ -4,7 +4,7 @@ Read: model and column descriptions; ``accepted_values`` tests (declared values:
 enum stays the observed values); ``relationships`` tests (join paths); ``unique`` + ``not_null``
 or a primary-key constraint (the key); ``depends_on`` (lineage edges, each with its transform's
 SQL checksum, so a changed model is a changed transform; only those leading to a product, see
-imports/layer.py); column ``meta`` (``unit``, ``pii``,
+layers/model.py); column ``meta`` (``unit``, ``pii``,
 ``classification``); model versions and ``deprecation_date``; contracts; semantic models and
 metrics (imports/dbt_semantic.py). Every key records the dbt node it came from.
 
@@ -34,7 +34,7 @@ from tether.imports.dbt_files import (
 )
 from tether.imports.dbt_model import DbtNode, DbtProject
 from tether.imports.dbt_semantic import semantic_layer
-from tether.imports.layer import (
+from tether.layers.model import (
     MAX_LAYER_EDGES,
     ImportLayer,
     InputFile,

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from tether.errors import ConfigError
 from tether.imports.dbt_model import (
     Catalog,
+    Checksum,
     DbtColumn,
     DbtNode,
     DbtProject,
@@ -24,7 +25,7 @@ from tether.imports.dbt_model import (
     Metric,
     SemanticModel,
 )
-from tether.imports.layer import MAX_IMPORT_BYTES
+from tether.layers.model import MAX_IMPORT_BYTES
 from tether.textfiles import decode_text, load_json, load_yaml, read_bytes
 
 MANIFEST_VERSIONS = (10, 11, 12)
@@ -221,7 +222,6 @@ class _Versions:
 
 
 def _checksum(text: str) -> Any:
-    from tether.imports.dbt_model import Checksum
 
     return Checksum(checksum=sha256(text.encode()))
 

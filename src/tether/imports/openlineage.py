@@ -7,7 +7,7 @@ name. A dataset's ``schema`` facet (its fields) is kept as an observation: ``tet
 fingerprints it, so a dataset that lost a column upstream is a lineage event for every product
 below it.
 
-Only the edges that lead to a product are kept (imports/layer.py): the layer is proportional to
+Only the edges that lead to a product are kept (layers/model.py): the layer is proportional to
 the events' datasets, never to the product of a job's inputs and outputs. An event dated after
 the project clock by more than :data:`CLOCK_SKEW` is refused.
 
@@ -28,9 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from tether.config import Project
 from tether.errors import ConfigError
-from tether.imports.layer import (
+from tether.layers.model import (
     MAX_LAYER_EDGES,
     ImportLayer,
+    InputFile,
     lineage_elsewhere,
     now_stamp,
     reaching,
@@ -280,7 +281,6 @@ def read_file(project: Project, layer: ImportLayer | None, path: str, text: str
     replacing an earlier record of the same path)."""
     import hashlib
 
-    from tether.imports.layer import InputFile
 
     new = fold(project, layer, parse_events(text, path))
     digest = hashlib.sha256(text.encode()).hexdigest()

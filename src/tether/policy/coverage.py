@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from tether.config import TetherConfig
+from tether.policy import templates
+from tether.policy.inherit import reads
 
 GENERIC_KEYS = frozenset({"id", "uuid", "key", "pk", "row_id", "rowid", "code", "date"})
 """Key names that say nothing of what they key: tables keyed `id` all "hold" each other's key by
@@ -56,7 +58,6 @@ class Gap:
 def links(config: TetherConfig, columns: Mapping[str, list[str]]) -> Iterator[Link]:
     """Every (child, parent) pair of products: the child holds the parent's key, is the many
     side of a relationship, is downstream of it, or reads it in its SQL."""
-    from tether.policy.inherit import reads
 
     products = config.products
     holding: dict[str, set[str]] = {}  # column -> the products holding it (an index: the
@@ -111,7 +112,6 @@ def related(config: TetherConfig, role: str, child: str, parent: str) -> bool:
     """Whether the role's filter on ``child`` follows its scope on ``parent``: it names every
     user attribute the parent's filter names, or reads the parent's table; a denied parent is
     followed by any filter of the child."""
-    from tether.policy import templates
 
     r = config.policies.roles[role]
     mine, theirs = r.row_filters.get(child), r.row_filters.get(parent)
@@ -128,7 +128,6 @@ def related(config: TetherConfig, role: str, child: str, parent: str) -> bool:
 def _tables(text: str) -> set[str]:
     from sqlglot import exp
 
-    from tether.policy import templates
 
     try:
         return {t.name for t in templates.parse(text).expr.find_all(exp.Table)}

@@ -22,6 +22,8 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from tether.config import TetherConfig
+from tether.errors import ConfigError
+from tether.policy.model import exposable
 
 Reader = Callable[[str, str], exp.Expr]
 """(product, alias) -> what to read in place of the product's table, aliased ``alias``."""
@@ -96,7 +98,6 @@ def through(config: TetherConfig, product: str, query: exp.Expr, read: Reader) -
 def chain(product: str, seen: tuple[str, ...]) -> tuple[str, ...]:
     """``seen`` with ``product``; a product that reads itself through others is an error."""
     if product in seen:
-        from tether.errors import ConfigError
 
         raise ConfigError(f"product {product} reads itself through "
                           f"{' -> '.join((*seen, product))}.",
@@ -121,7 +122,6 @@ def visible(config: TetherConfig, product: str, base: exp.Expr, columns: list[An
             alias: str) -> exp.Subquery:
     """``product`` as tether itself reads it inside another product's SQL: every column but the
     restricted ones, no row filter, no mask (what profiling and describing see)."""
-    from tether.policy.model import exposable
 
     source = base.copy()
     source.set("alias", exp.TableAlias(this=exp.to_identifier(product, quoted=True)))

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from tether.config import ProductConfig, Project
 from tether.errors import TetherError
-from tether.imports.layer import ImportLayer
+from tether.layers.model import ImportLayer
 from tether.sources import Source, open_source
 
 

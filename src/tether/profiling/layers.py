@@ -22,7 +22,10 @@ from typing import Any
 
 from tether.config import Project, load_project
 from tether.errors import ConfigError
-from tether.imports.layer import (
+from tether.imports.dbt import read_dbt
+from tether.imports.dbt_files import listing_digest
+from tether.imports.openlineage import KIND, fold, parse_events, read_file, rederive
+from tether.layers.model import (
     IMPORTS_DIR,
     MAX_IMPORT_BYTES,
     ImportLayer,
@@ -32,6 +35,7 @@ from tether.imports.layer import (
     write_layer,
 )
 from tether.profiling.declared import declared_values, verify_layer
+from tether.textfiles import read_text
 
 Reader = Callable[[Project, ImportLayer], ImportLayer]
 _HELD = threading.local()
@@ -88,7 +92,6 @@ def gone(project: Project, layer: ImportLayer) -> list[str]:
 
 def moved(project: Project, layer: ImportLayer) -> list[str]:
     """Inputs of ``layer`` whose file changed (or is gone) since it was read."""
-    from tether.imports.dbt_files import listing_digest
 
     missing = set(gone(project, layer))
     out = []
@@ -134,7 +137,6 @@ def _rederive_openlineage(project: Project) -> Project:
     """The OpenLineage layer's edges rebuilt from its jobs when the project changed under them
     (a product added, another layer's lineage moved): it keeps only edges that lead to a
     product, so what leads to one can change without a new event. Cheap: no input is read."""
-    from tether.imports.openlineage import KIND, rederive
 
     layer = next((la for la in project.layers if la.kind == KIND), None)
     if layer is None or not rederive(project, layer.model_copy(deep=True)):
@@ -177,7 +179,6 @@ def _read_again(project: Project, layer: ImportLayer, reader: Reader, warnings: 
 
 
 def _reread_dbt(project: Project, layer: ImportLayer) -> ImportLayer:
-    from tether.imports.dbt import read_dbt
 
     return read_dbt(project, _path(project, str(layer.options.get("path", "."))),
                     new_products=layer.options.get("new_products") is True)
@@ -185,8 +186,6 @@ def _reread_dbt(project: Project, layer: ImportLayer) -> ImportLayer:
 
 def _reread_openlineage(project: Project, layer: ImportLayer) -> ImportLayer:
     """Fold the event files whose hash moved again (stdin and HTTP events stay as folded)."""
-    from tether.imports.openlineage import read_file
-    from tether.textfiles import read_text
 
     new = layer
     for i in moved(project, layer):
@@ -213,7 +212,6 @@ def fold_openlineage(root: Path, text: str, shown: str, where: str | None = None
     into the project's layer under its lock, so two writers never lose one another's events;
     the layer written and the number of events. Invalid events raise before anything is
     read or written (``where`` names them in the error; default ``shown``)."""
-    from tether.imports.openlineage import KIND, fold, parse_events
 
     events = parse_events(text, where or shown)
     with layer_lock(root, KIND):

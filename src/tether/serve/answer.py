@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from tether.context.names import ref_column
+from tether.serve.kinds import runner
 from tether.toolgen.model import QueryPlan
 
 SHOWN = 8
@@ -25,7 +26,6 @@ def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
     """The answer sentence of ``result`` (a tool's structured result): its kind's opening
     (serve/kinds.py), then how identifiers and interpreted arguments were read, the window,
     the definition applied, why it is empty and as_of."""
-    from tether.serve.kinds import runner
 
     kind = runner(plan.kind)
     if kind is not None and kind.whole:

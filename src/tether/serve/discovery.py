@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.context.meta import Evidence, ToolContext, enum_of
 from tether.context.names import spaced
-from tether.serve.kinds import Runner, register
+from tether.serve.kinds import Answered, Runner, register
 from tether.toolgen.discovery import PROBE, ROWS, SEARCH_LIMIT
 from tether.toolgen.kinds import kind
 from tether.toolgen.shared import LISTING_PARAMS
 
 if TYPE_CHECKING:
     from tether.config import TetherConfig
-    from tether.serve.executor import Answered
+    from tether.serve.kinds import Answered
     from tether.toolgen.model import QueryPlan
 
 WORD = re.compile(r"[a-z0-9]+")
@@ -242,7 +242,6 @@ def search(index: Index, question: str, limit: int = SEARCH_LIMIT) -> list[dict[
 
 
 def found(v: _Shaped, docs: Index, args: dict[str, Any]) -> Answered:
-    from tether.serve.executor import Answered
 
     question = str(args.get("question") or "")
     limit = int(args.get("limit") or SEARCH_LIMIT)

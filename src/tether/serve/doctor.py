@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from tether.config import PROJECT_FILE, Project
 from tether.errors import ConfigError, TetherError
+from tether.serve.identity import TokenStore
 from tether.sources import dialect_of, open_source, resolve_duckdb_path
 from tether.sources.base import table_ref
 
@@ -311,7 +312,6 @@ def check_files(project: Project) -> list[Finding]:
 
 def check_tokens(project: Project) -> list[Finding]:
     """Runner tokens (which may act as any declared user) are worth knowing about."""
-    from tether.serve.identity import TokenStore
 
     store = TokenStore(project.root / project.config.serve.tokens_file)
     return [Finding("tokens", "info", f"token of {r['user']}", "a runner token: it may act as any "

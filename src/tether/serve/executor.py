@@ -50,41 +50,13 @@ from tether.policy.model import restricted_columns, role_of, tool_visible
 from tether.profiling.fingerprint import schema_fingerprint
 from tether.serve import pagination, sqlguard
 from tether.serve.interpret import interpret
+from tether.serve.kinds import Answered, Call, ToolError, runner
 from tether.sources import Fetched, Source, open_source
 from tether.toolgen.model import AGGREGATE, QueryPlan
 from tether.toolgen.plan import (
     ArgumentError,
     chosen_route,
 )
-
-
-class ToolError(Exception):
-    """A call the model can fix: the message says what was wrong and what is allowed. A policy
-    refusal carries ``refusal`` ({reason, detail}) for the result's ``_meta``."""
-
-    def __init__(self, message: str, refusal: dict[str, str] | None = None):
-        super().__init__(message)
-        self.refusal = refusal
-
-
-@dataclass
-class Answered:
-    """A tool's result and the evidence of what it ran (the server puts the evidence in the
-    result's ``_meta["tether/evidence"]``)."""
-
-    result: dict[str, Any]
-    evidence: Evidence
-
-
-@dataclass
-class Call:
-    user: str
-    tool: str
-    version: str
-    definition: dict[str, Any]
-    plan: QueryPlan
-    args: dict[str, Any]
-    at: dt.datetime | None = None  # the clock, read once a call (Executor.now)
 
 
 @dataclass
@@ -287,7 +259,6 @@ class Executor:
         if not tool_visible(config, call.user, call.tool):
             raise ToolError(f"unknown tool {call.tool!r} for this user")
         call = without_blanks(call)
-        from tether.serve.kinds import runner
 
         said: dict[str, Any] = {}
 

@@ -15,10 +15,12 @@ from tether.policy import templates
 from tether.policy.entitle import column_masks, equality_scope, table_allowed
 from tether.policy.model import exposable
 from tether.serve import pagination, sqlguard
-from tether.serve.kinds import Runner, register
+from tether.serve.executor import jsonable
+from tether.serve.kinds import Answered, Runner, ToolError, register
 
 if TYPE_CHECKING:
-    from tether.serve.executor import Answered, Call, Executor
+    from tether.serve.executor import Executor
+    from tether.serve.kinds import Answered, Call
 
 
 def tables(ex: Executor, user: str | None = None) -> dict[str, str]:
@@ -36,14 +38,12 @@ def _no_data(call: Call, products: list[str]) -> Evidence:
 
 
 def catalog(ex: Executor, call: Call) -> Answered:
-    from tether.serve.executor import Answered
 
     rows = [{"table": t} for t in sorted(tables(ex, call.user))]
     return Answered({"rows": rows, "row_count": len(rows)}, _no_data(call, []))
 
 
 def describe(ex: Executor, call: Call) -> Answered:
-    from tether.serve.executor import Answered
 
     known = tables(ex, call.user)
     name = str(call.args.get("table", "")).lower()
@@ -155,7 +155,6 @@ def statement(ex: Executor, call: Call, sql: str
         try:  # its result's columns, from the engine (no row read): what bounded() measures
             columns = src.result_columns(src.render(secured.inner), secured.params, ex.timeout)
         except QueryError as e:
-            from tether.serve.executor import ToolError
 
             raise ToolError("the query failed: " + sqlguard.scrub(e.reason, sql)) from None
         query = sqlguard.bounded(secured.inner, columns, call.plan.max_rows,
@@ -191,7 +190,6 @@ def run_sql(ex: Executor, call: Call) -> Answered:
     offset = page_offset(ex, call)
     text, params, products, shown = statement(ex, call, sql)
     params = {**params, sqlguard.PAGE_OFFSET: offset}
-    from tether.serve.executor import Answered, jsonable
 
     got = ex.fetch(src, text, params, call.plan.max_rows, (sql,))
     names = got.names[:-1]  # the last column is bounded()'s tether_over

@@ -6,19 +6,25 @@ kind's name, since generation never imports serving. The executor runs every cal
 same checks (visibility, denied products, restricted names, scope, arguments) and then the
 kind's runner; the server answers the discovery kinds that read the caller's own tool list
 (search) or route to another tool (the generic listing) before the executor.
+
+The types a runner works with live here too (a call, its answer, the error the model can fix),
+so a runner module needs the executor only for the work it shares; the built-in runners are
+registered by serve/builtins.py.
 """
 
 from __future__ import annotations
 
-import functools
+import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether.context.meta import Evidence
+from tether.toolgen.model import QueryPlan
+
 if TYPE_CHECKING:
-    from tether.serve.executor import Answered, Call, Executor
+    from tether.serve.executor import Executor
     from tether.serve.server import TetherServer, Version
-    from tether.toolgen.model import QueryPlan
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,35 @@ class Runner:
     which needs the caller's tool list."""
 
 
+class ToolError(Exception):
+    """A call the model can fix: the message says what was wrong and what is allowed. A policy
+    refusal carries ``refusal`` ({reason, detail}) for the result's ``_meta``."""
+
+    def __init__(self, message: str, refusal: dict[str, str] | None = None):
+        super().__init__(message)
+        self.refusal = refusal
+
+
+@dataclass
+class Answered:
+    """A tool's result and the evidence of what it ran (the server puts the evidence in the
+    result's ``_meta["tether/evidence"]``)."""
+
+    result: dict[str, Any]
+    evidence: Evidence
+
+
+@dataclass
+class Call:
+    user: str
+    tool: str
+    version: str
+    definition: dict[str, Any]
+    plan: QueryPlan
+    args: dict[str, Any]
+    at: dt.datetime | None = None  # the clock, read once a call (Executor.now)
+
+
 RUNNERS: dict[str, Runner] = {}
 
 
@@ -54,13 +89,7 @@ def register(runner: Runner) -> Runner:
 
 
 def runner(kind: str) -> Runner | None:
-    """The runner of ``kind`` (None: no kind this server can run)."""
-    if kind not in RUNNERS:
-        _builtins()
+    """The runner of ``kind`` (None: no kind this server can run). The built-in runners are
+    registered when tether.serve loads (serve/builtins.py), as a third party's are when its
+    module loads."""
     return RUNNERS.get(kind)
-
-
-@functools.cache
-def _builtins() -> None:
-    """The built-in runners register as their modules load (as a third party's would)."""
-    from tether.serve import discovery, generic, listing, metric, probe  # noqa: F401

@@ -25,6 +25,8 @@ from starlette.routing import Route
 
 from tether.errors import TetherError
 from tether.httpguard import Allowed
+from tether.imports.openlineage import InvalidEvents
+from tether.profiling.layers import post_openlineage
 from tether.serve.identity import ADMIN_SCOPE, RUNNER_SCOPE
 
 log = logging.getLogger("tether.serve.lineage")
@@ -66,8 +68,6 @@ def lineage_route(root: Path, allowed: Allowed | None = None) -> Route:
             text = body.decode("utf-8")
         except UnicodeDecodeError:
             return JSONResponse({"error": "the body must be UTF-8 JSON"}, status_code=400)
-        from tether.imports.openlineage import InvalidEvents
-        from tether.profiling.layers import post_openlineage
 
         try:
             count = await anyio.to_thread.run_sync(post_openlineage, root, text)

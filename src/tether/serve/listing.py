@@ -15,8 +15,6 @@ from tether.serve.answer import SHOWN, measure_words, valued
 from tether.serve.executor import (
     SHAPING,
     TOTAL,
-    Answered,
-    Call,
     Executor,
     coerce_times,
     identifiers_read,
@@ -24,7 +22,7 @@ from tether.serve.executor import (
     known,
     why_empty,
 )
-from tether.serve.kinds import Runner, register
+from tether.serve.kinds import Answered, Call, Runner, register
 from tether.toolgen.model import AGGREGATE
 from tether.toolgen.plan import (
     ArgumentError,

@@ -9,16 +9,8 @@ from typing import Any
 from sqlglot import exp
 
 from tether.serve.answer import SHOWN, valued
-from tether.serve.executor import (
-    Answered,
-    Call,
-    Executor,
-    definition_products,
-    jsonable,
-    known,
-    why_empty,
-)
-from tether.serve.kinds import Runner, register
+from tether.serve.executor import Executor, definition_products, jsonable, known, why_empty
+from tether.serve.kinds import Answered, Call, Runner, register
 from tether.toolgen.model import QueryPlan
 from tether.toolgen.plan import compile_plan, resolve_window
 

@@ -16,10 +16,14 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from tether.policy.entitle import require_table
-from tether.serve.kinds import Runner, register
+from tether.profiling import profile_product
+from tether.serve.discovery import unknown_product
+from tether.serve.executor import jsonable
+from tether.serve.kinds import Answered, Runner, ToolError, register
 
 if TYPE_CHECKING:
-    from tether.serve.executor import Answered, Call, Executor
+    from tether.serve.executor import Executor
+    from tether.serve.kinds import Answered, Call
     from tether.serve.server import TetherServer
 
 VALUES = 12
@@ -29,8 +33,6 @@ TTL = 60.0
 
 
 def explain(ex: Executor, call: Call) -> Answered:
-    from tether.profiling import profile_product
-    from tether.serve.executor import Answered, jsonable
 
     config = ex.project.config
     product = str(call.args["product"])
@@ -103,8 +105,6 @@ def reads(ex: Executor, call: Call) -> list[str]:
     """The product it is asked about, whatever the enum says (an unknown one is an error)."""
     product = str(call.args.get("product"))
     if product not in ex.project.config.products:
-        from tether.serve.discovery import unknown_product
-        from tether.serve.executor import ToolError
 
         raise ToolError(unknown_product(product))
     return [product]

@@ -30,20 +30,23 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Too
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tether import __version__
-from tether.config import Project
-from tether.context.meta import ToolContext, enum_of, pin_of, refusal_meta, result_meta
-from tether.drift import gate, policyversion
-from tether.drift.publish import open_registry
-from tether.drift.retire import retired_info
+from tether.config import Project, load_project
+from tether.context.meta import ToolContext, enum_of, pin_of, refusal_meta, result_meta, retired_info
 from tether.errors import ConfigError, TetherError
+from tether.httpguard import Allowed
 from tether.keyfile import load_secret
+from tether.policy import exposure as exposing
 from tether.policy.entitle import MaskKey, Refusal, table_allowed
 from tether.policy.model import role_of, tool_visible
-from tether.registry import Registry, ToolVersion
+from tether.profiling import profile_project
+from tether.profiling.policycheck import check_policy
+from tether.registry import Registry, ToolVersion, open_registry
+from tether.registry import policy as policyversion
 from tether.serve import answer, discovery, peruser
-from tether.serve.executor import Answered, Call, Executor, ToolError, validate, without_blanks
-from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE
-from tether.serve.kinds import runner
+from tether.serve.executor import Executor, validate, without_blanks
+from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE, StoreVerifier, TokenStore
+from tether.serve.kinds import Answered, Call, ToolError, runner
+from tether.serve.lineage import lineage_route
 from tether.serve.pagination import load_key
 from tether.serve.sessions import Mount, SessionTools
 from tether.toolgen import Mode, QueryPlan, generate
@@ -60,6 +63,7 @@ from tether.toolgen.discovery import (
 )
 from tether.toolgen.discovery import instructions as discovery_instructions
 from tether.toolgen.kinds import KINDS, kind
+from tether.toolgen.modes import strip_grounding
 from tether.toolgen.probe import PROBE_KIND
 from tether.toolgen.tokens import tool_tokens
 
@@ -136,7 +140,6 @@ class TetherServer:
 
     def _check_policy(self) -> None:
         """The policy as it stands must name what the sources hold (fails closed at start)."""
-        from tether.profiling.policycheck import check_policy
 
         ex = self.executor
         config = self.project.config
@@ -193,7 +196,6 @@ class TetherServer:
     def _reread(self) -> Project | None:
         """tether.yaml again, when it changed since it was read (None: unchanged, or it does
         not load now, which the log says)."""
-        from tether.config import load_project
 
         try:
             fresh = load_project(self.file_project.root)
@@ -216,8 +218,6 @@ class TetherServer:
             self.publication = latest
             if self.current:
                 return moved
-            from tether.profiling import profile_project
-            from tether.toolgen.modes import strip_grounding
 
             profiles = {p.product: p for p in profile_project(self.project)}
             tools = generate(self.project, profiles, "grounded" if self.mode == "bare"
@@ -272,7 +272,7 @@ class TetherServer:
         """The versions the policy as it stands lets this server serve: a version that would
         expose a restricted column (however it reached the registry) is withheld, and the
         tool is served at its newest safe version, if any."""
-        restricted = gate.restricted_by(self.project, self.registry.state(prefix="product:"))
+        restricted = exposing.restricted_by(self.project, self.registry.state(prefix="product:"))
         safe = []
         for v in versions:
             plan_kind = str((v.plan or {}).get("kind", ""))
@@ -282,7 +282,7 @@ class TetherServer:
                     log(f"tether: not serving {v.name} {v.version}: its kind {plan_kind!r} is "
                         "not one this server knows (a plugin not loaded, or a newer tether)")
                 continue
-            found = gate.exposure(v.definition, v.plan or {}, restricted)
+            found = exposing.exposure(v.definition, v.plan or {}, restricted)
             if not found:
                 safe.append(v)
             elif (v.name, v.version) not in self.withheld:
@@ -728,9 +728,6 @@ class TetherServer:
         from mcp.server.auth.settings import AuthSettings
         from mcp.server.transport_security import TransportSecuritySettings
 
-        from tether.httpguard import Allowed
-        from tether.serve.identity import StoreVerifier, TokenStore
-        from tether.serve.lineage import lineage_route
 
         store = TokenStore(self.project.root / self.project.config.serve.tokens_file)
         # one Host/Origin rule for the MCP endpoint and every other route

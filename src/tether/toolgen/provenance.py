@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tether.config import Project, TetherConfig
 from tether.context.profile import ColumnProfile
-from tether.imports.layer import SOURCE_OF
+from tether.layers.model import SOURCE_OF
 from tether.toolgen.model import Source
 
 FACTS = ("description", "unit", "unit_column", "classification", "accepted_values")

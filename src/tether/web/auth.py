@@ -9,7 +9,8 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from tether.web.app import Console
+from tether.web.console import Console
+from tether.web.session import Session
 
 
 def _safe_next(value: object) -> str:
@@ -49,7 +50,6 @@ def routes(console: Console) -> list[Route]:
         v = await run_in_threadpool(console.viewer, request)
         console.check_form(v, form)
         response = RedirectResponse("/signin", status_code=303)
-        from tether.web.session import Session
 
         console.set_cookie(request, response, Session.anonymous())
         return response

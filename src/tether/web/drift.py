@@ -16,7 +16,7 @@ from tether.drift.checklist import evaluate
 from tether.drift.metrics import drift_report
 from tether.eval.charts import hbars, no_data
 from tether.registry import Registry
-from tether.web.app import Console, Viewer, shared_registry
+from tether.web.console import Console, Viewer, shared_registry
 
 PAGE = 100
 MAX_PAGE = 10**9

@@ -31,7 +31,7 @@ from tether.eval.report import (
     metrics,
 )
 from tether.eval.trace import RunIndex
-from tether.web.app import MAX_KEY, Console, Forbidden, Viewer, name_in_url
+from tether.web.console import MAX_KEY, Console, Forbidden, Viewer, name_in_url
 
 MAX_DEPTH = 2
 """How deep under a runs folder run folders are looked for (runs/NAME, runs/GROUP/NAME)."""

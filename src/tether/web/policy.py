@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from tether.context.meta import ToolContext
 from tether.policy import role_projection, role_sees_tool
-from tether.web.app import Console, Viewer, shared_registry
+from tether.web.console import Console, Viewer, shared_registry
 
 
 def _tool_columns(ctx: ToolContext, product: str, known: list[str]) -> list[str]:

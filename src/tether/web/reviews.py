@@ -20,10 +20,12 @@ from starlette.routing import Route
 from tether.config import Project
 from tether.context.meta import context_of
 from tether.drift.check import Blocked, decide, definition_diff
-from tether.drift.policyversion import holds_policy
 from tether.errors import ConfigError
+from tether.eval.regression import rerun
+from tether.policy import reviewers
 from tether.policy.versions import POLICY_KIND
-from tether.web.app import Console, Viewer, id_in_url, shared_registry
+from tether.registry.policy import holds_policy
+from tether.web.console import Console, Viewer, id_in_url, shared_registry
 
 OPEN = ("pending", "blocked")
 AUTO_SHOWN = 50
@@ -139,7 +141,6 @@ def _decide(console: Console, v: Viewer, rid: int, approve: bool, comment: str) 
     if pid is not None:
         out["publication"] = str(pid)
         if v.project.config.eval.regression_suite:
-            from tether.eval.regression import rerun
 
             regression = rerun(v.as_written, pid)
             if regression is not None:
@@ -159,7 +160,6 @@ def routes(console: Console) -> list[Route]:
         review = registry.review(rid)
         if review is None:
             raise HTTPException(404, f"There is no review {rid}.")
-        from tether.policy import reviewers
 
         q = request.query_params  # only fixed words and numbers: the page never echoes text
         outcome = {"decided": q.get("decided") if q.get("decided") in (

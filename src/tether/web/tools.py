@@ -14,13 +14,12 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tether.config import Project
-from tether.context.meta import ToolContext, enum_of
+from tether.context.meta import ToolContext, enum_of, retired_info
 from tether.drift.history import history
-from tether.drift.retire import retired_info
 from tether.lint import ToolReview, review_tools
 from tether.registry import ToolVersion, content_hash
 from tether.toolgen.describe import split_sentences
-from tether.web.app import Console, Viewer, name_in_url, shared_registry
+from tether.web.console import Console, Viewer, name_in_url, shared_registry
 
 _LINTED: OrderedDict[str, ToolReview] = OrderedDict()
 _LINT_KEEP = 4096

@@ -21,6 +21,7 @@ import sqlglot
 from sqlglot import exp
 
 from tether.eval.label.calls import is_metadata
+from tether.eval.label.sql import measure as measures
 from tether.eval.label.sql.predicates import (
     Pred,
     disjunction,
@@ -76,7 +77,6 @@ def gold_measure(work: Work) -> str | None:
 
 def _measure(work: Work, measure: str) -> Finding:
     """definition_match for a governed measure: some call's statement computes it."""
-    from tether.eval.label.sql import measure as measures
 
     f = Finding()
     verdicts: list[tuple[bool | None, str | None]] = []

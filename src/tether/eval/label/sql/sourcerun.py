@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from tether.context.meta import MASK_KEY_SHOWN, Evidence
 from tether.errors import TetherError
+from tether.eval.label.sql.rerun import Undecided, mask_key
 from tether.eval.label.work import Work
 
 
@@ -33,7 +34,6 @@ def run_evidence(work: Work, ev: Evidence, sql: str) -> list[tuple[Any, ...]] | 
             for name in used:
                 value = ev.params.get(name)
                 if value == MASK_KEY_SHOWN:
-                    from tether.eval.label.sql.rerun import Undecided, mask_key
 
                     try:
                         params |= mask_key(work).params()

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from tether.context.config_model import GlossaryTerm
 from tether.errors import ConfigError
-from tether.imports.layer import ImportLayer, InputFile, now_stamp
+from tether.layers.model import ImportLayer, InputFile, now_stamp
 from tether.textfiles import decode_text, load_yaml, read_bytes
 
 KIND = "glossary_dir"

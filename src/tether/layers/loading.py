@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import ConfigError
-from tether.imports.glossary_docs import read_glossary_dir
-from tether.imports.layer import KINDS, ImportLayer, layer_path, read_layers
+from tether.layers.glossary_docs import read_glossary_dir
+from tether.layers.model import KINDS, ImportLayer, layer_path, read_layers
 
 
 class Origin:

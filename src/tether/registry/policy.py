@@ -23,7 +23,7 @@ from tether.errors import ConfigError, NotPermittedError
 from tether.policy import versions
 from tether.policy.coverage import gaps
 from tether.policy.versions import POLICY_KIND, Change, Document, Effect
-from tether.registry import FIRST, Registry, bump
+from tether.registry import FIRST, Registry, bump, open_registry
 from tether.registry.semver import Level
 
 LEVELS: dict[Effect, Level] = {"widening": "major", "narrowing": "minor", "neutral": "patch"}
@@ -156,8 +156,6 @@ def now_stamp(at: dt.datetime) -> str:
 def as_enforced(project: Project) -> Project:
     """``project`` as servers enforce it: with the last approved policy, when its registry
     holds one (a project whose registry holds none is tether.yaml as it stands)."""
-    from tether.drift.publish import open_registry
-
     registry = open_registry(project)
     try:
         return enforced(project, registry, required=False)[0]
