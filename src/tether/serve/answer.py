@@ -73,13 +73,18 @@ def _window(window: Any, plan: QueryPlan) -> str | None:
             + (f", {cal}" if cal else "") + f", {window.get('timezone') or 'UTC'})")
 
 
+FIRST_KEYS = ("overall", "total_rows")
+"""What a result says first: the metric over every row a cut splits, and how many rows match in
+all (a model asked "how many" copies the first count it reads; ``row_count`` is the page's)."""
+
+
 def rows_last(result: dict[str, Any]) -> dict[str, Any]:
-    """The result with its rows after everything that says what they are (counts, totals,
-    overall, window, as_of): a client that shows the start of a long result, as many do, shows
-    the answer to "how many" and not only the first rows of a page."""
-    if "rows" not in result or next(reversed(result)) == "rows":
-        return result
-    return {k: v for k, v in result.items() if k != "rows"} | {"rows": result["rows"]}
+    """The result with :data:`FIRST_KEYS` first and its rows after everything that says what
+    they are (counts, window, as_of): a client that shows the start of a long result, as many
+    do, shows the answer to "how many" and not only the first rows of a page."""
+    head = {k: result[k] for k in FIRST_KEYS if k in result}
+    tail = {"rows": result["rows"]} if "rows" in result else {}
+    return head | {k: v for k, v in result.items() if k not in head and k not in tail} | tail
 
 
 _CENTS = re.compile(r"([A-Z]{3})_cents")
