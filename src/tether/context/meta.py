@@ -182,8 +182,10 @@ SOURCES_AT = f'_meta["{CONTEXT_KEY}"].sources'
 
 def context_slot(meta: dict[str, Any]) -> dict[str, Any]:
     """The provenance section of a definition's ``_meta`` (made empty where absent), to write."""
-    found = meta.setdefault(CONTEXT_KEY, {})
-    return found if isinstance(found, dict) else meta.setdefault(CONTEXT_KEY, {})
+    found = meta.get(CONTEXT_KEY)
+    if not isinstance(found, dict):
+        found = meta[CONTEXT_KEY] = {}
+    return found
 
 
 def tool_meta_of(context: dict[str, Any]) -> dict[str, Any]:

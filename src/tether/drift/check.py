@@ -242,7 +242,6 @@ def dispatch(project: Project, registry: Registry, routes: Routes, result: Check
 def served_definitions(project: Project, registry: Registry) -> list[dict[str, Any]]:
     """The current definition of every tool that is still served (a retired tool's, until its
     window ends): what tools/ holds."""
-
     days = dt.timedelta(days=project.config.drift.deprecation_days)
     out = []
     for v in registry.current().values():
@@ -258,7 +257,6 @@ def _retire_vanished(project: Project, generated: set[str], current: dict[str, A
                      routes: Routes, result: CheckResult) -> None:
     """A published tool that tether.yaml no longer generates (renamed, its product removed) is
     retired through a review: a person decides, and it is served for its window meanwhile."""
-
     asked = {t["name"] for r in open_reviews for t in r["body"]["tools"] if t.get("retire")}
     for name, prev in sorted(current.items()):
         if name in generated or retired_info(prev.definition):
@@ -281,7 +279,6 @@ def retire_candidate(project: Project, prev: Any, reason: str,
                      restricted: exposing.Restricted) -> Candidate:
     """The retirement of ``prev``'s tool as a gate candidate: a person decides (a removal is
     breaking); blocked if the definition it keeps serving exposes a restricted column."""
-
     wire, version = retirement(prev, reason, project.now())
     blocked = bool(exposing.exposure(wire, prev.plan, restricted))
     outcome = Outcome(prev.name, "blocked" if blocked else "pending", version, "major",
@@ -468,7 +465,6 @@ def decide(project: Project, review_id: int, approve: bool, by: str,
     be a user whose role has ``reviewer: true``; ``comment`` is kept with the decision. The CLI
     (``via="cli"``) and the console both decide through here, so they leave the same registry
     state. A policy change is never approved by its author (policyversion.may_approve)."""
-
     comment = (comment or "").strip() or None
     registry = open_registry(project)
     try:

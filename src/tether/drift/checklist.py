@@ -191,7 +191,6 @@ def policy_coverage(f: Facts) -> tuple[str, str]:
 
 def policy_served(f: Facts) -> tuple[str, str]:
     """tether.yaml's access policy is the version servers enforce: none waits, none unchecked."""
-
     if f.policy is None:
         return FAILS, ("no access policy version is published, so servers have none to "
                        "enforce: run `tether build` or `tether check`")

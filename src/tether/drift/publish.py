@@ -119,7 +119,6 @@ def _through_check(project: Project, registry: Registry, note: Callable[[str], N
                    author: str | None = None) -> BuildResult:
     """A build after the first publication is a full check: the same gate, routes and reviews
     (a breaking change waits for a person, an exposure is blocked), wherever it comes from."""
-
     checked = run_pass(project, registry, note, full=True, author=author)
     outcomes = [Outcome(o.tool, o.version, o.outcome, o.change_level, o.change_kind, o.review)
                 for o in checked.outcomes]
@@ -132,7 +131,6 @@ def _publish(project: Project, registry: Registry, tools: list[GeneratedTool],
     """The first publication: every tool by the rule `initial`, except one that would expose a
     restricted column (the gate's own check), which is blocked and paged; and tether.yaml's
     access policy as its first version."""
-
     current = registry.current()
     now = project.now()
     stamp = now.isoformat().replace("+00:00", "Z")

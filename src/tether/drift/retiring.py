@@ -20,7 +20,6 @@ def retire_tool(project: Project, name: str, reason: str | None = None) -> Check
     """`tether retire TOOL`: the retirement of a published tool as a review (a person decides,
     as for any breaking change); blocked if what it keeps serving exposes a restricted column.
     Returns a CheckResult (exit 11 waits for review, 12 blocked)."""
-
     registry = open_registry(project)
     try:
         current = registry.current()
@@ -43,7 +42,6 @@ def rollback_tool(project: Project, name: str, to: str) -> CheckResult:
     a review for breaking ones, blocked if it exposes a restricted column now). The next
     `tether check` regenerates from tether.yaml as usual: revert the config too, or the check
     proposes the newer definition again."""
-
     registry = open_registry(project)
     try:
         current = registry.current()

@@ -177,7 +177,6 @@ def result_payload(call: ToolCall) -> Any:
 
 def schemas() -> dict[str, dict[str, Any]]:
     """The committed JSON Schemas, by file name."""
-
     out = {"cases.schema.json": json_schema()}
     for name, model in (("trace.schema.json", Trace), ("index.schema.json", RunIndex),
                         ("label.schema.json", LabelLine)):

@@ -58,7 +58,6 @@ class Gap:
 def links(config: TetherConfig, columns: Mapping[str, list[str]]) -> Iterator[Link]:
     """Every (child, parent) pair of products: the child holds the parent's key, is the many
     side of a relationship, is downstream of it, or reads it in its SQL."""
-
     products = config.products
     holding: dict[str, set[str]] = {}  # column -> the products holding it (an index: the
     by_scheme: dict[str, set[str]] = {}  # pairs are found in time linear in the columns)
@@ -112,7 +111,6 @@ def related(config: TetherConfig, role: str, child: str, parent: str) -> bool:
     """Whether the role's filter on ``child`` follows its scope on ``parent``: it names every
     user attribute the parent's filter names, or reads the parent's table; a denied parent is
     followed by any filter of the child."""
-
     r = config.policies.roles[role]
     mine, theirs = r.row_filters.get(child), r.row_filters.get(parent)
     if mine is None:

@@ -122,7 +122,6 @@ def visible(config: TetherConfig, product: str, base: exp.Expr, columns: list[An
             alias: str) -> exp.Subquery:
     """``product`` as tether itself reads it inside another product's SQL: every column but the
     restricted ones, no row filter, no mask (what profiling and describing see)."""
-
     source = base.copy()
     source.set("alias", exp.TableAlias(this=exp.to_identifier(product, quoted=True)))
     shown = exposable(config, product, columns)

@@ -92,7 +92,6 @@ def gone(project: Project, layer: ImportLayer) -> list[str]:
 
 def moved(project: Project, layer: ImportLayer) -> list[str]:
     """Inputs of ``layer`` whose file changed (or is gone) since it was read."""
-
     missing = set(gone(project, layer))
     out = []
     for i in layer.inputs:
@@ -137,7 +136,6 @@ def _rederive_openlineage(project: Project) -> Project:
     """The OpenLineage layer's edges rebuilt from its jobs when the project changed under them
     (a product added, another layer's lineage moved): it keeps only edges that lead to a
     product, so what leads to one can change without a new event. Cheap: no input is read."""
-
     layer = next((la for la in project.layers if la.kind == KIND), None)
     if layer is None or not rederive(project, layer.model_copy(deep=True)):
         return project
@@ -186,7 +184,6 @@ def _reread_dbt(project: Project, layer: ImportLayer) -> ImportLayer:
 
 def _reread_openlineage(project: Project, layer: ImportLayer) -> ImportLayer:
     """Fold the event files whose hash moved again (stdin and HTTP events stay as folded)."""
-
     new = layer
     for i in moved(project, layer):
         if i in ("-", "http"):
@@ -212,7 +209,6 @@ def fold_openlineage(root: Path, text: str, shown: str, where: str | None = None
     into the project's layer under its lock, so two writers never lose one another's events;
     the layer written and the number of events. Invalid events raise before anything is
     read or written (``where`` names them in the error; default ``shown``)."""
-
     events = parse_events(text, where or shown)
     with layer_lock(root, KIND):
         project = load_project(root)  # the layer as the last writer left it

@@ -26,7 +26,6 @@ def sentence(plan: QueryPlan, result: dict[str, Any]) -> str:
     """The answer sentence of ``result`` (a tool's structured result): its kind's opening
     (serve/kinds.py), then how identifiers and interpreted arguments were read, the window,
     the definition applied, why it is empty and as_of."""
-
     kind = runner(plan.kind)
     if kind is not None and kind.whole:
         assert kind.opening is not None

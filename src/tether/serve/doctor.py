@@ -312,7 +312,6 @@ def check_files(project: Project) -> list[Finding]:
 
 def check_tokens(project: Project) -> list[Finding]:
     """Runner tokens (which may act as any declared user) are worth knowing about."""
-
     store = TokenStore(project.root / project.config.serve.tokens_file)
     return [Finding("tokens", "info", f"token of {r['user']}", "a runner token: it may act as any "
                     "declared user (X-Tether-As-User).", f"tether token revoke {r['user']} when "

@@ -29,8 +29,8 @@ from tether.toolgen.plan import ArgumentError
 
 
 def _norm(name: str) -> str:
-    """A name's words, any identifier word as ``id`` (``billing_account_id`` and
-    ``billingAccountNo`` both name ``billing_account_no``'s identifier)."""
+    """A name's words, any identifier word as ``id`` (``widget_id`` and ``widgetNo`` both name
+    ``widget_no``'s identifier)."""
     return "_".join("id" if w in IDENTIFIER_WORDS else w for w in name_words(name))
 
 

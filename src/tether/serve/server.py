@@ -140,7 +140,6 @@ class TetherServer:
 
     def _check_policy(self) -> None:
         """The policy as it stands must name what the sources hold (fails closed at start)."""
-
         ex = self.executor
         config = self.project.config
         columns: dict[str, list[str]] = {}
@@ -196,7 +195,6 @@ class TetherServer:
     def _reread(self) -> Project | None:
         """tether.yaml again, when it changed since it was read (None: unchanged, or it does
         not load now, which the log says)."""
-
         try:
             fresh = load_project(self.file_project.root)
         except TetherError as e:
@@ -728,7 +726,6 @@ class TetherServer:
         from mcp.server.auth.settings import AuthSettings
         from mcp.server.transport_security import TransportSecuritySettings
 
-
         store = TokenStore(self.project.root / self.project.config.serve.tokens_file)
         # one Host/Origin rule for the MCP endpoint and every other route
         allowed = Allowed.for_server(host, allowed_hosts, allowed_origins)
@@ -770,7 +767,7 @@ def _over(v: Version, listings: dict[str, Version]) -> Version:
     its schema lists products): the enum, and the generic listing's catalog of them."""
     prop = v.definition.get("inputSchema", {}).get("properties", {}).get("product", {})
     enum = prop.get("enum")
-    if enum is None or enum == list(listings):
+    if enum is None or set(enum) == set(listings):
         return v
     definition = copy.deepcopy(v.definition)
     kept = [p for p in enum if p in listings]

@@ -77,7 +77,6 @@ def gold_measure(work: Work) -> str | None:
 
 def _measure(work: Work, measure: str) -> Finding:
     """definition_match for a governed measure: some call's statement computes it."""
-
     f = Finding()
     verdicts: list[tuple[bool | None, str | None]] = []
     for c in work.ok_calls():
