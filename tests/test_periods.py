@@ -129,7 +129,7 @@ def test_bad_periods_name_the_forms(period: str, fiscal: FiscalCalendar | None,
 # --- the spellings people and models write: each reads as its canonical form -----------------------
 
 SPELLINGS: dict[str, list[str]] = {
-    "today": ["Today", "TODAY", " today "],
+    "today": ["Today", "TODAY", " today ", "now", "Right Now"],
     "yesterday": ["Yesterday", "YESTERDAY"],
     "this_week": ["this week", "This-Week", "current week", "THIS_WEEK"],
     "last_week": ["last week", "previous week", "prior week", "Last-Week"],
@@ -144,6 +144,10 @@ SPELLINGS: dict[str, list[str]] = {
                      "last-30-days", "previous 30 days", "PAST 30 DAYS"],
     "last_7_days": ["last 7 days", "last 1 week", "past 1 week"],
     "last_14_days": ["past 2 weeks", "trailing 2 weeks"],
+    "last_3_months": ["last 3 months", "past 3 months", "Trailing_3_Months", "last 1 quarter"],
+    "last_12_months": ["last 12 months", "past 12 months", "last 4 quarters", "past 1 year"],
+    "last_2_days": ["last 24 hours", "last_24_hours", "past 1 hour"],
+    "last_3_days": ["last 48 hours", "past 36 hours"],
     "2026-Q1": ["Q1 2026", "q1 2026", "2026 Q1", "2026q1", "2026-q1", "Q1-2026", "2026_Q1",
                 "2026-01 to 2026-03"],
     "2025": [" 2025", "year 2025", "2025-01-01..2025-12-31"],
@@ -167,7 +171,8 @@ FISCAL_SPELLINGS: dict[str, list[str]] = {
 }
 REFUSED = ["last fortnight", "next quarter", "Q5 2026", "2026-13", "sometime soon", "2026 2027",
            "the last 30 days of data", "last 0 days", "2026-03-31 to 2026-01-01", "Q1",
-           "since then", "2026-02-30", "x" * 70]
+           "since then", "2026-02-30", "x" * 70, "last 121 months", "last 0 hours",
+           "next 3 months", "last few months"]
 FISCAL_ONLY = ["FY27 Q1", "this fiscal year", "last fiscal quarter", "fiscal year 2027"]
 
 
@@ -213,6 +218,17 @@ def test_spellings_read_as_their_canonical_form(fiscal: FiscalCalendar | None, t
                                                   "2026-01..2026-03")),
     ("FY26 to FY27", D(2026, 8, 20), DEMO, (D(2025, 2, 1), D(2027, 2, 1), "FY2026..FY2027")),
     ("past 2 weeks", D(2026, 8, 20), None, (D(2026, 8, 7), D(2026, 8, 21), "last 14 days")),
+    ("last 3 months", D(2026, 8, 20), None, (D(2026, 5, 21), D(2026, 8, 21), "last 3 months")),
+    ("last_2_months", D(2026, 3, 30), DEMO, (D(2026, 1, 31), D(2026, 3, 31), "last 2 months")),
+    ("past 1 month", D(2026, 3, 30), None, (D(2026, 2, 28), D(2026, 3, 31), "last 1 month")),
+    ("last 2 years", D(2026, 8, 20), DEMO, (D(2024, 8, 21), D(2026, 8, 21), "last 2 years")),
+    ("last 24 hours", D(2026, 8, 20), None, (D(2026, 8, 19), D(2026, 8, 21),
+                                             "last 24 hours, as the whole days 2026-08-19 to "
+                                             "2026-08-20")),
+    ("last 72 hours", D(2026, 8, 20), None, (D(2026, 8, 17), D(2026, 8, 21),
+                                             "last 72 hours, as the whole days 2026-08-17 to "
+                                             "2026-08-20")),
+    ("now", D(2026, 8, 20), None, (D(2026, 8, 20), D(2026, 8, 21), "2026-08-20")),
     ("last week", D(2026, 8, 23), None, (D(2026, 8, 10), D(2026, 8, 17), "week of 2026-08-10")),
 ])
 def test_the_other_spellings(period: str, today: D, fiscal: FiscalCalendar | None,

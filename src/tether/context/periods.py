@@ -2,10 +2,11 @@
 
 One argument, ``period``, names a window in words a person or a model writes: any case, with
 spaces, underscores, hyphens or none between the words ("last_quarter", "Last Quarter",
-"previous fiscal quarter", "yesterday", "past 30 days", "YTD", "Q1 2026", "FY27 Q1",
-"FY2027-Q1", "May 2026", "2026-07", "since 2026-05-01", "2026-05-01 to 2026-05-31",
-"2008..2010"). :func:`resolve` turns it into a :class:`Window` with a start, an exclusive end,
-the calendar it was read in and the words it came from, at a given day (the project's clock).
+"previous fiscal quarter", "yesterday", "now", "past 30 days", "last 3 months", "last 24
+hours" (the whole days they touch), "YTD", "Q1 2026", "FY27 Q1", "FY2027-Q1", "May 2026",
+"2026-07", "since 2026-05-01", "2026-05-01 to 2026-05-31", "2008..2010"). :func:`resolve`
+turns it into a :class:`Window` with a start, an exclusive end, the calendar it was read in and
+the words it came from, at a given day (the project's clock).
 Quarters and years follow the calendar given (fiscal where the tool has one), weeks start on
 Monday, and a fiscal form (``FY``, "fiscal") needs a fiscal calendar. Anything else is a
 :class:`PeriodError` that lists the canonical forms. This module is the only reader of a
@@ -24,13 +25,18 @@ from typing import Any
 from tether.context.calendar import fiscal_year_start, quarter, quarter_of
 
 FORMS = ("today", "yesterday", "this_week", "last_week", "this_month", "last_month",
-         "this_quarter", "last_quarter", "this_year", "last_year", "last_N_days", "FYyyyy-Qn",
-         "FYyyyy", "yyyy-Qn", "yyyy", "yyyy-mm", "yyyy-mm-dd", "START..END")
+         "this_quarter", "last_quarter", "this_year", "last_year", "last_N_days", "last_N_months",
+         "FYyyyy-Qn", "FYyyyy", "yyyy-Qn", "yyyy", "yyyy-mm", "yyyy-mm-dd", "START..END")
 FORMS_SENTENCE = ("period: " + ", ".join(FORMS[:-1]) + " or START..END (dates, months or years, "
                   "END included); also written as 'last quarter', 'previous fiscal year', "
-                  "'past 7 days', 'YTD', 'QTD', 'MTD', 'Q1 2026', 'FY27 Q1', 'May 2026', "
-                  "'since 2026-05-01', '2026-05-01 to 2026-05-31'")
+                  "'past 7 days', 'last 3 months', 'last 24 hours' (as whole days), 'now', "
+                  "'YTD', 'QTD', 'MTD', 'Q1 2026', 'FY27 Q1', 'May 2026', 'since 2026-05-01', "
+                  "'2026-05-01 to 2026-05-31'")
 """The canonical forms and the other spellings, in one line: for the error that refuses one."""
+SCHEMA_FORMS = ("today, yesterday, this_|last_ week|month|quarter|year, last_N_days, YTD, "
+                "FYyyyy[-Qn], yyyy[-Qn], yyyy-mm[-dd], START..END (END included)")
+"""The forms a tool's ``period`` description names (short: every tool carries it; the grammar
+reads more, and a refusal lists them all)."""
 
 
 class PeriodError(ValueError):
@@ -79,6 +85,7 @@ _THIS = frozenset({"this", "current"})
 _LAST = frozenset({"last", "previous", "prior"})
 _TRAILING = frozenset({"last", "past", "trailing", "previous"})
 _UNITS = ("week", "month", "quarter", "year")
+_SPANS = ("hour", "day", *_UNITS)
 _TO = frozenset({"to", "through", "until", "thru"})
 _MONTH_NAMES = {name: i for i, month in enumerate(calendar_module.month_name) if month
                 for name in {month.lower(), month.lower()[:3], month.lower()[:4]}}
@@ -127,7 +134,7 @@ def _read(given: str, w: list[str], today: dt.date, fiscal: FiscalCalendar | Non
           ) -> _Found | None:
     """The window the words ``w`` name, or None when they are none of the grammar's forms."""
     tomorrow = today + dt.timedelta(days=1)
-    if w == ["today"]:
+    if w in (["today"], ["now"], ["right", "now"]):
         return today, tomorrow, today.isoformat(), "calendar"
     if w == ["yesterday"]:
         return today - dt.timedelta(days=1), today, (today - dt.timedelta(days=1)).isoformat(), \
@@ -135,12 +142,8 @@ def _read(given: str, w: list[str], today: dt.date, fiscal: FiscalCalendar | Non
     if len(w) in (2, 3) and (w[0] in _THIS or w[0] in _LAST) and w[-1] in _UNITS and (
             len(w) == 2 or w[1] == "fiscal"):
         return _relative(given, w[-1], 0 if w[0] in _THIS else -1, len(w) == 3, today, fiscal)
-    if len(w) == 3 and w[0] in _TRAILING and w[1].isdigit() and w[2] in (
-            "day", "days", "week", "weeks"):
-        n = int(w[1]) * (7 if w[2].startswith("week") else 1)
-        if not 1 <= n <= 3660:
-            raise PeriodError(f"period {given!r}: N must be between 1 and 3660 days")
-        return tomorrow - dt.timedelta(days=n), tomorrow, f"last {n} days", "calendar"
+    if len(w) == 3 and w[0] in _TRAILING and w[1].isdigit() and w[2].rstrip("s") in _SPANS:
+        return _trailing(given, int(w[1]), w[2].rstrip("s"), today)
     to_date = {"ytd": "year", "qtd": "quarter", "mtd": "month"}
     if (len(w) == 1 and w[0] in to_date) or (len(w) == 3 and w[0] in _UNITS[1:]
                                              and w[1:] == ["to", "date"]):
@@ -238,6 +241,33 @@ def _relative(given: str, unit: str, step: int, said_fiscal: bool, today: dt.dat
     if step:
         start, label = _year_of(_add_months(start, -12), fiscal)
     return start, _add_months(start, 12), label, kind
+
+
+def _trailing(given: str, n: int, unit: str, today: dt.date) -> _Found:
+    """The ``n`` days, weeks, months, quarters or years that end today (today included): "past
+    30 days" is the 30 days to today, "last 3 months" starts the day after the same day three
+    months back. Hours are read as the whole days they touch (the grammar's windows are days,
+    and the result's label says so): "last 24 hours" is yesterday and today."""
+    days = {"day": 1, "week": 7}.get(unit)
+    if unit == "hour":
+        if not 1 <= n <= 3660 * 24:
+            raise PeriodError(f"period {given!r}: N must be between 1 and {3660 * 24} hours")
+        start = today - dt.timedelta(days=-(-n // 24))
+        return start, today + dt.timedelta(days=1), f"last {n} hours, as the whole days " \
+            f"{start.isoformat()} to {today.isoformat()}", "calendar"
+    tomorrow = today + dt.timedelta(days=1)
+    if days is not None:
+        n *= days
+        if not 1 <= n <= 3660:
+            raise PeriodError(f"period {given!r}: N must be between 1 and 3660 days")
+        return tomorrow - dt.timedelta(days=n), tomorrow, f"last {n} days", "calendar"
+    months = n * {"month": 1, "quarter": 3, "year": 12}[unit]
+    if not 1 <= months <= 120:
+        raise PeriodError(f"period {given!r}: N must be between 1 and 120 months")
+    back = _add_months(tomorrow.replace(day=1), -months)
+    start = back.replace(day=min(tomorrow.day, calendar_module.monthrange(back.year,
+                                                                          back.month)[1]))
+    return start, tomorrow, f"last {n} {unit}{'s' if n > 1 else ''}", "calendar"
 
 
 def _quarter_of(day: dt.date, fiscal: FiscalCalendar | None) -> tuple[dt.date, str]:

@@ -18,7 +18,7 @@ from sqlglot import exp
 from tether.config import MetricConfig, ProductConfig, Project, TetherConfig
 from tether.context.meta import tool_meta_of
 from tether.context.names import identifier_like
-from tether.context.periods import resolve
+from tether.context.periods import SCHEMA_FORMS, resolve
 from tether.context.profile import ColumnProfile, ProductProfile
 from tether.context.timeformat import grain, says
 from tether.errors import ConfigError
@@ -252,9 +252,7 @@ def period_param(ctx: Ctx, calendar_name: str | None, default: str | None, colum
         cut = "yyyy, yyyy..yyyy" if grain(fmt) == "year" else "yyyy-mm, yyyy"
         column = f"{column} (whole {grain(fmt)}s: {cut}, since ...)"
     return {"type": "string", "description": sentence(
-        f"Bounds {column}: today, yesterday, this_|last_ week|month|quarter|year, "
-        "last_N_days, YTD, FYyyyy[-Qn], yyyy[-Qn], yyyy-mm[-dd], START..END (END included); "
-        f"{years}; {timezone}; {omitted}")}
+        f"Bounds {column}: {SCHEMA_FORMS}; {years}; {timezone}; {omitted}")}
 
 
 def held_as(p: ProductConfig, column: str, cols: list[ColumnProfile]
