@@ -567,3 +567,49 @@ def test_a_product_named_by_its_tools_name_is_that_product(
                 assert got == own.structured_content
             checked += 1
     assert checked and refused
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_a_refused_product_call_names_the_products_that_take_the_argument(
+        which: str, built_both: dict[str, Project]) -> None:
+    """rows_from_data_product given one product with another product's argument: the refusal
+    names the products this caller reaches that take it (never one they do not reach); called
+    with words and no product, it names the products those words find."""
+    import re
+
+    project = built_both[which]
+    tools = listings(project)
+    takes = {p: set(v.definition["inputSchema"]["properties"]) for p, v in tools.items()}
+    named = 0
+    for user in project.config.policies.users:
+        server = TetherServer(project, stdio_user=user, dedicated_tools="none")
+        try:
+            reach = {v.plan.product for v in server.reachable(user) if v.plan.kind == "list"}
+        finally:
+            server.close()
+        asked = []
+        for product in sorted(reach):
+            other = next(((arg, p) for p in sorted(set(takes) - {product}) for arg in
+                          sorted(takes[p] - takes[product]) if arg != "period"), None)
+            if other is not None:
+                asked.append((product, other))
+        title = str(tools[sorted(reach)[0]].definition.get("title") or "") if reach else ""
+        calls = [(ROWS, {"product": p, "arguments": {arg: "x"}}) for p, (arg, _) in asked]
+        calls.append((ROWS, {"question": title or "rows"}))
+        _, results = session(project, user, calls)
+        for (product, (arg, _owner)), r in zip(asked, results, strict=False):
+            text = r.content[0].text
+            assert r.is_error, (user, product, arg)
+            takers = sorted(p for p in reach - {product} if arg in takes[p])
+            if takers:
+                assert f"{arg} is an argument of " in text, (user, product, arg, text)
+                assert any(re.search(rf"\b{re.escape(t)}\b", text) for t in takers), text
+                named += 1
+            for p in set(tools) - reach:  # nothing of what the caller does not reach
+                assert not re.search(rf"\bargument of [^.;]*\b{re.escape(p)}\b", text), (
+                    user, p, text)
+        found = results[-1]
+        assert found.is_error
+        if title:
+            assert "For your words, " in found.content[0].text, found.content[0].text
+    assert named

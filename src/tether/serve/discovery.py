@@ -268,7 +268,7 @@ def unknown_product(product: str) -> str:
             "describes one")
 
 
-def search_words(plan: QueryPlan, result: dict[str, Any]) -> str:
+def search_words(plan: QueryPlan | None, result: dict[str, Any]) -> str:
     """The whole answer: the matches, best first, and what the best one takes."""
     matches = result.get("matches") or []
     if not matches:

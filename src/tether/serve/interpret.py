@@ -28,7 +28,7 @@ from tether.toolgen.model import QueryPlan
 from tether.toolgen.plan import ArgumentError
 
 
-def _norm(name: str) -> str:
+def norm(name: str) -> str:
     """A name's words, any identifier word as ``id`` (``widget_id`` and ``widgetNo`` both name
     ``widget_no``'s identifier)."""
     return "_".join("id" if w in IDENTIFIER_WORDS else w for w in name_words(name))
@@ -56,14 +56,14 @@ def _names(definition: dict[str, Any], plan: QueryPlan, config: TetherConfig
         for term, t in config.glossary.items():
             if fields & {x.lower() for x in t.fields}:
                 said |= {term, *t.synonyms}
-        out[param] = {_norm(x) for x in said if x}
+        out[param] = {norm(x) for x in said if x}
     return out
 
 
 def _meant(given: str, names: dict[str, set[str]]) -> list[str]:
     """The parameters ``given`` names: one whose names hold it exactly, else every one with a
     name whose words include all of its words (``widget_id`` in ``canonical_widget_id``)."""
-    key = _norm(given)
+    key = norm(given)
     if not key:
         return []
     exact = [p for p, said in names.items() if key in said]
@@ -96,9 +96,9 @@ def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any]
             if len(meant) > 1:
                 raise ArgumentError(f"unknown argument {name[:80]!r}: it could mean "
                                 f"{' or '.join(meant)}; call again with one of them")
-            close = difflib.get_close_matches(_norm(k), [_norm(p) for p in props], n=3,
+            close = difflib.get_close_matches(norm(k), [norm(p) for p in props], n=3,
                                               cutoff=0.6)
-            hint = [p for p in props if _norm(p) in close]
+            hint = [p for p in props if norm(p) in close]
             raise ArgumentError(f"unknown argument(s) {name[:80]}; allowed: "
                             f"{', '.join(sorted(props)) or 'none'}"
                             + (f" (did you mean {' or '.join(hint)}?)" if hint else "")

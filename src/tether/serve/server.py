@@ -42,7 +42,7 @@ from tether.profiling import profile_project
 from tether.profiling.policycheck import check_policy
 from tether.registry import Registry, ToolVersion, open_registry
 from tether.registry import policy as policyversion
-from tether.serve import answer, discovery, peruser
+from tether.serve import answer, discovery, interpret, peruser
 from tether.serve.executor import Executor, validate, without_blanks
 from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE, StoreVerifier, TokenStore
 from tether.serve.kinds import Answered, Call, ToolError, runner
@@ -449,7 +449,11 @@ class TetherServer:
         except ToolError as e:
             error = str(e)
             if call is not None and call.tool != params.name and not e.refusal:
-                error += schema_hint(call)  # a product reached by name: its arguments, to fix
+                # a product reached by name: its arguments, to fix, and the products that take
+                # an argument it does not
+                error += schema_hint(call) + self._taken_elsewhere(user, call)
+            elif call is None and not e.refusal and entry_over_products(self, user, params.name):
+                error += await anyio.to_thread.run_sync(self._products_for_words, user, args)
             meta = refusal_meta(e.refusal) if e.refusal else None
             return types.CallToolResult(content=[types.TextContent(type="text", text=error)],
                                         is_error=True, _meta=meta)
@@ -561,6 +565,10 @@ class TetherServer:
 
     def search(self, user: str, entry: Version, args: dict[str, Any]) -> Answered:
         validate(entry.definition, args)
+        return discovery.found(entry, self._corpus(user), args)
+
+    def _corpus(self, user: str) -> discovery.Index:
+        """What ``user`` may find, shaped for them (kept a while per publication and scope)."""
         key = (self.publication, user, *self.executor.scope_key(user))
         hit = self._docs.get(key)
         if hit is None or time.monotonic() > hit[0]:
@@ -568,7 +576,41 @@ class TetherServer:
                                      if (x := self._shaped_or_none(user, v)) is not None],
                                     self.listed.names, self.project.config)
             hit = self._docs[key] = (time.monotonic() + peruser.TTL, docs)
-        return discovery.found(entry, hit[1], args)
+        return hit[1]
+
+    def _taken_elsewhere(self, user: str, call: Call) -> str:
+        """For a product read through the generic listing with arguments it does not take: the
+        other products this caller reaches whose listing takes each such name (by the
+        parameter's name, in any case style), so the next call can name the right product."""
+        props = (call.definition.get("inputSchema") or {}).get("properties") or {}
+        unknown = {interpret.norm(k): k for k in call.args if k not in props}
+        if not unknown:
+            return ""
+        takers: dict[str, list[str]] = {}
+        for product, v in self._index(user).listings.items():
+            if product == call.plan.product:
+                continue
+            theirs = (v.definition.get("inputSchema") or {}).get("properties") or {}
+            for name in {interpret.norm(p) for p in theirs} & set(unknown):
+                takers.setdefault(unknown[name], []).append(product)
+        said = [f"{k} is an argument of {' and '.join(sorted(ps)[:3])}"
+                + (f" (and {len(ps) - 3} more)" if len(ps) > 3 else "")
+                for k, ps in takers.items()]
+        return (". " + "; ".join(said) + ": name that product instead") if said else ""
+
+    def _products_for_words(self, user: str, args: dict[str, Any]) -> str:
+        """For a generic listing called without a product it can read: the products whose
+        words match the text given in its arguments (a question, a topic), best first."""
+        text = " ".join(str(v) for v in _strings(args))
+        if not text.strip():
+            return ""
+        try:
+            matches = discovery.search(self._corpus(user), text, 3)
+        except ToolError:
+            return ""
+        shown = [{k: v for k, v in m.items() if k != "arguments"} for m in matches]
+        return (". For your words, " + discovery.search_words(None, {"matches": shown})
+                if matches else "")
 
     def _version_for(self, user: str, name: str, pin: Any) -> Version:
         index = self._index(user)
@@ -799,6 +841,23 @@ def log(message: str) -> None:
     """Diagnostics go to stderr: stdout is the MCP channel on stdio."""
     print(message, file=sys.stderr, flush=True)
 
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string inside ``value`` (arguments as given: nested objects and lists opened)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def entry_over_products(server: TetherServer, user: str, name: str) -> bool:
+    """Whether ``name`` is a tool over products (the generic listing) this caller is shown."""
+    v = server._index(user).by_name.get(name)
+    return v is not None and over_products(v) and kind(v.plan.kind).over_listings
 
 
 def schema_hint(call: Call) -> str:
