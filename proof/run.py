@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import tether
-from proof import distractors, llama
+from proof import distractors, llama, second_turn
 from proof.model import MODEL_NAME, ProofError, ensure_model, sha256_file
 from proof.render import PROOF_JSON, compare_reports, latest_runs, render_doc
 
@@ -69,6 +69,7 @@ class Config:
     server: str  # the report's `server`
     kind: str  # "tether" or "thirdparty"
     serve: tuple[str, ...] = ()  # tether: how it is served (mode and list)
+    agent: tuple[str, ...] = ()  # agent options beyond the shared ones (key=value)
 
 
 CONFIGS: tuple[Config, ...] = (
@@ -79,6 +80,10 @@ CONFIGS: tuple[Config, ...] = (
     Config("discovery", "tether-discovery", "tether",
            ("--mode", "grounded", "--dedicated-tools", "none")),
     Config("motherduck", "mcp-server-motherduck", "thirdparty"),
+    # grounded, with the constrained loop's old second turn (an answer choice asked again in
+    # plain text): labelled both ways by proof/second_turn.py; not in the default set
+    Config("grounded-again", "tether-grounded-ask-again", "tether", ("--mode", "grounded"),
+           ("ask_again=true",)),
 )
 
 
@@ -205,11 +210,14 @@ def tether_target(project: Path, serve: tuple[str, ...]) -> str:
 
 
 def eval_command(target: str, cases: Path, out: Path, base_url: str,
-                 as_user_via: str | None = None, today: str | None = None) -> list[str]:
+                 as_user_via: str | None = None, today: str | None = None,
+                 extra: Sequence[str] = ()) -> list[str]:
     """``tether eval run`` for one configuration: concurrency 1 keeps the server's prompt cache
     on one user's tool list for that user's cases."""
     cmd = [TETHER, "eval", "run", "--server", target, "--agent", "openai",
-           *agent_options(base_url, today), "--max-turns", str(MAX_TURNS), "--concurrency", "1",
+           *agent_options(base_url, today),
+           *(a for o in extra for a in ("--agent-option", o)),
+           "--max-turns", str(MAX_TURNS), "--concurrency", "1",
            "--timeout", str(CASE_TIMEOUT_S), "--cases", str(cases), "--out", str(out)]
     if as_user_via:
         cmd += ["--as-user-via", as_user_via]
@@ -483,7 +491,7 @@ class Pipeline:
         t0 = time.perf_counter()
         target, via = self.target(cfg)
         out = self.run_dir / cfg.key
-        cmd = eval_command(target, cases, out, server.base_url, via, self.today)
+        cmd = eval_command(target, cases, out, server.base_url, via, self.today, cfg.agent)
         self.say(f"{cfg.server}: tether eval run ({self.record['cases']['count']} cases)")
         shown = shlex.join(cmd)
         if cfg.kind == "thirdparty":
@@ -495,7 +503,7 @@ class Pipeline:
             restarts += 1
             self.say(f"the llama.cpp server died during {cfg.server}: restarting, resuming")
             server = self.start_server(model, venv)
-            cmd = eval_command(target, cases, out, server.base_url, via, self.today)
+            cmd = eval_command(target, cases, out, server.base_url, via, self.today, cfg.agent)
             done = self.run(cmd, ok=(0, 1), record=False)
         run_s = time.perf_counter() - t0
         index = json.loads((out / "index.json").read_text())
@@ -507,6 +515,11 @@ class Pipeline:
             "server": cfg.server, "run_s": round(run_s, 1),
             "label_s": round(time.perf_counter() - t1, 1), "exit": done.returncode,
             "errors": errors, "server_restarts": restarts}
+        if cfg.agent:
+            self.record["configs"][cfg.key]["agent_options"] = list(cfg.agent)
+        if "ask_again=true" in cfg.agent:  # the same traces labelled with the first answer
+            self.record["configs"][cfg.key]["second_turn"] = second_turn.measure(
+                out, self.out, TETHER)
         if server.base_url != self.record["agent_options"].get("base_url"):  # after a restart
             self.record["configs"][cfg.key]["base_url"] = server.base_url
         self.save()

@@ -358,6 +358,28 @@ def test_openai_constrained_json_loop(fake: FakeEndpoint) -> None:
     assert second["response_format"] == fmt
 
 
+def test_openai_ask_again_scores_the_plain_reply_and_keeps_the_choice(fake: FakeEndpoint) -> None:
+    """ask_again (measurement only): the answer choice is asked again in plain text; the reply is
+    the answer, the choice its draft, both requests' tokens counted on the one answer turn."""
+    fake.reply(chat('{"tool": "net_revenue", "arguments": {"year": 2024}}'),
+               chat('{"answer": "Not permitted: outside your scope"}', usage=(200, 9)),
+               chat("0", usage=(210, 1)))
+    runner = Runner(results={"net_revenue": "1234.5"})
+    answer = run(openai_agent(fake, constrained="true", ask_again="true"), runner.ctx())
+
+    assert answer.text == "0"
+    assert runner.kinds == ["model", "answer"] and len(fake.seen) == 3
+    last = runner.turns[-1]
+    assert last.draft == "Not permitted: outside your scope" and last.content == "0"
+    assert (last.usage.input_tokens, last.usage.output_tokens) == (410, 10)
+    third = fake.seen[2].body
+    assert "response_format" not in third
+    assert third["messages"][-1]["content"].endswith(
+        "Now give your final answer to the question, stating the number or value clearly. "
+        "Reply in plain text, not JSON.")
+    assert third["messages"][-1]["content"].startswith('Result of net_revenue({"year": 2024})')
+
+
 def test_openai_constrained_clarification_and_json_schema_format(fake: FakeEndpoint) -> None:
     fake.reply(chat('{"tool": "ask_user", "arguments": {"question": "Which year?"}}'),
                chat('{"answer": "1234.5"}'))

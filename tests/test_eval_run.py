@@ -253,3 +253,32 @@ def test_harvest_turns_the_served_calls_into_candidate_cases(project: Path, tmp_
     # retry episode, kept as its own stratum
     assert any(s["outcome"] in ("error", "retry") for s in summary["strata"]), summary["strata"]
     assert all(c.question.startswith("[write the question]") for c in loaded.cases)
+
+
+def test_a_second_turn_is_measured_by_labelling_both_answers(project: Path, cases: Path,
+                                                             tmp_path: Path) -> None:
+    """proof/second_turn.py labels an ask_again run twice, with the scored reply and with the
+    answer chosen first (the answer turn's draft), and counts the cases whose label changed."""
+    from proof import second_turn
+
+    out = tmp_path / "run"
+    assert run_cli("eval", "run", "--server", f"stdio:{TETHER} serve --project {project}",
+                   "--cases", str(cases), "--agent", "baseline", "--out",
+                   str(out)).returncode == 0
+    assert run_cli("eval", "label", str(out), "--project", str(project)).returncode == 0
+    labels = {json.loads(x)["case_id"]: json.loads(x)
+              for x in (out / "labels.jsonl").read_text().splitlines()}
+    right = sorted(c for c, x in labels.items() if x["correct"])
+    assert right, "the baseline answers some of these cases"
+    for path in (out / "traces").glob("*.json"):  # as an ask_again run records them
+        trace = json.loads(path.read_text())
+        answer = next(t for t in reversed(trace["turns"]) if t["kind"] == "answer")
+        answer["draft"] = ("no idea" if trace["case_id"] == right[0]
+                           else trace["final_answer"])
+        path.write_text(json.dumps(trace))
+    got = second_turn.measure(out, project, TETHER)
+    assert got["cases"] == len(labels) and got["asked_again"] == len(labels)
+    assert got["rewritten"] == 1 and got["label_changed"] == 1
+    assert got["wrong_to_right"] == [right[0]] and got["right_to_wrong"] == []
+    assert got["correct_with_second_reply"] == len(right)
+    assert got["correct_with_first_answer"] == len(right) - 1

@@ -191,7 +191,12 @@ def test_eval_commands() -> None:
     target = run.tether_target(Path("/p"), ("--mode", "grounded"))
     assert target.startswith("stdio:") and target.endswith("serve --project /p --mode grounded")
     assert [c.server for c in run.CONFIGS] == ["tether-generic", "tether-bare", "tether-grounded",
-                                              "tether-discovery", "mcp-server-motherduck"]
+                                              "tether-discovery", "mcp-server-motherduck",
+                                              "tether-grounded-ask-again"]
+    again = next(c for c in run.CONFIGS if c.key == "grounded-again")
+    cmd = run.eval_command("stdio:x", Path("c.jsonl"), Path("o"), "http://h/v1", None, None,
+                           again.agent)
+    assert "ask_again=true" in [cmd[i + 1] for i, a in enumerate(cmd) if a == "--agent-option"]
     discovery = next(c for c in run.CONFIGS if c.key == "discovery")
     assert run.tether_target(Path("/p"), discovery.serve).endswith(
         "--mode grounded --dedicated-tools none")

@@ -45,6 +45,10 @@ class ModelTurn(_M):
     kind: Literal["model", "clarification", "answer"] = Field(
         default="model", description="clarification: the turn asked the user a question instead "
         "of calling a tool; answer: the final answer.")
+    draft: str | None = Field(
+        default=None, description="Only with the openai agent's ask_again option: the answer "
+        "the model chose before it was asked again in plain text (content holds the second "
+        "reply, the one scored).")
 
 
 class ToolCall(_M):

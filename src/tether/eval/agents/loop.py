@@ -122,6 +122,7 @@ class Step:
     content: str | None
     calls: list[Call] = field(default_factory=list)
     reasoning: str | None = None
+    draft: str | None = None  # ask_again: the answer chosen before the plain-text one
     usage: Usage = field(default_factory=Usage)
     finish_reason: str | None = None
     latency_ms: float = 0.0
@@ -256,7 +257,8 @@ async def run_loop(ctx: AgentContext, conv: Conversation, tools: ToolSet, model:
             index=turn, content=step.content, reasoning=step.reasoning,
             tool_calls=[RequestedCall(id=c.id, name=tools.original(c.name), arguments=c.arguments)
                         for c in step.calls],
-            usage=step.usage, latency_ms=step.latency_ms, finish_reason=step.finish_reason, kind=kind))
+            usage=step.usage, latency_ms=step.latency_ms, finish_reason=step.finish_reason, kind=kind,
+            draft=step.draft))
         if kind == "answer":
             text = step.content or ""
             shown = (f"{text}\n\n{LIMIT_SUFFIX}" if text else LIMIT_SUFFIX) if at_limit else text

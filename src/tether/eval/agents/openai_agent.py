@@ -50,6 +50,7 @@ class OpenAIOptions:
     constrained: bool
     constrained_format: str
     describe_tools: str  # "request": only in the tools field; "system": also in the prompt
+    ask_again: bool  # constrained: after an answer choice, ask for the answer in plain text
 
 
 @register
@@ -59,7 +60,7 @@ class OpenAIAgent(Agent):
     name: ClassVar[str] = "openai"
     known_options: ClassVar[frozenset[str]] = COMMON_OPTIONS | {
         "tool_choice", "after_tool_choice", "tool_result_role", "empty_content", "constrained",
-        "constrained_format", "describe_tools"}
+        "constrained_format", "describe_tools", "ask_again"}
 
     def __init__(self, options: dict[str, str] | None = None):
         super().__init__(options)
@@ -74,7 +75,8 @@ class OpenAIAgent(Agent):
             constrained=r.flag("constrained", False),
             constrained_format=r.choice("constrained_format", ("json_object", "json_schema"),
                                         "json_object"),
-            describe_tools=r.choice("describe_tools", ("request", "system"), "request"))
+            describe_tools=r.choice("describe_tools", ("request", "system"), "request"),
+            ask_again=r.flag("ask_again", False))
 
     async def run(self, ctx: AgentContext) -> Answer:
         import openai
@@ -205,6 +207,11 @@ def results_as_text(results: list[Result], note: str | None) -> str:
     return "\n\n".join(parts)
 
 
+ANSWER_AGAIN = ("Now give your final answer to the question, stating the number or value clearly. "
+                "Reply in plain text, not JSON.")
+"""What the loop said before it took an answer choice as the answer (the ask_again option)."""
+
+
 class _ConstrainedChat:
     """No native tools: each step is one JSON object the server's grammar forces into shape."""
 
@@ -237,10 +244,28 @@ class _ConstrainedChat:
             # the model chose to answer: its answer is the one given (asking again in plain
             # text gave a second reply that could contradict the first)
             step.content = picked
+            if self.chat.s.ask_again:  # measured only: the loop as it was, the draft kept
+                await self._ask_again(step)
         elif picked is not None:
             name, args = picked
             step.calls = [Call(id=f"json_{turn}", name=name, arguments=args, raw=json.dumps(args))]
         return step  # not JSON at all (a server without grammar support): the text is the answer
+
+    async def _ask_again(self, step: Step) -> None:
+        """The answer asked for once more, in plain text (the reply is the answer, the choice
+        its ``draft``): how this loop worked before it took the choice as the answer, kept as
+        an option to measure how often the second turn changes an answer."""
+        last = self.chat.messages[-1]
+        asked = f"{last['content']}\n\n{ANSWER_AGAIN}"
+        kw = self.chat.request(True)
+        kw["messages"] = [*self.chat.messages[:-1], {**last, "content": asked}]
+        resp, ms = await self.chat.send(kw)
+        again = resp.choices[0].message.content or ""
+        usage = _usage(resp)
+        step.draft, step.content = step.content, again or step.content
+        step.usage = Usage(input_tokens=step.usage.input_tokens + usage.input_tokens,
+                           output_tokens=step.usage.output_tokens + usage.output_tokens)
+        step.latency_ms += ms
 
     def add_assistant(self, step: Step) -> None:
         self.chat.messages.append(self.chat.assistant_message(step.content))
