@@ -460,6 +460,31 @@ def agreement_section(run: ProofRun, prev: ProofRun | None) -> list[str]:
     return out
 
 
+def second_turn_section(run: ProofRun) -> list[str]:
+    """For a configuration run with ask_again: the same traces labelled with the answer the model
+    chose first and with the plain-text reply it gave when asked again (proof/second_turn.py)."""
+    rows = []
+    for k in run.keys:
+        got = run.record.get("configs", {}).get(k, {}).get("second_turn")
+        if not got:
+            continue
+        moved = [*(f"`{c}` (right to wrong)" for c in got["right_to_wrong"]),
+                 *(f"`{c}` (wrong to right)" for c in got["wrong_to_right"])]
+        rows.append([f"`{run.server(k)}`", str(got["cases"]), str(got["asked_again"]),
+                     str(got["rewritten"]), str(got["correct_with_first_answer"]),
+                     str(got["correct_with_second_reply"]), ", ".join(moved) or "none"])
+    if not rows:
+        return []
+    return ["## The second turn", "",
+            "A configuration run with the agent's `ask_again` option: after the model chose an "
+            "answer it was asked once more in plain text (how the constrained loop worked before "
+            "it took the choice as the answer). Its traces are labelled twice, with the choice "
+            "(each answer turn's `draft`) and with the second reply (`python -m "
+            "proof.second_turn`).", "",
+            *table(["configuration", "cases", "asked again", "answer rewritten",
+                    "correct, first answer", "correct, second reply", "label changed"], rows), ""]
+
+
 def timings_section(run: ProofRun) -> list[str]:
     r = run.record
     steps = r.get("steps", {})
@@ -707,7 +732,8 @@ def render(run: ProofRun, prev: ProofRun | None, root: Path, doc_dir: Path) -> s
         *provenance_section(run, root),
     ]
     parts = [head, metrics_section(run), failures_section(run),
-             traces_section(run, root, doc_dir), agreement_section(run, prev),
+             traces_section(run, root, doc_dir), second_turn_section(run),
+             agreement_section(run, prev),
              timings_section(run), reproduce_section(run, root)]
     return "\n".join(line for part in parts for line in part).rstrip() + "\n"
 

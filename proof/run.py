@@ -623,7 +623,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="default docs/proof.md (the second warehouse: docs/proof-second.md)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("PROOF_THREADS", "2")))
     p.add_argument("--configs", default="generic,bare,grounded,discovery,motherduck",
-                   help="comma-separated subset of generic,bare,grounded,discovery,motherduck")
+                   help="comma-separated subset of generic,bare,grounded,discovery,motherduck,"
+                   "grounded-again (grounded with the agent's ask_again option, labelled both "
+                   "ways: proof/second_turn.py)")
     p.add_argument("--make-started", type=float, default=None,
                    help="when `make proof` started (Unix seconds): the record then also holds "
                    "the time from there, its venv step included")

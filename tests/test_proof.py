@@ -412,6 +412,17 @@ def test_render_doc_from_hand_made_runs(tmp_path: Path) -> None:
     assert "options `temperature=0`, `max_result_chars=2000`; at most 6 model turns" in text
     assert "\n.venv/bin/tether demo init demo-out/proof\n" in text  # commands relative to the root
     assert render.HAND_PLACEHOLDER in text
+    assert "## The second turn" not in text  # no configuration was run with ask_again
+    # a configuration run with ask_again: its traces labelled both ways, in a table
+    record = json.loads((runs / "2" / render.PROOF_JSON).read_text())
+    record["configs"]["grounded"]["second_turn"] = {
+        "cases": 3, "asked_again": 3, "rewritten": 2, "correct_with_first_answer": 2,
+        "correct_with_second_reply": 1, "label_changed": 1, "right_to_wrong": ["backlog-now"],
+        "wrong_to_right": []}
+    (runs / "2" / render.PROOF_JSON).write_text(json.dumps(record))
+    with_turn = render.render(render.latest_runs(runs)[0], None, tmp_path, doc.parent)
+    assert "## The second turn" in with_turn
+    assert "| `tether-grounded` | 3 | 3 | 2 | 2 | 1 | `backlog-now` (right to wrong) |" in with_turn
     # the hand-written part survives a new rendering
     doc.write_text(text.replace(render.HAND_PLACEHOLDER, "## What the numbers say\n\nBy hand.\n"))
     again = render.render_doc(doc, render.latest_runs(runs), tmp_path)
