@@ -195,6 +195,15 @@ def test_serve_imports_nothing_of_drift() -> None:
     assert not found, found
 
 
+def test_compiling_a_plan_asks_no_registry() -> None:
+    """toolgen/plan.py turns a plan and arguments into SQL from what it is given: whether the
+    plan pages its rows is said by the runner that calls it, not looked up in the kinds
+    registry (the registry sits above the plan compiler)."""
+    found = [f"{e.source}:{e.line}" for e in edges()
+             if e.source == "tether.toolgen.plan" and e.target == "tether.toolgen.kinds"]
+    assert not found, found
+
+
 def test_the_module_level_import_graph_has_no_cycle() -> None:
     graph = loads()
     cycles = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets

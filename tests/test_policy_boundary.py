@@ -164,7 +164,7 @@ def test_a_hash_mask_is_keyed_and_the_key_never_shows(warehouse: Path) -> None:
     ex = executor(warehouse)
     try:
         got = run(ex, user, listing, {"limit": 20})["rows"]
-        texts = " ".join(t for entry in ex.sql_texts.values() for t in entry[:2])
+        texts = " ".join(t for entry in ex.caches.sql_texts.values() for t in entry[:2])
     finally:
         ex.close()
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600

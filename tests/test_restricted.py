@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 
 from tether.config import Project
+from tether.serve.pipeline import NoRestrictedName
 from tether.serve.server import TetherServer
 from tether.toolgen.generate import NOT_AVAILABLE, PROBE
 
@@ -20,8 +21,10 @@ from tether.toolgen.generate import NOT_AVAILABLE, PROBE
 def _restricted(server: TetherServer) -> dict[str, list[str]]:
     """{product: its restricted columns} as the server's policy path reads them."""
     out = {}
+    ex = server.executor
+    step = next(s for s in ex.steps.before if isinstance(s, NoRestrictedName))
     for product in server.project.config.products:
-        names = sorted(n for n in server.executor.restricted(product) if "." not in n)
+        names = sorted(n for n in step.names(ex, product) if "." not in n)
         if names:
             out[product] = names
     return out

@@ -18,6 +18,7 @@ from tether.sources import open_source
 from tether.toolgen import generate
 from tether.toolgen.discovery import ROWS, SEARCH
 from tether.toolgen.generate import NOT_AVAILABLE, PROBE
+from tether.toolgen.kinds import kind
 from tether.toolgen.plan import compile_plan
 
 
@@ -196,7 +197,8 @@ def test_every_plan_executes_with_bound_parameters(engine: str, request: pytest.
             if t.plan.select is None:
                 continue
             a = args.get(t.name, {})
-            q, params = compile_plan(t.plan, a, project.config, project.now())
+            q, params = compile_plan(t.plan, a, project.config, project.now(),
+                                     listing=kind(t.plan.kind).listing)
             sql = src.render(q)
             for v in a.values():  # values are bound, never spliced
                 assert str(v) not in sql, (t.name, v)
@@ -207,7 +209,8 @@ def test_every_plan_executes_with_bound_parameters(engine: str, request: pytest.
             ran += 1
         assert ran == 11
         active = next(t for t in tools if t.name.startswith("active_customers"))
-        q, params = compile_plan(active.plan, args[active.name], project.config, project.now())
+        q, params = compile_plan(active.plan, args[active.name], project.config, project.now(),
+                                 listing=kind(active.plan.kind).listing)
         (region, count), = src.query(q, params)
         legacy = src.run("SELECT count(*) FROM customers WHERE is_active AND sales_region = 'EMEA'")
         assert region == "EMEA" and count == legacy[0][0]  # the coincidence quarter

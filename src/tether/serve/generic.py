@@ -61,14 +61,14 @@ def reserved(ex: Executor, source: str | None) -> set[str]:
     """Every table name of the source and every product name: what nothing may shadow."""
     src = ex.source(source)
     key = src.name
-    if key not in ex._catalog:
+    if key not in ex.caches.catalog:
         names = {t.split(".")[-1].lower() for t in src.tables()}
         config = ex.project.config
         names |= {n.lower() for n in config.products}
         names |= {(p.table or "").split(".")[-1].lower() for p in config.products.values()}
         names |= filter_tables(ex)
-        ex._catalog[key] = names - {""}
-    return ex._catalog[key]
+        ex.caches.catalog[key] = names - {""}
+    return ex.caches.catalog[key]
 
 
 def filter_tables(ex: Executor) -> set[str]:
@@ -103,10 +103,10 @@ def _dialect(ex: Executor, product: str) -> str:
 
 def sql_catalog(ex: Executor, user: str, source: str | None) -> sqlguard.Catalog:
     """What ``user`` may read through run_sql on one source (worked out once per server)."""
-    key = ("sql_catalog", user, source)
-    if key not in ex.memo:
-        ex.memo[key] = _sql_catalog(ex, user, source)
-    found: sqlguard.Catalog = ex.memo[key]
+    key = (user, source)
+    if key not in ex.caches.sql_catalogs:
+        ex.caches.sql_catalogs[key] = _sql_catalog(ex, user, source)
+    found: sqlguard.Catalog = ex.caches.sql_catalogs[key]
     return found
 
 
@@ -146,7 +146,7 @@ def statement(ex: Executor, call: Call, sql: str
     statement evidence shows (resolved once per user and text: a refusal is raised again each
     time, from the same analysis)."""
     key = (call.user, call.plan.source, call.plan.max_rows, sql)
-    hit = ex.statements.get(key)
+    hit = ex.caches.statements.get(key)
     if hit is None:
         src = ex.source(call.plan.source)
         secured = sqlguard.secure(sql, sql_catalog(ex, call.user, call.plan.source),
@@ -163,9 +163,9 @@ def statement(ex: Executor, call: Call, sql: str
         # measures values for the byte cap adds no row and changes no value the caller gets
         page = sqlguard.paged(secured.inner, call.plan.max_rows)
         hit = (src.render(query), secured.params, secured.products, src.display(page))
-        if len(ex.statements) >= STATEMENTS:
-            ex.statements.pop(next(iter(ex.statements)))
-        ex.statements[key] = hit
+        if len(ex.caches.statements) >= STATEMENTS:
+            ex.caches.statements.pop(next(iter(ex.caches.statements)))
+        ex.caches.statements[key] = hit
     return hit
 
 

@@ -12,16 +12,8 @@ from tether.context.names import ref, ref_column, ref_parts
 from tether.policy.entitle import Refusal, table_allowed
 from tether.serve import pagination
 from tether.serve.answer import SHOWN, measure_words, valued
-from tether.serve.executor import (
-    SHAPING,
-    TOTAL,
-    Executor,
-    coerce_times,
-    identifiers_read,
-    jsonable,
-    known,
-    why_empty,
-)
+from tether.serve.arguments import SHAPING, coerce_times, known
+from tether.serve.executor import TOTAL, Executor, identifiers_read, jsonable, why_empty
 from tether.serve.kinds import Answered, Call, Runner, register
 from tether.toolgen.model import AGGREGATE
 from tether.toolgen.plan import (
@@ -162,7 +154,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     src = ex.source(plan.source)
     args = {k: v for k, v in coerce_times(call.args, call.definition).items()
             if k not in SHAPING and k not in ("limit", "cursor")}
-    query, params = compile_plan(plan, args, config, ex.now(call))
+    query, params = compile_plan(plan, args, config, ex.now(call), listing=True)
     assert isinstance(query, exp.Select)
     query.set("order", None)
     query.set("limit", None)
@@ -244,7 +236,7 @@ def run(ex: Executor, call: Call) -> Answered:
     product = plan.product or ""
     src = ex.source(plan.source)
     args = coerce_times(call.args, call.definition)
-    params = call_params(plan, args, config, ex.now(call))
+    params = call_params(plan, args, config, ex.now(call), listing=True)
     sort = asked_order(call, ex.policy_of(call.user, product)[0])
     last: list[Any] = []
     if call.args.get("cursor"):
@@ -257,8 +249,8 @@ def run(ex: Executor, call: Call) -> Answered:
                                          "the first page again")
     null_mark = bool(sort and plan.paging == "keyset" and last and last[0] is None)
     key = (*shape_key(ex, call), null_mark)
-    if key not in ex.sql_texts:
-        query, _ = compile_plan(plan, args, config, ex.now(call))
+    if key not in ex.caches.sql_texts:
+        query, _ = compile_plan(plan, args, config, ex.now(call), listing=True)
         assert isinstance(query, exp.Select)
         keys = [qualified(k) for k in plan.order_by]
         if sort:  # the column asked first, NULLs last; then the key (or every column) breaks ties
@@ -279,11 +271,11 @@ def run(ex: Executor, call: Call) -> Answered:
         else:  # the first page also counts every matching row, in the same statement
             query = query.select(exp.Window(this=exp.Count(this=exp.Star())).as_(TOTAL))
         secured, policy_params = ex.secure(query, call.user)
-        ex.sql_texts[key] = (src.render(secured), src.display(secured), policy_params)
-    params.update(ex.sql_texts[key][2])
+        ex.caches.sql_texts[key] = (src.render(secured), src.display(secured), policy_params)
+    params.update(ex.caches.sql_texts[key][2])
     params.update({f"k{i}": v for i, v in enumerate(last) if not (null_mark and i == 0)})
     limit = int(params["limit"]) - 1
-    run_text, shown_text, _ = ex.sql_texts[key]
+    run_text, shown_text, _ = ex.caches.sql_texts[key]
     got = ex.fetch(src, run_text, params, limit, known(call))
     rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
     if call.args.get("cursor"):

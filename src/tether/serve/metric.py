@@ -9,7 +9,8 @@ from typing import Any
 from sqlglot import exp
 
 from tether.serve.answer import SHOWN, valued
-from tether.serve.executor import Executor, definition_products, jsonable, known, why_empty
+from tether.serve.arguments import definition_products, known
+from tether.serve.executor import Executor, jsonable, why_empty
 from tether.serve.kinds import Answered, Call, Runner, register
 from tether.toolgen.model import QueryPlan
 from tether.toolgen.plan import compile_plan, resolve_window
@@ -19,7 +20,7 @@ def run(ex: Executor, call: Call) -> Answered:
     config, plan = ex.project.config, call.plan
     src = ex.source(plan.source)
     now = ex.now(call)
-    query, params = compile_plan(plan, call.args, config, now)
+    query, params = compile_plan(plan, call.args, config, now, listing=False)
     assert isinstance(query, exp.Select)
     products = definition_products(call.definition)
     read = ex.reads(query)
@@ -79,9 +80,11 @@ def metric_words(plan: QueryPlan, result: dict[str, Any]) -> str:
              for r in rows[:SHOWN]]
     more = f"; and {len(rows) - SHOWN} more rows" if len(rows) > SHOWN else ""
     overall = result.get("overall")
-    head = (f"In all ({len(rows)} values of {dims}): {values(overall)}; " if isinstance(
-        overall, dict) else "")
-    return head + f"by {dims}: " + "; ".join(named) + more
+    # the overall values lead and the number of groups follows them: a count of groups first
+    # was read as the answer (a small model answered "3" for "In all (3 values of ...): won =
+    # 33 deals")
+    head = f"In all: {values(overall)}; " if isinstance(overall, dict) else ""
+    return head + f"by {dims} ({len(rows)} values): " + "; ".join(named) + more
 
 
 RUNNER = register(Runner("metric", run, opening=metric_words))

@@ -85,15 +85,14 @@ def _enums(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
 
 def values(ex: Executor, user: str, product: str, column: str) -> set[str]:
     """The distinct values of ``column`` among the rows ``user`` may read (as text)."""
-    key = ("values", product, column, *ex.scope_key(user))
-    if key not in ex.memo:
+    key = (product, column, *ex.scope_key(user))
+    if key not in ex.caches.values_read:
         rel = ex.relation(user, product)
         src = ex.source(config_source(ex, product))
         col = exp.column(column, table="q", quoted=True)
         q = exp.select(col).distinct().from_(rel.subquery("q")).limit(MAX_VALUES)
-        ex.memo[key] = {str(r[0]) for r in src.run(src.render(q), rel.params, ex.timeout)}
-    found: set[str] = ex.memo[key]
-    return found
+        ex.caches.values_read[key] = {str(r[0]) for r in src.run(src.render(q), rel.params, ex.timeout)}
+    return ex.caches.values_read[key]
 
 
 def config_source(ex: Executor, product: str) -> str | None:

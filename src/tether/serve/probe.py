@@ -44,12 +44,12 @@ def explain(ex: Executor, call: Call) -> Answered:
     q = exp.select(exp.func("COUNT", exp.Star())).from_(rel.subquery("q"))
     count_sql = src.render(q)
     evidence = ex.evidence(call, src, src.display(q), rel.params, [product])
-    hit = ex.probes.get(key)
+    hit = ex.caches.probes.get(key)
     if hit is not None and time.monotonic() < hit[0]:
         return Answered(hit[1], evidence)
-    if product not in ex.profiles:  # what each column is: types, units, which are categorical
-        ex.profiles[product] = profile_product(ex.project, product, source=src)
-    prof = ex.profiles[product]
+    if product not in ex.caches.profiles:  # what each column is: types, units, which are categorical
+        ex.caches.profiles[product] = profile_product(ex.project, product, source=src)
+    prof = ex.caches.profiles[product]
     shown = set(rel.columns)
     row_count = int(src.run(count_sql, rel.params, ex.timeout)[0][0])
     columns = []
@@ -77,7 +77,7 @@ def explain(ex: Executor, call: Call) -> Answered:
            "definitions": [{"term": t, "definition": config.glossary[t].definition}
                            for t in terms],
            "lineage": upstream, "as_of": ex.as_of(call.user, [product])}
-    ex.probes[key] = (time.monotonic() + TTL, out)
+    ex.caches.probes[key] = (time.monotonic() + TTL, out)
     return Answered(out, evidence)
 
 

@@ -31,7 +31,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from tether import __version__
 from tether.config import Project, load_project
-from tether.context.meta import ToolContext, enum_of, pin_of, refusal_meta, result_meta, retired_info
+from tether.context.meta import ToolContext, enum_of, refusal_meta, result_meta, retired_info
 from tether.errors import ConfigError, TetherError
 from tether.httpguard import Allowed
 from tether.keyfile import load_secret
@@ -43,9 +43,11 @@ from tether.profiling.policycheck import check_policy
 from tether.registry import Registry, ToolVersion, open_registry
 from tether.registry import policy as policyversion
 from tether.serve import answer, discovery, interpret, peruser
-from tether.serve.executor import Executor, validate, without_blanks
+from tether.serve.arguments import validate, without_blanks
+from tether.serve.calls import STEPS, Turn
+from tether.serve.executor import Executor
 from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE, StoreVerifier, TokenStore
-from tether.serve.kinds import Answered, Call, ToolError, runner
+from tether.serve.kinds import Answered, Call, ToolError
 from tether.serve.lineage import lineage_route
 from tether.serve.pagination import load_key
 from tether.serve.sessions import Mount, SessionTools
@@ -402,58 +404,32 @@ class TetherServer:
 
     async def call_tool(self, ctx: ServerRequestContext[Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:
-        started = time.perf_counter()
-        args = dict(params.arguments or {})
-        user, role, version, rows, error, as_of, deprecated = "?", "?", None, None, None, None, 0
-        call: Call | None = None
+        """The call through serve/calls.py's steps, the result or the error shaped for the
+        client, and the call logged whatever happened."""
+        turn = Turn(ctx, params.name, dict(params.arguments or {}))
+        error: str | None = None
         try:
-            user = self.current_user(ctx)
-            role = role_of(self.project.config, user)[0]
-            entry = self._version_for(user, params.name, pin_of(ctx.meta))
-            version = entry.version
-            deprecated = int(entry.successor is not None)
-            args, named = self._product_by_tool(user, entry, args)
-            here = runner(entry.plan.kind)
-            if here is not None and here.answer_here is not None:
-                answered = await anyio.to_thread.run_sync(here.answer_here, self, user, entry,
-                                                          args)
-                plan, drift = entry.plan, None
-            else:
-                call = self._call(user, entry, args)
-                plan = call.plan
-                drift, answered = await anyio.to_thread.run_sync(self._run, call)
-            result = answered.result
-            after = runner(plan.kind)
-            if after is not None and after.then is not None:
-                result = after.then(self, user, args, result)
-            if drift:
-                result["schema_drift"] = drift
-            if named is not None:
-                result["product_from_tool"] = named
-            if entry.successor is not None:
-                result["deprecation"] = (
-                    f"version {entry.version} is deprecated; served until "
-                    f"{entry.served_until:%Y-%m-%d}; use {entry.successor}")
-            rows, as_of = result.get("row_count"), result.get("as_of")
-            try:  # the answer stands whatever happens to the session's list
-                await self._mount_found(ctx, user, entry, args, result)
-            except Exception as e:  # a client gone, a product's values unreadable just now
-                log(f"tether: {params.name}: the found product was not added to the session's "
-                    f"list ({type(e).__name__}: {e})")
-            result = answer.rows_last(result)
+            for step in STEPS:
+                await step(self, turn)
+            assert turn.answered is not None and turn.plan is not None and turn.entry
+            result = answer.rows_last(turn.answered.result)
             return types.CallToolResult(
-                content=[types.TextContent(type="text", text=answer.sentence(plan, result)),
+                content=[types.TextContent(type="text", text=answer.sentence(turn.plan, result)),
                          types.TextContent(type="text", text=json.dumps(
                              result, default=str, separators=(",", ":")))],
-                structured_content=result, _meta=result_meta(entry.version, answered.evidence))
+                structured_content=result,
+                _meta=result_meta(turn.entry.version, turn.answered.evidence))
         except ToolError as e:
             error = str(e)
+            call = turn.call
             if call is not None and call.tool != params.name and not e.refusal:
                 # a product reached by name: its arguments, to fix, and the products that take
                 # an argument it does not
-                error += schema_hint(call) + self._taken_elsewhere(user, call)
-            elif call is None and not e.refusal and entry_over_products(self, user, params.name):
-                error += await anyio.to_thread.run_sync(self._products_for_words, user, args)
+                error += schema_hint(call) + self._taken_elsewhere(turn.user, call)
+            elif (call is None and not e.refusal and turn.entry is not None
+                  and over_products(turn.entry) and kind(turn.entry.plan.kind).over_listings):
+                error += await anyio.to_thread.run_sync(self._products_for_words, turn.user,
+                                                        turn.args)
             meta = refusal_meta(e.refusal) if e.refusal else None
             return types.CallToolResult(content=[types.TextContent(type="text", text=error)],
                                         is_error=True, _meta=meta)
@@ -463,19 +439,25 @@ class TetherServer:
                 content=[types.TextContent(type="text", text=f"the call failed: {error}")],
                 is_error=True)
         finally:
-            self.pending_calls.append({
-                "at": dt.datetime.now(dt.UTC).isoformat(), "user": user, "role": role,
-                "tool": params.name[:200], "version": version,
-                "arguments": logged_arguments(args),
-                "latency_ms": (time.perf_counter() - started) * 1000, "rows": rows,
-                "error": error, "as_of": as_of, "deprecated": deprecated,
-            })
-            if len(self.pending_calls) >= 50:
-                self.flush_calls()
+            self._log_call(turn, error)
 
-    def _run(self, call: Call) -> tuple[str | None, Answered]:
+    def _log_call(self, turn: Turn, error: str | None) -> None:
+        """The call in the registry's log (in batches of 50, and at shutdown)."""
+        entry = turn.entry
+        self.pending_calls.append({
+            "at": dt.datetime.now(dt.UTC).isoformat(), "user": turn.user, "role": turn.role,
+            "tool": turn.name[:200], "version": entry.version if entry is not None else None,
+            "arguments": logged_arguments(turn.args),
+            "latency_ms": (time.perf_counter() - turn.started) * 1000,
+            "rows": turn.rows, "error": error, "as_of": turn.as_of,
+            "deprecated": int(entry is not None and entry.successor is not None),
+        })
+        if len(self.pending_calls) >= 50:
+            self.flush_calls()
+
+    def run_call(self, call: Call) -> tuple[str | None, Answered]:
         """The schema check and the answer, in one worker thread (one hop, not two)."""
-        drift = self.executor.schema_drift(call)
+        drift = self.executor.steps.schema_check(self.executor, call)
         try:
             return drift, self.executor.answer(call)
         except ToolError as e:  # a stale definition often fails: say why
@@ -483,7 +465,7 @@ class TetherServer:
                 raise ToolError(f"{e} ({drift})", refusal=e.refusal) from None
             raise
 
-    def _call(self, user: str, entry: Version, args: dict[str, Any]) -> Call:
+    def call_of(self, user: str, entry: Version, args: dict[str, Any]) -> Call:
         """The call to execute: the tool's own, or for the generic listing, the named product's
         listing tool as this caller reaches it, with the arguments given for it (validated,
         refused and answered exactly as that tool's would be). A product the caller does not
@@ -508,7 +490,7 @@ class TetherServer:
         return Call(user, listing.name, listing.version, listing.definition, listing.plan,
                     dict(given))
 
-    def _product_by_tool(self, user: str, entry: Version, args: dict[str, Any]
+    def product_by_tool(self, user: str, entry: Version, args: dict[str, Any]
                          ) -> tuple[dict[str, Any], dict[str, str] | None]:
         """A discovery tool's ``product`` given as the name of a product's listing tool (models
         copy the tool names they have seen): that product, for a tool the caller reaches, and
@@ -596,7 +578,8 @@ class TetherServer:
         said = [f"{k} is an argument of {' and '.join(sorted(ps)[:3])}"
                 + (f" (and {len(ps) - 3} more)" if len(ps) > 3 else "")
                 for k, ps in takers.items()]
-        return (". " + "; ".join(said) + ": name that product instead") if said else ""
+        return (f". {'; '.join(said)}, not of {call.plan.product}: call again without it, or "
+                "read the product that takes it") if said else ""
 
     def _products_for_words(self, user: str, args: dict[str, Any]) -> str:
         """For a generic listing called without a product it can read: the products whose
@@ -612,7 +595,7 @@ class TetherServer:
         return (". For your words, " + discovery.search_words(None, {"matches": shown})
                 if matches else "")
 
-    def _version_for(self, user: str, name: str, pin: Any) -> Version:
+    def version_for(self, user: str, name: str, pin: Any) -> Version:
         index = self._index(user)
         shown = index.by_name
         if name not in shown and name in index.listing_names:
@@ -669,7 +652,7 @@ class TetherServer:
                                                              for v in listed_now))
         return hit[1]
 
-    async def _mount_found(self, ctx: Any, user: str, entry: Version, args: dict[str, Any],
+    async def mount_found(self, ctx: Any, user: str, entry: Version, args: dict[str, Any],
                            result: dict[str, Any]) -> None:
         """A product found by a search (its best product), explained by the probe or read by
         name through the generic listing joins the session's list as its own tool; the session
@@ -852,12 +835,6 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _strings(v)]
     return []
-
-
-def entry_over_products(server: TetherServer, user: str, name: str) -> bool:
-    """Whether ``name`` is a tool over products (the generic listing) this caller is shown."""
-    v = server._index(user).by_name.get(name)
-    return v is not None and over_products(v) and kind(v.plan.kind).over_listings
 
 
 def schema_hint(call: Call) -> str:

@@ -22,7 +22,6 @@ from tether.context.names import ref_column, ref_parts
 from tether.context.periods import FORMS_SENTENCE, FiscalCalendar, PeriodError, Window, resolve
 from tether.errors import ProductError
 from tether.sources.base import table_ref
-from tether.toolgen.kinds import kind
 from tether.toolgen.model import Filter, QueryPlan, Route
 
 
@@ -142,9 +141,11 @@ def _table(config: TetherConfig, product: str, dialect: str) -> exp.Expr:
 
 
 def call_params(
-    plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime
+    plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime, *,
+    listing: bool
 ) -> dict[str, Any]:
-    """The bound parameters of one call (no SQL work: cheap enough for every call)."""
+    """The bound parameters of one call (no SQL work: cheap enough for every call).
+    ``listing``: the plan pages its rows (the caller's runner knows), so ``limit`` binds."""
     params: dict[str, Any] = {}
     for f in plan.filters:
         value = args.get(f.param)
@@ -156,7 +157,7 @@ def call_params(
     bounds = window_bounds(plan, args, config, now)
     if bounds is not None:
         params["window_start"], params["window_end"] = bounds
-    if kind(plan.kind).listing:
+    if listing:
         given = args.get("limit")
         limit = plan.default_rows if given is None else int(given)  # 0 is asked, not omitted
         if not 1 <= limit <= plan.max_rows:
@@ -166,13 +167,15 @@ def call_params(
 
 
 def compile_plan(
-    plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime
+    plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime, *,
+    listing: bool
 ) -> tuple[exp.Expr, dict[str, Any]]:
     """(AST, bound parameters) for one call. Raises ArgumentError for a bad window argument.
-    The AST depends only on which filters are present, so callers may cache its SQL text."""
+    The AST depends only on which filters are present, so callers may cache its SQL text.
+    ``listing``: rows in the plan's order, ``limit`` of them (else a grouped plan's groups)."""
     if plan.select is None:
         raise ArgumentError(f"plan of kind {plan.kind!r} has no SQL")
-    params = call_params(plan, args, config, now)
+    params = call_params(plan, args, config, now, listing=listing)
     query = parse(plan.select, plan.dialect)
     assert isinstance(query, exp.Select)
     for f in plan.filters:
@@ -197,7 +200,7 @@ def compile_plan(
         query = query.where(cond)
     if "window_start" in params:
         query = query.where(_window_condition(plan))
-    if kind(plan.kind).listing:
+    if listing:
         query = query.order_by(*[qualified(c) for c in plan.order_by]).limit(placeholder("limit"))
     elif plan.group_by:
         query = query.order_by(*[exp.column(c, quoted=True) for c in plan.group_by])
