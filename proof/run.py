@@ -211,7 +211,7 @@ def tether_target(project: Path, serve: tuple[str, ...]) -> str:
 
 def eval_command(target: str, cases: Path, out: Path, base_url: str,
                  as_user_via: str | None = None, today: str | None = None,
-                 extra: Sequence[str] = ()) -> list[str]:
+                 extra: Sequence[str] = (), name: str | None = None) -> list[str]:
     """``tether eval run`` for one configuration: concurrency 1 keeps the server's prompt cache
     on one user's tool list for that user's cases."""
     cmd = [TETHER, "eval", "run", "--server", target, "--agent", "openai",
@@ -221,6 +221,8 @@ def eval_command(target: str, cases: Path, out: Path, base_url: str,
            "--timeout", str(CASE_TIMEOUT_S), "--cases", str(cases), "--out", str(out)]
     if as_user_via:
         cmd += ["--as-user-via", as_user_via]
+    if name:  # a configuration the server's mode does not name (grounded, asked again)
+        cmd += ["--name", name]
     return cmd
 
 
@@ -491,7 +493,8 @@ class Pipeline:
         t0 = time.perf_counter()
         target, via = self.target(cfg)
         out = self.run_dir / cfg.key
-        cmd = eval_command(target, cases, out, server.base_url, via, self.today, cfg.agent)
+        cmd = eval_command(target, cases, out, server.base_url, via, self.today, cfg.agent,
+                           cfg.server if cfg.agent else None)
         self.say(f"{cfg.server}: tether eval run ({self.record['cases']['count']} cases)")
         shown = shlex.join(cmd)
         if cfg.kind == "thirdparty":
@@ -503,7 +506,8 @@ class Pipeline:
             restarts += 1
             self.say(f"the llama.cpp server died during {cfg.server}: restarting, resuming")
             server = self.start_server(model, venv)
-            cmd = eval_command(target, cases, out, server.base_url, via, self.today, cfg.agent)
+            cmd = eval_command(target, cases, out, server.base_url, via, self.today, cfg.agent,
+                               cfg.server if cfg.agent else None)
             done = self.run(cmd, ok=(0, 1), record=False)
         run_s = time.perf_counter() - t0
         index = json.loads((out / "index.json").read_text())

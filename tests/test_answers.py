@@ -294,6 +294,41 @@ def test_a_list_of_one_name_counts_and_totals_by_that_name(
     assert len(calls) >= 4
 
 
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_a_list_of_one_value_for_a_one_value_filter_is_that_value(
+        which: str, built_both: dict[str, Project]) -> None:
+    """A filter that takes one value (an identifier, a code), given a list of one (as a small
+    model wrote `clinic_code: ["X"]` three times and was refused each time), asks the same as
+    the value alone: the same answer. Two values stay refused."""
+    project = built_both[which]
+    user = _users(project)[0]
+    server = TetherServer(project, stdio_user=user)
+    try:
+        tools = [v for v in server.visible(user) if v.plan.kind == "list"]
+    finally:
+        server.close()
+    firsts = call_tools(project, user, [(v.name, {"limit": 1}) for v in tools])
+    calls = []
+    for v, first in zip(tools, firsts, strict=True):
+        rows = (first.structured_content or {}).get("rows") or []
+        props = v.definition["inputSchema"]["properties"]
+        for f in v.plan.filters:
+            prop = props.get(f.param) or {}
+            column = f.column.rsplit(".", 1)[-1]
+            if prop.get("type") == "string" and f.op == "eq" and rows and rows[0].get(column):
+                value = str(rows[0][column])
+                calls += [(v.name, {f.param: value}), (v.name, {f.param: [value]}),
+                          (v.name, {f.param: [value, value + "x"]})]
+                break
+    results = call_tools(project, user, calls)
+    for i in range(0, len(calls), 3):
+        plain, listed, two = results[i:i + 3]
+        assert not plain.is_error and not listed.is_error, (calls[i + 1], listed.content)
+        assert plain.structured_content == listed.structured_content, calls[i + 1]
+        assert two.is_error, calls[i + 2]
+    assert len(calls) >= 3
+
+
 def test_an_empty_string_is_an_argument_left_out(built_both: dict[str, Project]) -> None:
     """Small models fill optional parameters with "": that is the parameter left out (every row,
     the default window), not a filter on the empty value nor an invalid identifier."""
@@ -433,7 +468,9 @@ def test_a_metric_cut_into_rows_states_its_overall_value_first(
             assert next(iter(data)) == "overall"  # first in the structured result too
             assert list(data)[-1] == "rows"  # and the rows after what says what they are
             assert list(json.loads(r.content[1].text)) == list(data)  # ... and in its JSON text
-            assert first.startswith(f"In all ({len(data['rows'])} values of "), first
+            assert first.startswith("In all: "), first  # the values lead, no count of groups
+            assert f"({len(data['rows'])} values): " in first, first
+            assert first.startswith(f"In all: {next(iter(overall))} = "), first
             assert r.meta["tether/evidence"]["overall_sql"], v.name
             additive, distinct = _additive(v.plan.select or "", v.plan.dialect)
             for measure, value in overall.items():

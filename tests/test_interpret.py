@@ -79,6 +79,10 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
             ("fin.ana", "customers_by_region_and_segment",
              {"count_by": "segment", "order_by": "desc"},
              {"count_by": "segment", "order": "desc"}, {"moved_values": {"desc": "order"}}),
+            # a name that means no parameter, with a value only one parameter holds
+            ("fin.ana", "customers_by_region_and_segment", {"pipeline": ["enterprise"],
+                                                            "limit": 3},
+             {"segment": ["ENTERPRISE"], "limit": 3}, {"interpreted": {"pipeline": "segment"}}),
         ], [
             ("fin.ana", "customers_by_region_and_segment", {"filter": {"colour": "red"}},
              "unknown argument(s) filter.colour"),
@@ -95,6 +99,8 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
             ("mgr.emea", "customers_by_region_and_segment", {"region": "EMEA", "limit": 5},
              {"sales_region": "EMEA", "limit": 5}),
             ("mgr.emea", "customers_by_region_and_segment", {"filter": {"sales_region": "AMER"}},
+             {"sales_region": "AMER"}),
+            ("mgr.emea", "customers_by_region_and_segment", {"bucket": "amer"},
              {"sales_region": "AMER"}),
         ])
     visits = _tool(project, "visits_by_clinic_kind_and_state")["inputSchema"]["properties"]
@@ -124,6 +130,8 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
         ("aud.ines", "visits_by_clinic_kind_and_state",
          {"count_by": "district", "order_by": "ASC"},
          {"count_by": "district", "order": "asc"}, {"moved_values": {"asc": "order"}}),
+        ("aud.ines", "visits_by_clinic_kind_and_state", {"bucket": state.lower(), "limit": 3},
+         {"visit_state": state, "limit": 3}, {"interpreted": {"bucket": "visit_state"}}),
     ], [
         ("aud.ines", "insurance_claims_by_member_and_state", {"claim": "x"}, "could mean"),
         ("aud.ines", "visits_by_clinic_kind_and_state", {"wardrobe": 1}, "unknown argument"),
@@ -138,6 +146,7 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
          {"district": own, "limit": 3}),
         ("lead.harbor", "visits_by_clinic_kind_and_state", {"filter": {"district": other}},
          {"district": other}),
+        ("lead.harbor", "visits_by_clinic_kind_and_state", {"bucket": other}, {"district": other}),
     ])
 
 

@@ -16,7 +16,7 @@ from mcp import Client
 
 from conftest import copy_project
 from tether.config import load_project
-from tether.context.periods import FORMS, FiscalCalendar, PeriodError, resolve
+from tether.context.periods import EARLIEST, FORMS, FiscalCalendar, PeriodError, resolve
 from tether.drift.publish import build
 from tether.serve.server import TetherServer
 
@@ -129,7 +129,7 @@ def test_bad_periods_name_the_forms(period: str, fiscal: FiscalCalendar | None,
 # --- the spellings people and models write: each reads as its canonical form -----------------------
 
 SPELLINGS: dict[str, list[str]] = {
-    "today": ["Today", "TODAY", " today ", "now", "Right Now"],
+    "today": ["Today", "TODAY", " today "],
     "yesterday": ["Yesterday", "YESTERDAY"],
     "this_week": ["this week", "This-Week", "current week", "THIS_WEEK"],
     "last_week": ["last week", "previous week", "prior week", "Last-Week"],
@@ -228,7 +228,10 @@ def test_spellings_read_as_their_canonical_form(fiscal: FiscalCalendar | None, t
     ("last 72 hours", D(2026, 8, 20), None, (D(2026, 8, 17), D(2026, 8, 21),
                                              "last 72 hours, as the whole days 2026-08-17 to "
                                              "2026-08-20")),
-    ("now", D(2026, 8, 20), None, (D(2026, 8, 20), D(2026, 8, 21), "2026-08-20")),
+    ("now", D(2026, 8, 20), None, (EARLIEST, D(2026, 8, 21), "to date (every row up to today)")),
+    ("Right Now", D(2026, 8, 20), DEMO, (EARLIEST, D(2026, 8, 21),
+                                         "to date (every row up to today)")),
+    ("all_time", D(2026, 1, 1), None, (EARLIEST, D(2026, 1, 2), "to date (every row up to today)")),
     ("last week", D(2026, 8, 23), None, (D(2026, 8, 10), D(2026, 8, 17), "week of 2026-08-10")),
 ])
 def test_the_other_spellings(period: str, today: D, fiscal: FiscalCalendar | None,

@@ -195,8 +195,11 @@ def test_eval_commands() -> None:
                                               "tether-grounded-ask-again"]
     again = next(c for c in run.CONFIGS if c.key == "grounded-again")
     cmd = run.eval_command("stdio:x", Path("c.jsonl"), Path("o"), "http://h/v1", None, None,
-                           again.agent)
+                           again.agent, again.server)
     assert "ask_again=true" in [cmd[i + 1] for i, a in enumerate(cmd) if a == "--agent-option"]
+    # its own name in the report, beside the plain grounded configuration
+    assert cmd[cmd.index("--name") + 1] == "tether-grounded-ask-again"
+    assert "--name" not in run.eval_command("stdio:x", Path("c"), Path("o"), "http://h/v1")
     discovery = next(c for c in run.CONFIGS if c.key == "discovery")
     assert run.tether_target(Path("/p"), discovery.serve).endswith(
         "--mode grounded --dedicated-tools none")

@@ -2,9 +2,9 @@
 
 One argument, ``period``, names a window in words a person or a model writes: any case, with
 spaces, underscores, hyphens or none between the words ("last_quarter", "Last Quarter",
-"previous fiscal quarter", "yesterday", "now", "past 30 days", "last 3 months", "last 24
-hours" (the whole days they touch), "YTD", "Q1 2026", "FY27 Q1", "FY2027-Q1", "May 2026",
-"2026-07", "since 2026-05-01", "2026-05-01 to 2026-05-31", "2008..2010"). :func:`resolve`
+"previous fiscal quarter", "yesterday", "now" (every row to date), "past 30 days", "last 3
+months", "last 24 hours" (the whole days they touch), "YTD", "Q1 2026", "FY27 Q1", "FY2027-Q1",
+"May 2026", "2026-07", "since 2026-05-01", "2026-05-01 to 2026-05-31", "2008..2010"). :func:`resolve`
 turns it into a :class:`Window` with a start, an exclusive end, the calendar it was read in and
 the words it came from, at a given day (the project's clock).
 Quarters and years follow the calendar given (fiscal where the tool has one), weeks start on
@@ -29,7 +29,7 @@ FORMS = ("today", "yesterday", "this_week", "last_week", "this_month", "last_mon
          "FYyyyy-Qn", "FYyyyy", "yyyy-Qn", "yyyy", "yyyy-mm", "yyyy-mm-dd", "START..END")
 FORMS_SENTENCE = ("period: " + ", ".join(FORMS[:-1]) + " or START..END (dates, months or years, "
                   "END included); also written as 'last quarter', 'previous fiscal year', "
-                  "'past 7 days', 'last 3 months', 'last 24 hours' (as whole days), 'now', "
+                  "'past 7 days', 'last 3 months', 'last 24 hours' (as whole days), 'now' (to date), "
                   "'YTD', 'QTD', 'MTD', 'Q1 2026', 'FY27 Q1', 'May 2026', 'since 2026-05-01', "
                   "'2026-05-01 to 2026-05-31'")
 """The canonical forms and the other spellings, in one line: for the error that refuses one."""
@@ -37,6 +37,11 @@ SCHEMA_FORMS = ("today, yesterday, this_|last_ week|month|quarter|year, last_N_d
                 "FYyyyy[-Qn], yyyy[-Qn], yyyy-mm[-dd], START..END (END included)")
 """The forms a tool's ``period`` description names (short: every tool carries it; the grammar
 reads more, and a refusal lists them all)."""
+
+
+EARLIEST = dt.date(1000, 1, 1)
+"""Where a window with no start of its own ("now", "to date") starts: before any date a
+warehouse holds, and far enough from year 1 that no time zone moves it out of range."""
 
 
 class PeriodError(ValueError):
@@ -134,7 +139,11 @@ def _read(given: str, w: list[str], today: dt.date, fiscal: FiscalCalendar | Non
           ) -> _Found | None:
     """The window the words ``w`` name, or None when they are none of the grammar's forms."""
     tomorrow = today + dt.timedelta(days=1)
-    if w in (["today"], ["now"], ["right", "now"]):
+    if w in (["now"], ["right", "now"], ["to", "date"], ["all", "time"]):
+        # a state asked of now ("still open right now") is every row up to today, not
+        # today's events alone
+        return EARLIEST, tomorrow, "to date (every row up to today)", "calendar"
+    if w == ["today"]:
         return today, tomorrow, today.isoformat(), "calendar"
     if w == ["yesterday"]:
         return today - dt.timedelta(days=1), today, (today - dt.timedelta(days=1)).isoformat(), \

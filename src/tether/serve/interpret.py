@@ -9,11 +9,12 @@ arguments are checked, each unknown name that names exactly one parameter is use
 parameter, and each enum value given to a parameter that does not hold it, but that exactly one
 other parameter holds, is moved there; the result says both (``interpreted``, ``moved_values``)
 and the answer sentence repeats it. An unknown argument whose value is an object of arguments
-(``filter: {binColour: "red"}``) is opened first, each name in it read the same way. A name that
-could mean two parameters, or none, is refused
-with the parameters it might mean. Nothing here reads data or decides access: the interpreted
-call is validated, refused and filtered exactly as one written that way, so an interpretation
-never widens what a caller reads.
+(``filter: {binColour: "red"}``) is opened first, each name in it read the same way. An unknown
+name that means no parameter, but whose values only one parameter not given holds (``zone:
+"north"`` where NORTH is a bin's area), is that parameter. A name that could mean two
+parameters, or none that way either, is refused with the parameters it might mean. Nothing here
+reads data or decides access: the interpreted call is validated, refused and filtered exactly as
+one written that way, so an interpretation never widens what a caller reads.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any]
     props = (definition.get("inputSchema") or {}).get("properties") or {}
     args, origin = _unwrapped(given, props)
     unknown = [k for k in args if k not in props]
+    filters = {f.param for f in plan.filters}
     said: dict[str, Any] = {}
     interpreted = {origin[k]: k for k in args if k in origin and k in props}
     if unknown:
@@ -96,6 +98,13 @@ def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any]
             if len(meant) > 1:
                 raise ArgumentError(f"unknown argument {name[:80]!r}: it could mean "
                                 f"{' or '.join(meant)}; call again with one of them")
+            held = _holder(args[k], {p: props[p] for p in filters if p in props and p not in args})
+            if not meant and held is not None and held[0] not in interpreted.values():
+                # a name that means no parameter, with values that only one parameter holds
+                interpreted[name] = held[0]
+                del args[k]
+                args[held[0]] = held[1]
+                continue
             close = difflib.get_close_matches(norm(k), [norm(p) for p in props], n=3,
                                               cutoff=0.6)
             hint = [p for p in props if norm(p) in close]
@@ -105,7 +114,6 @@ def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any]
                             + " (call again without the others)")
     if interpreted:
         said["interpreted"] = interpreted
-    filters = {f.param for f in plan.filters}
     moved = _moved(args, {k: v for k, v in props.items() if k in filters})
     moved += _direction(args, props, plan)
     if moved:
@@ -149,6 +157,24 @@ def _direction(args: dict[str, Any], props: dict[str, Any], plan: QueryPlan
     return [(said, "order")]
 
 
+def _holder(value: Any, props: dict[str, Any]) -> tuple[str, Any] | None:
+    """The one parameter (of ``props``) whose enum holds every value of ``value`` (compared as
+    text, case-insensitively), with the values as that enum spells them (a list where it takes
+    several); None when none or more than one does."""
+    values = value if isinstance(value, list) else [value]
+    if not values or any(isinstance(v, list | dict) or v is None for v in values):
+        return None
+    homes = {p: [next((x for x in enum_of(prop) or []
+                       if str(x).lower() == str(v).strip().lower()), None) for v in values]
+             for p, prop in props.items()}
+    homes = {p: got for p, got in homes.items() if all(x is not None for x in got)
+             and (len(got) == 1 or (props[p] or {}).get("type") == "array")}
+    if len(homes) != 1:
+        return None
+    (home, canonical), = homes.items()
+    return home, canonical if (props[home] or {}).get("type") == "array" else canonical[0]
+
+
 def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]:
     """Enum values given to a filter parameter (``props``: the filters') that does not hold
     them, moved (in ``args``) to the one other filter, not given, that holds them all (compared
@@ -164,14 +190,12 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
         owned = {str(v).lower() for v in own}
         if any(str(v).strip().lower() in owned for v in values):
             continue
-        homes = {p: [next((x for x in enum_of(prop) or []
-                           if str(x).lower() == str(v).strip().lower()), None) for v in values]
-                 for p, prop in props.items() if p != k and p not in args}
-        homes = {p: got for p, got in homes.items() if all(x is not None for x in got)
-                 and (len(got) == 1 or (props[p] or {}).get("type") == "array")}
-        if len(homes) == 1:
-            (home, canonical), = homes.items()
+        held = _holder(value, {p: prop for p, prop in props.items()
+                               if p != k and p not in args})
+        if held is not None:
+            home, canonical = held
             del args[k]  # a list where the parameter takes several, else the one value
-            args[home] = canonical if (props[home] or {}).get("type") == "array" else canonical[0]
-            out += [(c, home) for c in canonical]
+            args[home] = canonical
+            out += [(c, home) for c in (canonical if isinstance(canonical, list)
+                                        else [canonical])]
     return out
