@@ -31,11 +31,12 @@ def _labels(run_dir: Path) -> dict[str, dict[str, Any]]:
     return {(x := json.loads(line))["case_id"]: x for line in lines if line.strip()}
 
 
-def with_drafts(run_dir: Path, to: Path) -> int:
-    """A copy of ``run_dir`` (index and traces) whose answers are the drafts; how many had one."""
+def with_drafts(run_dir: Path, to: Path) -> tuple[int, int]:
+    """A copy of ``run_dir`` (index and traces) whose answers are the drafts; how many answers
+    had one, and how many of those the second turn rewrote."""
     shutil.copytree(run_dir / "traces", to / "traces")
     shutil.copy2(run_dir / "index.json", to / "index.json")
-    drafts = 0
+    drafts = rewritten = 0
     for path in sorted((to / "traces").glob("*.json")):
         trace = json.loads(path.read_text())
         answer = next((t for t in reversed(trace.get("turns") or [])
@@ -43,10 +44,11 @@ def with_drafts(run_dir: Path, to: Path) -> int:
         if answer is None or answer.get("draft") is None:
             continue
         drafts += 1
+        rewritten += answer["draft"].strip() != (answer.get("content") or "").strip()
         trace["final_answer"] = answer["draft"]
         trace["answer"] = parse_value(answer["draft"])
         path.write_text(json.dumps(trace))
-    return drafts
+    return drafts, rewritten
 
 
 def measure(run_dir: Path, project: Path, tether: str | Path = "tether") -> dict[str, Any]:
@@ -56,16 +58,10 @@ def measure(run_dir: Path, project: Path, tether: str | Path = "tether") -> dict
                         "--json"], check=True, capture_output=True)
     with tempfile.TemporaryDirectory() as tmp:
         drafted = Path(tmp) / run_dir.name
-        drafts = with_drafts(run_dir, drafted)
+        drafts, rewritten = with_drafts(run_dir, drafted)
         subprocess.run([str(tether), "eval", "label", str(drafted), "--project", str(project),
                         "--json"], check=True, capture_output=True)
         first, second = _labels(drafted), _labels(run_dir)
-        rewritten = 0
-        for path in sorted((run_dir / "traces").glob("*.json")):
-            turns = json.loads(path.read_text()).get("turns") or []
-            last: dict[str, Any] = next((t for t in reversed(turns) if t.get("kind") == "answer"), {})
-            draft = last.get("draft")
-            rewritten += draft is not None and draft.strip() != (last.get("content") or "").strip()
     changed = sorted(c for c in second if c in first
                      and first[c].get("correct") != second[c].get("correct"))
     return {

@@ -55,6 +55,15 @@ def listings(project: Project) -> dict[str, Any]:
         server.close()
 
 
+def reached(project: Project, user: str) -> set[str]:
+    """The products ``user`` reaches (has a listing tool for), served discovery-only."""
+    server = TetherServer(project, stdio_user=user, dedicated_tools="none")
+    try:
+        return {v.plan.product for v in server.reachable(user) if v.plan.kind == "list"}
+    finally:
+        server.close()
+
+
 def everyone(project: Project) -> str:
     """A user whose role reads every row of every product with every tool."""
     config = project.config
@@ -544,11 +553,7 @@ def test_a_product_named_by_its_tools_name_is_that_product(
     by_product = {p: v.name for p, v in listings(project).items() if v.name != p}
     checked = refused = 0
     for user in project.config.policies.users:
-        server = TetherServer(project, stdio_user=user, dedicated_tools="none")
-        try:
-            reach = {v.plan.product for v in server.reachable(user) if v.plan.kind == "list"}
-        finally:
-            server.close()
+        reach = reached(project, user)
         for product, tool in sorted(by_product.items()):
             calls = [(PROBE, {"product": tool}), (PROBE, {"product": product}),
                      (ROWS, {"product": tool, "arguments": {"limit": 2}}),
@@ -582,11 +587,7 @@ def test_a_refused_product_call_names_the_products_that_take_the_argument(
     takes = {p: set(v.definition["inputSchema"]["properties"]) for p, v in tools.items()}
     named = 0
     for user in project.config.policies.users:
-        server = TetherServer(project, stdio_user=user, dedicated_tools="none")
-        try:
-            reach = {v.plan.product for v in server.reachable(user) if v.plan.kind == "list"}
-        finally:
-            server.close()
+        reach = reached(project, user)
         asked = []
         for product in sorted(reach):
             other = next(((arg, p) for p in sorted(set(takes) - {product}) for arg in

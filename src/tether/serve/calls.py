@@ -41,11 +41,21 @@ class Turn:
     entry: Version | None = None
     named: dict[str, str] | None = None
     call: Call | None = None  # the call the executor ran (None: answered by the server)
-    plan: QueryPlan | None = None
     drift: str | None = None
     answered: Answered | None = None
-    rows: int | None = None  # what the log records of an answer (stamped, so kept on an error
-    as_of: str | None = None  # that follows, as the result's shaping failing)
+
+    @property
+    def plan(self) -> QueryPlan | None:
+        """The plan that answered: the executed call's (a product's, through the generic
+        listing), else the tool's own."""
+        if self.call is not None:
+            return self.call.plan
+        return self.entry.plan if self.entry is not None else None
+
+    @property
+    def result(self) -> dict[str, Any]:
+        """The answer so far (empty before one): what the call log reads rows and as_of from."""
+        return self.answered.result if self.answered is not None else {}
 
 
 class Step(Protocol):
@@ -96,10 +106,8 @@ class Execute:
         if here is not None and here.answer_here is not None:
             turn.answered = await anyio.to_thread.run_sync(here.answer_here, server, turn.user,
                                                            entry, turn.args)
-            turn.plan = entry.plan
             return
         turn.call = server.call_of(turn.user, entry, turn.args)
-        turn.plan = turn.call.plan
         turn.drift, turn.answered = await anyio.to_thread.run_sync(server.run_call, turn.call)
 
 
@@ -125,7 +133,6 @@ class Stamp:
                 f"version {entry.version} is deprecated; served until "
                 f"{entry.served_until:%Y-%m-%d}; use {entry.successor}")
         turn.answered.result = result
-        turn.rows, turn.as_of = result.get("row_count"), result.get("as_of")
 
 
 class Mount:

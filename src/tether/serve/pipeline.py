@@ -235,18 +235,6 @@ class WindowInEvidence:
                 **{k: stated.get(k) for k in ("start", "end", "calendar", "label")}}
 
 
-@dataclass
-class Steps:
-    """An executor's steps: ``admit`` (before any error is translated), ``before`` (the checks,
-    in order), ``after`` (what is added to an answer), and the schema check the server runs
-    beside a call. A new executor gets its own: the steps' caches are its."""
-
-    admit: list[Before] = field(default_factory=lambda: admit_steps())
-    before: list[Before] = field(default_factory=lambda: before_steps())
-    after: list[After] = field(default_factory=lambda: after_steps())
-    schema_check: SchemaCheck = field(default_factory=lambda: SchemaCheck())
-
-
 def admit_steps() -> list[Before]:
     """What runs before any error is translated into a tool error."""
     return [Visible()]
@@ -297,3 +285,15 @@ class SchemaCheck:
             return None
         return (f"the schema of {', '.join(moved)} changed since {call.tool} {call.version} was "
                 "generated: results may no longer match this definition; run tether check")
+
+
+@dataclass
+class Steps:
+    """An executor's steps: ``admit`` (before any error is translated), ``before`` (the checks,
+    in order), ``after`` (what is added to an answer), and the schema check the server runs
+    beside a call. A new executor gets its own: the steps' caches are its."""
+
+    admit: list[Before] = field(default_factory=admit_steps)
+    before: list[Before] = field(default_factory=before_steps)
+    after: list[After] = field(default_factory=after_steps)
+    schema_check: SchemaCheck = field(default_factory=SchemaCheck)

@@ -449,7 +449,8 @@ class TetherServer:
             "tool": turn.name[:200], "version": entry.version if entry is not None else None,
             "arguments": logged_arguments(turn.args),
             "latency_ms": (time.perf_counter() - turn.started) * 1000,
-            "rows": turn.rows, "error": error, "as_of": turn.as_of,
+            "rows": turn.result.get("row_count"), "error": error,
+            "as_of": turn.result.get("as_of"),
             "deprecated": int(entry is not None and entry.successor is not None),
         })
         if len(self.pending_calls) >= 50:
