@@ -109,3 +109,68 @@ def test_lean_reads_agree_on_postgresql(pg_url: str, tmp_path: Path) -> None:
     finally:
         with psycopg.connect(pg_url, autocommit=True) as con:
             con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def _twice_against_one_state(url: str, root: Path) -> None:
+    """Two checks that read the same state (run at once, or one killed after recording and run
+    again) record its events once; the same event detected against a later state is new."""
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    event = {"kind": "enum_value_added", "subject": "p.c", "details": {"value": "x"},
+             "detected_at": "2026-01-01T00:00:00Z"}
+    first, second = Registry(url, root), Registry(url, root)
+    try:
+        before = len(first.events())
+        first.state()
+        second.state()
+        first.save_state({"k": 1}, at, events=[event])
+        second.save_state({"k": 1}, at, events=[event])
+        assert len(first.events()) == before + 1
+        first.state()
+        first.save_state({"k": 2}, at, events=[event])
+        assert len(first.events()) == before + 2
+    finally:
+        first.close()
+        second.close()
+
+
+def test_an_event_is_recorded_once_per_state_on_sqlite(tmp_path: Path) -> None:
+    _twice_against_one_state("sqlite:///reg.db", tmp_path)
+
+
+@pytest.mark.postgres
+def test_an_event_is_recorded_once_per_state_and_publishers_take_turns_on_postgresql(
+        pg_url: str, tmp_path: Path) -> None:
+    import threading
+
+    import psycopg
+
+    schema = f"tether_once_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        con.execute(f'CREATE SCHEMA "{schema}"')
+    url = f"{pg_url}?options=-csearch_path%3D{schema}"
+    try:
+        _twice_against_one_state(url, tmp_path)
+        # eight publishers at once: every publication lands, each with its own id
+        registries = [Registry(url, tmp_path) for _ in range(8)]
+        errors: list[BaseException] = []
+
+        def publish(i: int, r: Registry) -> None:
+            try:
+                r.publish([NewVersion(f"t{i}", "1.0.0", {"name": f"t{i}"}, {"kind": "list"})],
+                          "auto", dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+            except BaseException as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=publish, args=(i, r))
+                   for i, r in enumerate(registries)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert sorted(p["id"] for p in registries[0].publications()) == list(range(1, 9))
+        for r in registries:
+            r.close()
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as con:
+            con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -44,6 +44,15 @@ class QueryError(SourceError):
         self.reason = reason
 
 
+class SourceUnreachable(SourceError):
+    """A source could not be connected to (down, restarting, the network cut): nothing ran."""
+
+    def __init__(self, source: str, reason: str):
+        super().__init__(f"source {source!r} cannot be reached ({reason}); nothing was read.",
+                         hint="It may be down or restarting: make the call again once it is "
+                              "back.")
+
+
 class ProductError(TetherError):
     """A data product does not match its source (missing table, bad SQL, unknown column)."""
 

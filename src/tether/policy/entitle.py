@@ -83,19 +83,33 @@ class MaskKey:
         return hashlib.sha256((self.outer + inner).encode()).hexdigest()
 
 
+def _fn(name: str, *args: exp.Expr) -> exp.Expr:
+    return exp.Anonymous(this=name, expressions=list(args))
+
+
+_SHA256_HEX: dict[str, Callable[[exp.Expr], exp.Expr]] = {
+    # SHA-256 of a text value, as 64 lowercase hex digits, in each engine's own functions
+    "duckdb": lambda x: _fn("sha256", x),
+    "postgres": lambda x: _fn("encode", _fn("sha256", _fn("convert_to", x,
+                                                            exp.Literal.string("UTF8"))),
+                              exp.Literal.string("hex")),
+    "snowflake": lambda x: _fn("SHA2", x, exp.Literal.number(256)),
+    "spark": lambda x: _fn("sha2", x, exp.Literal.number(256)),
+    "databricks": lambda x: _fn("sha2", x, exp.Literal.number(256)),
+    "bigquery": lambda x: _fn("TO_HEX", _fn("SHA256", x)),
+    "trino": lambda x: _fn("lower", _fn("to_hex", _fn("sha256", _fn("to_utf8", x)))),
+    "clickhouse": lambda x: _fn("lower", _fn("hex", _fn("SHA256", x))),
+}
+HASH_DIALECTS = frozenset(_SHA256_HEX)
+"""The engines the hash mask is written for."""
+
+
 def hash_mask(value: exp.Expr, dialect: str) -> exp.Expr:
     """The keyed hash of ``value`` (as text) in the engine, over the bound key halves."""
     text = exp.cast(value, _text())
     k_i, k_o = (exp.Placeholder(this=p) for p in MASK_KEY_PARAMS)
-    if dialect == "duckdb":
-        def sha(x: exp.Expr) -> exp.Expr:
-            return exp.Anonymous(this="sha256", expressions=[x])
-    elif dialect == "postgres":
-        def sha(x: exp.Expr) -> exp.Expr:
-            utf8 = exp.Anonymous(this="convert_to", expressions=[x, exp.Literal.string("UTF8")])
-            digest = exp.Anonymous(this="sha256", expressions=[utf8])
-            return exp.Anonymous(this="encode", expressions=[digest, exp.Literal.string("hex")])
-    else:
+    sha = _SHA256_HEX.get(dialect)
+    if sha is None:
         raise ConfigError(f"the hash mask is not available on {dialect} sources.",
                           hint="Use the redact or null mask there.")
     return sha(exp.DPipe(this=k_o, expression=sha(exp.DPipe(this=k_i, expression=text))))

@@ -26,6 +26,7 @@ from tether.config import PII_SELECTOR, Project
 from tether.context.profile import ProductProfile
 from tether.errors import ConfigError, TetherError
 from tether.policy import templates
+from tether.policy.entitle import HASH_DIALECTS
 from tether.profiling.statements import fill, piece, relation_slot
 from tether.sources import Source, open_product_source
 
@@ -215,7 +216,7 @@ def hash_masks_supported(facts: Facts) -> list[Problem]:
             if mask != "hash" or product not in facts.columns:
                 continue
             dialect = facts.source(product).dialect
-            if dialect not in ("duckdb", "postgres"):
+            if dialect not in HASH_DIALECTS:
                 out.append(Problem(("policies", "roles", rname, "masks", target),
                                    f"the hash mask is not available on {dialect} sources; use "
                                    "redact or null"))

@@ -23,9 +23,12 @@ from tether.context.meta import context_of, context_sql
 from tether.errors import SourceError
 from tether.keyfile import private_file
 from tether.policy.versions import POLICY_KIND
+from tether.registry.announce import Listener, announce
 from tether.sources.sqlalchemy import driver_url
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+_PUBLISH_LOCK = 0x7E7E_0001  # the advisory lock a PostgreSQL publication holds to its commit
+_EVENTS_LOCK = 0x7E7E_0002  # the same for recording drift events
 _MIGRATIONS = [
     """CREATE TABLE IF NOT EXISTS tether_meta (key VARCHAR(64) PRIMARY KEY, value TEXT NOT NULL)""",
     """CREATE TABLE IF NOT EXISTS publications (
@@ -57,6 +60,11 @@ _MIGRATIONS = [
 _UPGRADES: dict[int, list[str]] = {
     2: ["ALTER TABLE reviews ADD COLUMN comment TEXT"],  # the decider's comment
     3: ["ALTER TABLE reviews ADD COLUMN author VARCHAR(200)"],  # who ran what opened it
+    # a drift event's natural key: the state it was detected against, its kind, subject and
+    # details; two checks that read the same state (run at once, or one killed and run again)
+    # record it once
+    4: ["ALTER TABLE drift_events ADD COLUMN natural_key VARCHAR(64)",
+        "CREATE UNIQUE INDEX drift_events_natural_key ON drift_events (natural_key)"],
 }
 
 VOLATILE_KEYS = ("version", "supersedes", "generated_at", "change_level", "change_kind",
@@ -152,6 +160,7 @@ class Registry:
         self.url = registry_url(url, root)
         self._saved: dict[str, str] = {}  # check_state as last read, to write only what changed
         self._saved_values: dict[str, Any] = {}
+        self._basis = ""  # a hash of the state last read: what events are detected against
         try:
             self.engine = sa.create_engine(self.url)
             with self.engine.begin() as c:
@@ -300,6 +309,8 @@ class Registry:
 
     def _publish(self, c: sa.Connection, versions: list[NewVersion], rule: str, stamp: str
                  ) -> int:
+        if c.dialect.name == "postgresql":  # publishers on several machines take turns
+            c.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PUBLISH_LOCK})
         pid = int(c.execute(sa.text("SELECT COALESCE(MAX(id), 0) + 1 FROM publications")
                             ).scalar_one())
         c.execute(sa.text("INSERT INTO publications (id, published_at, rule, tools) "
@@ -312,6 +323,9 @@ class Registry:
             [{"n": v.name, "v": v.version, "p": pid, "h": content_hash(v.definition),
               "d": json.dumps(v.definition, sort_keys=True), "pl": json.dumps(v.plan),
               "at": stamp} for v in versions])
+        announce(c, self.registry_id, pid, [
+            (v.name, v.version, POLICY_KIND if v.name == POLICY_KIND
+             else str((v.plan or {}).get("kind", ""))) for v in versions])
         return pid
 
     def latest_publication(self) -> int:
@@ -349,6 +363,8 @@ class Registry:
         with self._tx() as c:
             rows = c.execute(sa.text("SELECT key, value FROM check_state")).fetchall()
         self._saved = dict(rows)
+        self._basis = hashlib.sha256(json.dumps(sorted(self._saved.items())).encode()
+                                     ).hexdigest()
         parsed = {k: json.loads(v) for k, v in rows}
         self._saved_values = {k: json.loads(v) for k, v in rows}  # a copy callers cannot mutate
         return parsed
@@ -386,16 +402,26 @@ class Registry:
             return self._add_events(c, events)
 
     def _add_events(self, c: sa.Connection, events: list[dict[str, Any]]) -> list[int]:
+        """Record ``events`` detected against the state :meth:`state` last read; one already
+        recorded against that state (same kind, subject and details) is not recorded again."""
+        if c.dialect.name == "postgresql":  # ids are taken in turn
+            c.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _EVENTS_LOCK})
         ids = []
-        start = int(c.execute(sa.text("SELECT COALESCE(MAX(id), 0) FROM drift_events")
+        for e in events:
+            details = json.dumps(e["details"], sort_keys=True, default=str)
+            key = hashlib.sha256(json.dumps(
+                [self._basis, e["kind"], e["subject"], details]).encode()).hexdigest()
+            if c.execute(sa.text("SELECT 1 FROM drift_events WHERE natural_key = :k"),
+                         {"k": key}).first() is not None:
+                continue
+            i = int(c.execute(sa.text("SELECT COALESCE(MAX(id), 0) + 1 FROM drift_events")
                               ).scalar_one())
-        for i, e in enumerate(events, start + 1):
             c.execute(sa.text(
                 "INSERT INTO drift_events (id, kind, subject, details, first_observed_at, "
-                "detected_at) VALUES (:id, :kind, :subject, :details, :first, :detected)"),
-                {"id": i, "kind": e["kind"], "subject": e["subject"],
-                 "details": json.dumps(e["details"], sort_keys=True, default=str),
-                 "first": e.get("first_observed_at"), "detected": e["detected_at"]})
+                "detected_at, natural_key) VALUES (:id, :kind, :subject, :details, :first, "
+                ":detected, :key)"),
+                {"id": i, "kind": e["kind"], "subject": e["subject"], "details": details,
+                 "first": e.get("first_observed_at"), "detected": e["detected_at"], "key": key})
             ids.append(i)
         return ids
 
@@ -532,6 +558,12 @@ class Registry:
             if publish:
                 return self._publish(c, publish, f"review {rid} by {by}", stamp)
         return None
+
+    def listener(self) -> Listener | None:
+        """An ear on the publications channel (PostgreSQL only; None: read it on each tick)."""
+        if self.engine.dialect.name != "postgresql":
+            return None
+        return Listener(self.url, self.registry_id)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 
 import anyio
 import mcp_types as types
+import sqlalchemy as sa
 from mcp.server import Server, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -42,6 +43,7 @@ from tether.profiling import profile_project
 from tether.profiling.policycheck import check_policy
 from tether.registry import Registry, ToolVersion, open_registry
 from tether.registry import policy as policyversion
+from tether.registry.announce import Listener
 from tether.serve import answer, discovery, interpret, peruser
 from tether.serve.arguments import validate, without_blanks
 from tether.serve.calls import STEPS, Turn
@@ -68,6 +70,12 @@ from tether.toolgen.kinds import KINDS, kind
 from tether.toolgen.modes import strip_grounding
 from tether.toolgen.probe import PROBE_KIND
 from tether.toolgen.tokens import tool_tokens
+
+CATCH_UP = 5.0
+"""Seconds between reads of a PostgreSQL registry when nothing was announced (what a missed
+notification costs at most)."""
+MAX_PENDING = 100_000
+"""Call log entries kept while the registry cannot be reached; the oldest go past this."""
 
 
 @dataclass
@@ -127,6 +135,9 @@ class TetherServer:
                          else None)
         self._base_tokens: dict[str, tuple[list[Version], int]] = {}
         self.pending_calls: list[dict[str, Any]] = []
+        self.lost_calls = 0
+        self.registry_error: str | None = None  # why the registry could not be read, if so
+        self.ear: Listener | None = None
         self.publication = -1
         self.current: dict[str, Version] = {}
         self.history: dict[tuple[str, str], Version] = {}
@@ -453,7 +464,7 @@ class TetherServer:
             "as_of": turn.result.get("as_of"),
             "deprecated": int(entry is not None and entry.successor is not None),
         })
-        if len(self.pending_calls) >= 50:
+        if len(self.pending_calls) >= 50 and self.registry_error is None:
             self.flush_calls()
 
     def run_call(self, call: Call) -> tuple[str | None, Answered]:
@@ -683,9 +694,32 @@ class TetherServer:
         else:
             await ctx.session.send_tool_list_changed()
 
-    def flush_calls(self) -> None:
+    def flush_calls(self) -> bool:
+        """The pending calls into the registry's log. While the registry cannot be reached they
+        wait (the oldest are dropped past MAX_PENDING, and the log says how many); False then."""
         batch, self.pending_calls = self.pending_calls, []
-        self.registry.record_calls(batch)
+        try:
+            self.registry.record_calls(batch)
+        except sa.exc.SQLAlchemyError as e:
+            kept = (batch + self.pending_calls)[-MAX_PENDING:]
+            self.lost_calls += len(batch) + len(self.pending_calls) - len(kept)
+            self.pending_calls = kept
+            self._registry_down(e)
+            return False
+        return True
+
+    def _registry_down(self, e: Exception) -> None:
+        if self.registry_error is None:
+            reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+            log(f"tether: the registry cannot be reached ({reason}); serving what was last "
+                "read, keeping the call log's new entries until it is back")
+        self.registry_error = str(e)
+
+    def _registry_up(self) -> None:
+        if self.registry_error is not None:
+            lost = f"; {self.lost_calls} call log entries were dropped" if self.lost_calls else ""
+            log(f"tether: the registry is back{lost}")
+        self.registry_error = None
 
     # --- tools/list_changed, both eras ---
 
@@ -703,21 +737,52 @@ class TetherServer:
         return result
 
     async def watch(self, interval: float = 0.5) -> None:
-        """Poll the registry; on a new publication, tell every connected client."""
+        """Hear of publications and tell every connected client. On a PostgreSQL registry a
+        publication is announced (registry/announce.py) and heard within ``interval``; the
+        registry is read again every CATCH_UP seconds anyway, and on each tick otherwise. A
+        registry that cannot be reached is logged and retried; the server keeps serving what it
+        last read."""
+        ear = self.registry.listener()
+        self.ear = ear
+        looked = time.monotonic()
         while True:
-            await anyio.sleep(interval)
+            if ear is None:
+                await anyio.sleep(interval)
+                look = True
+            else:
+                look = await anyio.to_thread.run_sync(ear.wait, interval, self.publication,
+                                                      abandon_on_cancel=True)
+            look = look or time.monotonic() - looked >= CATCH_UP
             if self.pending_calls:
                 await anyio.to_thread.run_sync(self.flush_calls)
-            if await anyio.to_thread.run_sync(self.reload):
-                await self.bus.publish(ToolsListChanged())
-                for session in list(self.legacy_sessions):
-                    try:
-                        await session.send_tool_list_changed()
-                    except Exception:  # a session that went away
-                        self.legacy_sessions.pop(session, None)
+            if not look:
+                continue
+            looked = time.monotonic()
+            try:
+                moved = await anyio.to_thread.run_sync(self.reload)
+            except sa.exc.SQLAlchemyError as e:
+                self._registry_down(e)
+                continue
+            if not self.pending_calls:
+                self._registry_up()
+            if moved:
+                await self.tell_clients()
+
+    async def tell_clients(self) -> None:
+        """tools/list_changed to every session, both protocol eras."""
+        await self.bus.publish(ToolsListChanged())
+        for session in list(self.legacy_sessions):
+            try:
+                await session.send_tool_list_changed()
+            except Exception:  # a session that went away
+                self.legacy_sessions.pop(session, None)
 
     def close(self) -> None:
-        self.flush_calls()
+        if self.ear is not None:
+            self.ear.close()
+        if not self.flush_calls() and self.pending_calls:
+            log(f"tether: {len(self.pending_calls)} call log entries could not be written: the "
+                "registry cannot be reached")
         self.executor.close()
         self.registry.close()
 

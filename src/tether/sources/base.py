@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import difflib
+import json
+import os
 import re
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -20,6 +23,22 @@ from tether.errors import ProductError
 
 _PLAIN = re.compile(r"[a-z_][a-z0-9_]*")  # an identifier any dialect reads unquoted as itself
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")  # one plain-looking name part, any case
+
+
+SQL_LOG_ENV = "TETHER_SQL_LOG"
+"""Set to a file path, every statement tether sends to a source is appended to it as a JSON line
+(``source``, ``dialect``, ``sql``): the text only, never the bound values."""
+_SQL_LOG_LOCK = threading.Lock()
+
+
+def trace_statement(source: str, dialect: str, sql: str) -> None:
+    """One statement into the SQL log, when TETHER_SQL_LOG names one."""
+    path = os.environ.get(SQL_LOG_ENV)
+    if not path:
+        return
+    line = json.dumps({"source": source, "dialect": dialect, "sql": sql}) + "\n"
+    with _SQL_LOG_LOCK, open(path, "a", encoding="utf-8") as f:
+        f.write(line)
 
 
 RESERVED = frozenset("""ALL ANALYSE ANALYZE AND ANY ARRAY AS ASC ASYMMETRIC AUTHORIZATION BETWEEN

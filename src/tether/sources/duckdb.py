@@ -17,7 +17,7 @@ from sqlglot import exp
 from tether.config import ServeConfig
 from tether.context.schema import Column
 from tether.errors import ProductError, QueryError, SourceError
-from tether.sources.base import Fetched, Source, first_line, kind_of, take
+from tether.sources.base import Fetched, Source, first_line, kind_of, take, trace_statement
 from tether.sources.watchdog import WATCHDOG
 
 READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
@@ -208,6 +208,7 @@ class DuckDBSource(Source):
                   timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
         try:
             with self._cursor(timeout) as cur:
+                trace_statement(self.name, self.dialect, sql)
                 cur.execute(sql, params or None)
                 names = [d[0] for d in cur.description or []]
                 return names, cur.fetchall()
@@ -218,6 +219,7 @@ class DuckDBSource(Source):
                        timeout: float | None = None) -> list[Column]:
         try:
             with self._cursor(timeout) as cur:
+                trace_statement(self.name, self.dialect, sql)
                 cur.execute(f"SELECT * FROM ({sql}) AS tether_d LIMIT 0", params or None)
                 return [_column(d[0], d[1]) for d in cur.description or []]
         except duckdb.Error as e:
@@ -232,6 +234,7 @@ class DuckDBSource(Source):
 
         try:
             with self._cursor(timeout) as cur:
+                trace_statement(self.name, self.dialect, sql)
                 cur.execute(sql, params or None)
                 names = [d[0] for d in cur.description or []]
                 rows, capped = take(cur.fetchmany, max_rows, max_bytes, deadline, late)

@@ -13,12 +13,22 @@ import sqlalchemy as sa
 from sqlglot import exp
 
 from tether.context.schema import Column
-from tether.errors import ProductError, QueryError, SourceError
-from tether.sources.base import Fetched, Source, kind_of, take
+from tether.errors import ProductError, QueryError, SourceError, SourceUnreachable
+from tether.sources.base import Fetched, Source, kind_of, take, trace_statement
 
 _BIND = f"tether_bind_{secrets.token_hex(8)}_"
 """Marks tether's own bound parameters while rendering (unguessable, so no query text holds it)."""
-_DIALECTS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sqlite"}
+_DIALECTS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqlite": "sqlite",
+             "snowflake": "snowflake", "bigquery": "bigquery", "trino": "trino",
+             "clickhouse": "clickhouse", "clickhousedb": "clickhouse", "hive": "spark",
+             "databricks": "databricks"}
+"""SQLAlchemy backend name -> the sqlglot dialect tether renders in (docs/warehouses.md)."""
+
+
+def unescaped(text: str) -> str:
+    """What :meth:`SQLAlchemySource.render` wrote, before it escaped the colons that are not
+    bound parameters (the statement as sqlglot reads it back, for the SQL log)."""
+    return text.replace("\\:", ":")
 
 
 def redact(url: str) -> str:
@@ -67,14 +77,19 @@ class SQLAlchemySource(Source):
         opts: dict[str, Any] = {"stream_results": True} if stream else {}
         if self.dialect == "postgres":
             opts["postgresql_readonly"] = True
-        with self.engine.connect().execution_options(**opts) as conn, conn.begin() as tx:
+        try:
+            connection = self.engine.connect()
+        except sa.exc.DBAPIError as e:  # refused, timed out, shut down: only the last clause
+            reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+            raise SourceUnreachable(self.name, reason.rsplit(": ", 1)[-1]) from None
+        with connection.execution_options(**opts) as conn, conn.begin() as tx:
             if self.schema and self.dialect == "postgres":
                 conn.execute(sa.text("SELECT set_config('search_path', :s, true)"),
                              {"s": self.schema})
             yield conn
             tx.rollback()
 
-    def render(self, expr: exp.Expr) -> str:
+    def render(self, expr: exp.Expr) -> str:  # unescaped() reverses it
         """SQL for SQLAlchemy's text(), which binds ``:name`` portably and escapes % for
         pyformat drivers. Every other colon (in a string literal, a quoted name, a cast) is
         escaped, so that text written in a query is never taken for a bound parameter."""
@@ -93,6 +108,7 @@ class SQLAlchemySource(Source):
                 if timeout and self.dialect == "postgres":
                     c.execute(sa.text("SELECT set_config('statement_timeout', :t, true)"),
                               {"t": f"{int(timeout * 1000)}ms"})
+                trace_statement(self.name, self.dialect, unescaped(sql))
                 result = c.execute(sa.text(sql), params or {})
                 return list(result.keys()), [tuple(r) for r in result]
         except sa.exc.OperationalError as e:
@@ -117,6 +133,7 @@ class SQLAlchemySource(Source):
                 if self.dialect == "postgres":
                     c.execute(sa.text("SELECT set_config('statement_timeout', :t, true)"),
                               {"t": f"{int(timeout * 1000)}ms"})
+                trace_statement(self.name, self.dialect, unescaped(sql))
                 result = c.execute(sa.text(sql), params or {})
                 names = list(result.keys())
                 rows, capped = take(result.fetchmany, max_rows, max_bytes, deadline, late)
@@ -218,6 +235,7 @@ class SQLAlchemySource(Source):
             if timeout and self.dialect == "postgres":
                 c.execute(sa.text("SELECT set_config('statement_timeout', :t, true)"),
                           {"t": f"{int(timeout * 1000)}ms"})
+            trace_statement(self.name, self.dialect, unescaped(sql))
             res = c.execute(sa.text(sql), params)
             desc = res.cursor.description if res.cursor else []
             names = [d[0] for d in desc]
