@@ -33,8 +33,8 @@ def announce(c: sa.Connection, registry_id: str, publication: int,
     """Within the publishing transaction: one notification per (tool, version, kind)."""
     if c.dialect.name != "postgresql" or not versions:
         return
-    c.execute(sa.text("SELECT pg_notify(:channel, :payload)"), [
-        {"channel": CHANNEL, "payload": json.dumps({
+    c.execute(sa.text("SELECT pg_notify(:topic, :payload)"), [
+        {"topic": CHANNEL, "payload": json.dumps({
             "registry": registry_id, "publication": publication, "tool": tool[:200],
             "version": version, "kind": kind})}
         for tool, version, kind in versions])
