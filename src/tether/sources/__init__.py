@@ -28,7 +28,9 @@ def resolve_duckdb_path(url: str, root: Path) -> Path | None:
 
 _URL_DIALECTS = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql",
                  "mariadb": "mysql", "sqlite": "sqlite", "snowflake": "snowflake",
-                 "bigquery": "bigquery", "trino": "trino", "mssql": "tsql"}
+                 "bigquery": "bigquery", "trino": "trino", "mssql": "tsql", "spark": "spark",
+                 "sc": "spark", "hive": "spark", "databricks": "databricks",
+                 "clickhouse": "clickhouse", "clickhousedb": "clickhouse"}
 
 
 def dialect_of(url: str) -> str:
@@ -49,6 +51,10 @@ def open_source(name: str, cfg: SourceConfig, root: Path, serve: ServeConfig | N
         from tether.sources.duckdb import DuckDBSource
 
         return DuckDBSource(name, path, cfg.schema_, serve)
+    if cfg.url.startswith(("spark://", "sc://")):
+        from tether.sources.spark import SparkSource
+
+        return SparkSource(name, cfg.url, cfg.schema_)
     from tether.sources.sqlalchemy import SQLAlchemySource
 
     return SQLAlchemySource(name, cfg.url, cfg.schema_)
