@@ -157,3 +157,15 @@ def test_the_hash_mask_is_written_for_each_dialect(dialect: str) -> None:
         dialect=dialect, unsupported_level=ErrorLevel.RAISE)
     assert "256" in text.upper() or "SHA256" in text.upper()
     sqlglot.parse_one(f"SELECT {text} FROM t", read=dialect)
+
+
+@pytest.mark.parametrize("dialect", ["spark", "databricks"])
+def test_run_sql_refuses_a_script_transform(dialect: str) -> None:
+    """SELECT TRANSFORM (...) USING 'script' runs a program on a Spark or Hive cluster: run_sql
+    refuses it (the dialects that read it), before any policy rewriting."""
+    from tether.serve.sqlguard import GuardError, parse
+
+    text = "SELECT TRANSFORM(id) USING 'sh -c id' AS (x STRING) FROM t"
+    assert sqlglot.parse_one(text, read=dialect).find(exp.QueryTransform) is not None
+    with pytest.raises(GuardError, match="QUERYTRANSFORM is not allowed"):
+        parse(text, dialect)

@@ -174,3 +174,35 @@ def test_an_event_is_recorded_once_per_state_and_publishers_take_turns_on_postgr
     finally:
         with psycopg.connect(pg_url, autocommit=True) as con:
             con.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_a_call_log_entry_the_registry_refuses_never_holds_back_the_others(
+        tmp_path: Path, demo_dir: Path) -> None:
+    """A tool name with a NUL (PostgreSQL text refuses it) is logged with the NUL replaced; an
+    entry the registry refuses for its own reasons is dropped and said, the rest land."""
+    import anyio
+    from mcp import Client
+
+    from conftest import copy_project
+    from tether.config import load_project
+    from tether.drift.publish import build
+    from tether.serve.server import TetherServer
+
+    d = copy_project(demo_dir, tmp_path / "p")
+    build(load_project(d))
+    server = TetherServer(load_project(d), stdio_user=next(iter(
+        load_project(d).config.policies.users)))
+
+    async def go() -> None:
+        async with Client(server.server) as c:
+            await c.call_tool("no\x00such_tool", {})
+            await c.call_tool("explain_data_product", {"product": next(iter(
+                load_project(d).config.products))})
+
+    try:
+        anyio.run(go)
+        assert server.flush_calls()
+        logged = server.registry.calls()
+    finally:
+        server.close()
+    assert {c["tool"] for c in logged} >= {"no\ufffdsuch_tool", "explain_data_product"}

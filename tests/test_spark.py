@@ -6,8 +6,9 @@ is then called on Spark and on DuckDB with the same arguments (none, then each e
 value with a period and an ordering, and the next page): the same tools, the same answers
 (rows, counts, as_of, windows), the same refusals, and evidence naming the same window. Then
 drift through Spark (a column added is found by `tether check`), a statement that is not a query
-refused before it is sent, and the Spark server stopped under a running server: a clear tool
-error, and the next call after it is back works.
+refused before it is sent, a statement past its timeout interrupted, and the Spark server killed
+while a statement runs: a clear error, no hang, and the next call after a server answers again
+works.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from tether.config import load_project
 from tether.context.meta import ToolContext
 from tether.drift.check import check
 from tether.drift.publish import build
-from tether.errors import QueryError, TetherError
+from tether.errors import QueryError, SourceError, TetherError
 from tether.keyfile import load_secret
 from tether.registry import open_registry
 from tether.serve.server import TetherServer
@@ -178,7 +179,16 @@ def test_drift_timeouts_and_an_outage_on_spark(spark_port: int, demo_dir: Path,
                           "SELECT 1; DROP TABLE x"):
             with pytest.raises(QueryError, match="only a single query"):
                 src.run(statement)
+        with pytest.raises(QueryError, match="script transform"):  # a program on the cluster
+            src.run(f"SELECT TRANSFORM(*) USING 'cat' AS (x STRING) FROM {table}")
         assert spark.sql(f"SELECT COUNT(*) FROM drifting.{table}").collect()[0][0] > 0
+        # a statement past its timeout is interrupted, and the source answers the next one
+        started = time.monotonic()
+        with pytest.raises(SourceError, match="ran longer than 2s"):
+            src.run("SELECT COUNT(*) FROM range(0, 200000) a CROSS JOIN range(0, 200000) b",
+                    timeout=2)
+        assert time.monotonic() - started < 20
+        assert src.run("SELECT 1") == [(1,)]
     finally:
         src.close()
         spark.stop()

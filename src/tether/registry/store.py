@@ -20,7 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tether.context.meta import context_of, context_sql
-from tether.errors import SourceError
+from tether.errors import SourceError, TetherError
 from tether.keyfile import private_file
 from tether.policy.versions import POLICY_KIND
 from tether.registry.announce import Listener, announce
@@ -162,7 +162,10 @@ class Registry:
         self._saved_values: dict[str, Any] = {}
         self._basis = ""  # a hash of the state last read: what events are detected against
         try:
-            self.engine = sa.create_engine(self.url)
+            # a registry that does not answer fails a read in seconds, not the OS's minutes
+            self.engine = sa.create_engine(self.url, **(
+                {"connect_args": {"connect_timeout": 5}} if self.url.startswith("postgresql")
+                else {}))
             with self.engine.begin() as c:
                 for ddl in _MIGRATIONS:
                     c.execute(sa.text(ddl))
@@ -304,8 +307,14 @@ class Registry:
         if not versions:
             return None
         stamp = at.astimezone(dt.UTC).isoformat()
-        with self._tx() as c:
-            return self._publish(c, versions, rule, stamp)
+        try:
+            with self._tx() as c:
+                return self._publish(c, versions, rule, stamp)
+        except sa.exc.IntegrityError:
+            raise TetherError(
+                "another publication of the same tool version landed first (two checks or "
+                "builds ran at once); nothing of this one was published.",
+                hint="Run it again: it starts from what is published now.") from None
 
     def _publish(self, c: sa.Connection, versions: list[NewVersion], rule: str, stamp: str
                  ) -> int:

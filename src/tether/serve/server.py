@@ -53,6 +53,7 @@ from tether.serve.kinds import Answered, Call, ToolError
 from tether.serve.lineage import lineage_route
 from tether.serve.pagination import load_key
 from tether.serve.sessions import Mount, SessionTools
+from tether.sources.base import first_line
 from tether.toolgen import Mode, QueryPlan, generate
 from tether.toolgen.discovery import (
     PROBE,
@@ -451,11 +452,14 @@ class TetherServer:
                 is_error=True)
         finally:
             self._log_call(turn, error)
+            if len(self.pending_calls) >= 50 and self.registry_error is None:
+                await anyio.to_thread.run_sync(self.flush_calls)  # never on the event loop
 
     def _log_call(self, turn: Turn, error: str | None) -> None:
         """The call in the registry's log (in batches of 50, and at shutdown)."""
         entry = turn.entry
-        self.pending_calls.append({
+        self.pending_calls.append({k: v.replace("\x00", "\ufffd") if isinstance(v, str) else v
+                                   for k, v in {  # a NUL a client sent: no text column takes it
             "at": dt.datetime.now(dt.UTC).isoformat(), "user": turn.user, "role": turn.role,
             "tool": turn.name[:200], "version": entry.version if entry is not None else None,
             "arguments": logged_arguments(turn.args),
@@ -463,9 +467,7 @@ class TetherServer:
             "rows": turn.result.get("row_count"), "error": error,
             "as_of": turn.result.get("as_of"),
             "deprecated": int(entry is not None and entry.successor is not None),
-        })
-        if len(self.pending_calls) >= 50 and self.registry_error is None:
-            self.flush_calls()
+        }.items()})
 
     def run_call(self, call: Call) -> tuple[str | None, Answered]:
         """The schema check and the answer, in one worker thread (one hop, not two)."""
@@ -700,19 +702,25 @@ class TetherServer:
         batch, self.pending_calls = self.pending_calls, []
         try:
             self.registry.record_calls(batch)
-        except sa.exc.SQLAlchemyError as e:
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as e:  # unreachable: wait
             kept = (batch + self.pending_calls)[-MAX_PENDING:]
             self.lost_calls += len(batch) + len(self.pending_calls) - len(kept)
             self.pending_calls = kept
             self._registry_down(e)
             return False
+        except sa.exc.SQLAlchemyError:  # an entry the registry refuses: never the others
+            for entry in batch:
+                try:
+                    self.registry.record_calls([entry])
+                except sa.exc.SQLAlchemyError as e:
+                    log(f"tether: a call log entry for {entry.get('tool')!r} was refused by "
+                        f"the registry and dropped ({first_line(e)})")
         return True
 
     def _registry_down(self, e: Exception) -> None:
         if self.registry_error is None:
-            reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
-            log(f"tether: the registry cannot be reached ({reason}); serving what was last "
-                "read, keeping the call log's new entries until it is back")
+            log(f"tether: the registry cannot be reached ({first_line(e)}); serving what was "
+                "last read, keeping the call log's new entries until it is back")
         self.registry_error = str(e)
 
     def _registry_up(self) -> None:
@@ -762,6 +770,10 @@ class TetherServer:
                 moved = await anyio.to_thread.run_sync(self.reload)
             except sa.exc.SQLAlchemyError as e:
                 self._registry_down(e)
+                continue
+            except TetherError as e:  # the registry emptied, a policy that no longer loads
+                log(f"tether: the registry could not be read again ({e.paragraph()}); serving "
+                    "what was last read")
                 continue
             if not self.pending_calls:
                 self._registry_up()

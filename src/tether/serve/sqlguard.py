@@ -50,6 +50,8 @@ _FORBIDDEN_NODES: tuple[type[exp.Expr], ...] = tuple(
         "Attach", "Detach", "Pragma", "Set", "Transaction", "Commit", "Rollback", "Use", "Into",
         "Lock", "LoadData", "Install", "Summarize", "Describe", "Show", "Analyze", "TruncateTable",
         "Placeholder", "Parameter", "SessionParameter", "Kill", "Grant", "Revoke",
+        # SELECT TRANSFORM (...) USING 'script': Spark and Hive run the script on the cluster
+        "QueryTransform",
     ) if hasattr(exp, n)
 )
 

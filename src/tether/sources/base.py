@@ -37,8 +37,10 @@ def trace_statement(source: str, dialect: str, sql: str) -> None:
     if not path:
         return
     line = json.dumps({"source": source, "dialect": dialect, "sql": sql}) + "\n"
-    with _SQL_LOG_LOCK, open(path, "a", encoding="utf-8") as f:
-        f.write(line)
+    with _SQL_LOG_LOCK, contextlib.suppress(OSError):  # a log that cannot be written is no error
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # run_sql's literals
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write(line)
 
 
 RESERVED = frozenset("""ALL ANALYSE ANALYZE AND ANY ARRAY AS ASC ASYMMETRIC AUTHORIZATION BETWEEN

@@ -4,7 +4,7 @@ Every statement is rendered by sqlglot's Spark dialect; values travel as Spark's
 parameters (``spark.sql(text, args=...)``: ``:name`` markers bound by the server, never text).
 Spark has no read-only session: this source refuses, before sending it, anything that is not one
 query (defence in depth beside `run_sql`'s own guard); on a real cluster give tether a principal
-that may only read. A statement past its timeout is interrupted (``interruptOperation``).
+that may only read. A statement past its timeout is interrupted (``interruptTag``: its own call's only).
 Spark enforces no primary keys: a product's key comes from tether.yaml.
 
 Needs the Spark Connect client (``pip install "pyspark[connect]"`` or ``pyspark-client``).
@@ -18,6 +18,7 @@ import logging
 import re
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,7 +34,6 @@ _CLIENT_LOGGERS = ("SQLQueryContextLogger", "pyspark", "py4j")
 _GONE = ("UNAVAILABLE", "RETRIES_EXCEEDED", "Connection refused", "failed to connect",
          "SESSION_NOT_FOUND", "SESSION_CHANGED", "Socket closed", "INVALID_HANDLE")
 """What a client error says when the server went away (or came back as another server)."""
-_BIND = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 _SPARK_TYPES = [  # Spark's simple type names as the engine-independent names kind_of reads
     (re.compile(r"^timestamp_ntz$"), "TIMESTAMP"),
@@ -76,7 +76,7 @@ class SparkSource(Source):
             self.spark = self._connect()
         except Exception as e:  # grpc and Spark errors have no common base worth naming
             raise SourceError(
-                f"source {name!r}: cannot connect to {self.url_for_humans}: {first_line(e)}",
+                f"source {name!r}: cannot connect to {self.url_for_humans}: {reason(e)}",
                 hint="Check that the Spark Connect server is running (start-connect-server.sh) "
                      "and the host and port in tether.yaml.") from None
 
@@ -95,6 +95,10 @@ class SparkSource(Source):
         return spark
 
     def _session(self) -> Any:
+        with self._lock:
+            return self._current()
+
+    def _current(self) -> Any:
         if self._stale:
             try:
                 fresh = self._connect()
@@ -111,12 +115,6 @@ class SparkSource(Source):
     def render(self, expr: exp.Expr) -> str:
         return expr.sql(dialect="spark")
 
-    @staticmethod
-    def _named(sql: str) -> str:
-        """Placeholders as Spark's named parameter markers (sqlglot writes ``:name`` for
-        Spark already; a ``$name`` from elsewhere is turned into one)."""
-        return _BIND.sub(r":\1", sql)
-
     def _checked(self, sql: str) -> str:
         try:
             parsed = [p for p in sqlglot.parse(sql, read="spark") if p is not None]
@@ -125,35 +123,50 @@ class SparkSource(Source):
         if len(parsed) != 1 or not isinstance(parsed[0], (exp.Query, exp.Describe)):
             raise QueryError(self.name, "only a single query is sent to a Spark source "
                                         "(tether reads, never writes)")
+        if parsed[0].find(exp.QueryTransform) is not None:  # TRANSFORM ... USING 'script'
+            raise QueryError(self.name, "a script transform is never sent to a Spark source")
         return sql
 
     def _df(self, sql: str, params: dict[str, Any] | None) -> Any:
         trace_statement(self.name, self.dialect, sql)
-        return self._session().sql(self._checked(self._named(sql)), args=_args(params))
+        return self._session().sql(self._checked(sql), args=_args(params))
 
     @contextlib.contextmanager
     def _timed(self, timeout: float | None) -> Iterator[dict[str, bool]]:
+        """One call's statements under a tag of their own (tags are per thread), so that its
+        timeout interrupts them and no one else's."""
         state = {"stopped": False}
+        tag = f"tether-{uuid.uuid4().hex}"
+        spark = self._session()
+        spark.addTag(tag)
 
         def stop() -> None:
             state["stopped"] = True
             with contextlib.suppress(Exception):
-                self.spark.interruptAll()
+                spark.interruptTag(tag)
 
-        with WATCHDOG.guard(timeout, stop):
-            yield state
+        try:
+            with WATCHDOG.guard(timeout, stop):
+                yield state
+        finally:
+            with contextlib.suppress(Exception):
+                spark.removeTag(tag)
 
     def _failed(self, e: Exception, timeout: float | None, state: dict[str, bool]) -> Exception:
         if state["stopped"]:
             return SourceError(f"source {self.name!r}: the query ran longer than "
                                f"{timeout or 0:g}s and was cancelled", hint="Narrow it down.")
-        whole = str(e)
-        found = re.search(r'details = "([^"\n]*)', whole)
-        text = found.group(1) if found else first_line(e)
-        if any(w in whole for w in _GONE):
+        gone = self._gone(e)
+        if gone is not None:
+            return gone
+        return QueryError(self.name, reason(e))
+
+    def _gone(self, e: Exception) -> SourceUnreachable | None:
+        """The error of a server that went away (the next statement opens a new session)."""
+        if any(w in str(e) for w in _GONE):
             self._stale = True
             return SourceUnreachable(self.name, "the Spark Connect server does not answer")
-        return QueryError(self.name, text)
+        return None
 
     def run_named(self, sql: str, params: dict[str, Any] | None = None,
                   timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -161,7 +174,8 @@ class SparkSource(Source):
             try:
                 df = self._df(sql, params)
                 rows = df.collect()
-                return list(df.columns), [_row(r) for r in rows]
+                schema = df.schema
+                return list(df.columns), [_row(r, schema) for r in rows]
             except (QueryError, SourceError):
                 raise
             except Exception as e:
@@ -177,7 +191,8 @@ class SparkSource(Source):
         with self._timed(timeout) as state:
             try:
                 df = self._df(sql, params).limit(max_rows + 1)
-                rows = [_row(r) for r in df.collect()]
+                schema = df.schema
+                rows = [_row(r, schema) for r in df.collect()]
                 left = iter([rows])
                 kept, capped = take(lambda _n: next(left, []), max_rows, max_bytes, deadline, late)
                 return Fetched(list(df.columns), kept, capped)
@@ -203,10 +218,14 @@ class SparkSource(Source):
     # --- catalog ---
 
     def tables(self) -> list[str]:
-        spark = self._session()
-        db = self.schema or spark.catalog.currentDatabase()
-        return sorted(t.name for t in spark.catalog.listTables(db)
-                      if not t.isTemporary)
+        try:
+            spark = self._session()
+            db = self.schema or spark.catalog.currentDatabase()
+            return sorted(t.name for t in spark.catalog.listTables(db) if not t.isTemporary)
+        except SourceError:
+            raise
+        except Exception as e:
+            raise self._gone(e) or QueryError(self.name, reason(e)) from None
 
     def primary_key(self, table: str) -> list[str]:
         return []
@@ -215,8 +234,13 @@ class SparkSource(Source):
         text = relation.sql(dialect="spark")
         try:
             schema = self._session().sql(f"SELECT * FROM {text} LIMIT 0").schema
+        except SourceError:
+            raise
         except Exception as e:
-            message = first_line(e)
+            gone = self._gone(e)
+            if gone is not None:
+                raise gone from None
+            message = reason(e)
             if "TABLE_OR_VIEW_NOT_FOUND" in message and isinstance(relation, exp.Table):
                 raise ProductError(
                     f"{label}: table {text} does not exist in source {self.name!r} "
@@ -230,7 +254,7 @@ class SparkSource(Source):
             try:
                 cols = self.describe(t, t.name)
             except ProductError:
-                continue
+                continue  # gone: its drift is found by describing it (a server gone raises)
             out[t.name] = "|".join(f"{c.name}:{c.type}:{c.nullable}" for c in cols)
         return out
 
@@ -245,6 +269,15 @@ class SparkSource(Source):
             self.spark.stop()
 
 
+def reason(e: BaseException) -> str:
+    """The engine's reason in one line: the gRPC status details when there are any (the first
+    line of such an error says nothing), a connection token never."""
+    whole = str(e)
+    found = re.search(r'details = "([^"\n]*)', whole)
+    text = found.group(1) if found else first_line(e)
+    return re.sub(r"(token=)[^;\s'\"]+", r"\1***", text)
+
+
 def _args(params: dict[str, Any] | None) -> dict[str, Any] | None:
     if not params:
         return None
@@ -256,19 +289,23 @@ def _args(params: dict[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
-def _row(r: Any) -> tuple[Any, ...]:
-    return tuple(_value(v) for v in tuple(r))
+def _row(r: Any, schema: Any) -> tuple[Any, ...]:
+    return tuple(_value(v, f.dataType) for v, f in zip(tuple(r), schema.fields, strict=True))
 
 
-def _value(v: Any) -> Any:
+def _value(v: Any, t: Any) -> Any:
     """A value as the other engines' drivers give it: a struct as a dict, a list as a list, a
-    timestamp as an instant (the client gives naive times in the session's zone: UTC)."""
-    if hasattr(v, "asDict"):
-        return {k: _value(x) for k, x in v.asDict(recursive=False).items()}
-    if isinstance(v, list):
-        return [_value(x) for x in v]
-    if isinstance(v, dt.datetime) and v.tzinfo is None:
-        return v.replace(tzinfo=dt.UTC)
+    TIMESTAMP as an instant in UTC (the client gives it as a naive time in this process's zone),
+    a TIMESTAMP_NTZ as the naive time it is."""
+    kind = t.typeName()
+    if v is None:
+        return None
+    if kind == "struct":
+        return {f.name: _value(x, f.dataType) for f, x in zip(t.fields, tuple(v), strict=True)}
+    if kind == "array":
+        return [_value(x, t.elementType) for x in v]
+    if kind == "timestamp" and isinstance(v, dt.datetime):
+        return v.astimezone(dt.UTC)  # a naive value is read as this process's local time
     return v
 
 

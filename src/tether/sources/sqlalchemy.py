@@ -25,6 +25,11 @@ _DIALECTS = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sq
 """SQLAlchemy backend name -> the sqlglot dialect tether renders in (docs/warehouses.md)."""
 
 
+_UNREACHABLE = re.compile(r"refused|timed? ?out|could not connect|server closed|no route|"
+                          r"unreachable|shutting down|starting up|terminating|network", re.I)
+"""What a connection error says when the server cannot be reached (not when it refused us)."""
+
+
 def unescaped(text: str) -> str:
     """What :meth:`SQLAlchemySource.render` wrote, before it escaped the colons that are not
     bound parameters (the statement as sqlglot reads it back, for the SQL log)."""
@@ -79,9 +84,14 @@ class SQLAlchemySource(Source):
             opts["postgresql_readonly"] = True
         try:
             connection = self.engine.connect()
-        except sa.exc.DBAPIError as e:  # refused, timed out, shut down: only the last clause
+        except sa.exc.DBAPIError as e:
             reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
-            raise SourceUnreachable(self.name, reason.rsplit(": ", 1)[-1]) from None
+            if _UNREACHABLE.search(reason):  # refused, timed out, shutting down: the last clause
+                raise SourceUnreachable(self.name, reason.rsplit(": ", 1)[-1]) from None
+            raise SourceError(f"source {self.name!r}: cannot connect: "
+                              f"{reason.rsplit(': ', 1)[-1]}",
+                              hint="Check the user, password and database of this source in "
+                                   "tether.yaml.") from None
         with connection.execution_options(**opts) as conn, conn.begin() as tx:
             if self.schema and self.dialect == "postgres":
                 conn.execute(sa.text("SELECT set_config('search_path', :s, true)"),
