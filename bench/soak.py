@@ -196,27 +196,22 @@ def soak(d: Path, seconds: float, n_replicas: int, n_clients: int) -> dict[str, 
     mask = MaskKey.from_secret(load_secret(project.root / config.serve.mask_key_file))
     tally = Tally()
     with replicas(d, n_replicas) as running:
-        async def warm() -> None:
-            async with anyio.create_task_group() as tg:
-                for i in range(n_clients):
-                    url = running[i % n_replicas][0]
-                    user = users[i % len(users)]
-                    tg.start_soon(_client, url, tokens[user], user, d, entitled,
-                                  time.monotonic() + WARMUP, Tally(), mask.digest)
+        def clients(until: float, into: Tally) -> None:
+            """Every client calling until ``until``, client i on replica i mod n, as user
+            i mod users."""
+            async def go() -> None:
+                async with anyio.create_task_group() as tg:
+                    for i in range(n_clients):
+                        user = users[i % len(users)]
+                        tg.start_soon(_client, running[i % n_replicas][0], tokens[user], user,
+                                      d, entitled, until, into, mask.digest)
 
-        anyio.run(warm)
+            anyio.run(go)
+
+        clients(time.monotonic() + WARMUP, Tally())  # the warm-up: not counted
         before = [rss_mb(p.pid) for _, p in running]
         t0 = time.monotonic()
-
-        async def go() -> None:
-            async with anyio.create_task_group() as tg:
-                for i in range(n_clients):
-                    url = running[i % n_replicas][0]
-                    user = users[i % len(users)]
-                    tg.start_soon(_client, url, tokens[user], user, d, entitled,
-                                  t0 + seconds, tally, mask.digest)
-
-        anyio.run(go)
+        clients(t0 + seconds, tally)
         wall = time.monotonic() - t0
         after = [rss_mb(p.pid) for _, p in running]
         alive = all(p.poll() is None for _, p in running)
