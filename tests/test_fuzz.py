@@ -12,6 +12,8 @@
 - cases.jsonl lines, dbt manifests and OpenLineage events, made of random JSON near their real
   shapes: read, or refused with a TetherError; a refused OpenLineage import leaves the layer on
   disk as it was.
+- Policy: a role with a random row filter and a user with random attributes; every listing
+  result is a subset of what the oracle allows (exactly it, when not capped).
 
 The example counts (FUZZED) are what docs/reliability.md reports.
 """
@@ -50,7 +52,8 @@ from tether.sources import open_source
 
 TETHER = str(Path(sys.executable).parent / "tether")
 FUZZED = {"tool arguments": 300, "JSON-RPC messages": 200, "tether.yaml": 150,
-          "cases.jsonl": 200, "dbt manifests": 100, "OpenLineage events": 150}
+          "cases.jsonl": 200, "dbt manifests": 100, "OpenLineage events": 150,
+          "random policies": 60}
 SETTINGS = {"deadline": None, "derandomize": True,
             "suppress_health_check": [HealthCheck.function_scoped_fixture,
                                       HealthCheck.too_slow, HealthCheck.data_too_large]}
@@ -294,3 +297,85 @@ def test_openlineage_events(built: Path) -> None:
         json.loads(kept)
 
     one()
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def test_random_users_attributes_and_row_filters(built: Path) -> None:
+    """A role made at random (a row filter over a product's enum-like columns: a column equal
+    to a user attribute, IN a list, NOT equal, joined by AND or OR), a user of it with random
+    attribute values (values of the column, or one no row has): every listing result is a
+    subset of what the oracle allows, read with the filter as written."""
+    from tether.context.config_model import RoleConfig, UserConfig
+    from tether.profiling import profile_product
+    from tether.serve.executor import Executor
+    from tether.serve.kinds import Call
+    from tether.serve.pagination import load_key
+    from tether.toolgen import generate
+
+    project = load_project(built)
+    config = project.config
+    profiles = {n: profile_product(project, n) for n in config.products}
+    listings = {t.plan.product: t for t in generate(project, profiles, "grounded")
+                if t.plan.kind == "list" and t.plan.product in config.products
+                and config.products[t.plan.product].primary_key}
+    choices = {p: {c.column.name: [str(getattr(v, "value", v)) for v in c.enum][:6]
+                   for c in profiles[p].columns if c.enum and c.column.kind == "string"}
+               for p in listings}
+    choices = {p: cols for p, cols in choices.items() if cols}
+    src = open_source("main", config.sources["main"], project.root)
+    key = load_key(built / ".tether" / "cursor.key")
+    checked = {"rows": 0, "examples": 0}
+
+    @st.composite
+    def policies(draw: Any) -> tuple[str, str, dict[str, str]]:
+        product = draw(st.sampled_from(sorted(choices)))
+        cols = choices[product]
+        attrs: dict[str, str] = {}
+        parts = []
+        for i in range(draw(st.integers(1, 3))):
+            col = draw(st.sampled_from(sorted(cols)))
+            values = cols[col]
+            shape = draw(st.sampled_from(["attr", "in", "not"]))
+            if shape == "attr":
+                attrs[f"a{i}"] = draw(st.one_of(st.sampled_from(values), st.just("no-such-value")))
+                parts.append(f"{col} = {{{{ user.a{i} }}}}")
+            elif shape == "in":
+                picked = draw(st.lists(st.sampled_from(values), min_size=1, max_size=3))
+                parts.append(f"{col} IN ({', '.join(_literal(v) for v in picked)})")
+            else:
+                parts.append(f"NOT {col} = {_literal(draw(st.sampled_from(values)))}")
+        joiner = draw(st.sampled_from([" AND ", " OR "]))
+        return product, joiner.join(parts), attrs
+
+    @settings(max_examples=FUZZED["random policies"], **SETTINGS)
+    @given(drawn=policies())
+    def one(drawn: tuple[str, str, dict[str, str]]) -> None:
+        product, predicate, attrs = drawn
+        fuzzed = config.model_copy(deep=True)
+        fuzzed.policies.roles["fuzz_role"] = RoleConfig(row_filters={product: predicate})
+        fuzzed.policies.users["fuzz.user"] = UserConfig(role="fuzz_role", **attrs)
+        project.config = fuzzed
+        ex = Executor(project, key)
+        tool = listings[product]
+        try:
+            result = ex.run(Call("fuzz.user", tool.name, "1.0.0", tool.wire(), tool.plan,
+                                 {"limit": 200}))
+        finally:
+            ex.close()
+        allowed = entitled_keys(fuzzed, src.run, src.dialect, "fuzz.user", product)
+        found = check_rows(fuzzed, "fuzz.user", product, result["rows"], allowed)
+        assert not found, (predicate, attrs, found)
+        if not result.get("truncated"):
+            assert result["row_count"] == len(allowed), (predicate, attrs)
+        checked["rows"] += result["row_count"]
+        checked["examples"] += 1
+
+    try:
+        one()
+    finally:
+        project.config = config
+        src.close()
+    assert checked["examples"] >= FUZZED["random policies"] // 2 and checked["rows"] > 0, checked
