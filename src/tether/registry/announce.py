@@ -56,7 +56,6 @@ class Listener:
         self._conn: Any = None
         self._lock = threading.Lock()  # one waiter at a time; close waits for it
         self._closed = False
-        self.heard = 0  # the newest publication announced so far
 
     def wait(self, timeout: float, newest: int) -> bool:
         with self._lock:
@@ -102,11 +101,9 @@ class Listener:
             said = json.loads(payload)
             if said.get("registry") != self.registry_id:
                 return False
-            publication = int(said["publication"])
+            return int(said["publication"]) > newest
         except (ValueError, TypeError, KeyError, AttributeError):
             return False  # not ours to read
-        self.heard = max(self.heard, publication)
-        return publication > newest
 
     def _drop(self) -> None:
         if self._conn is not None:

@@ -112,9 +112,6 @@ class SparkSource(Source):
 
     # --- statements ---
 
-    def render(self, expr: exp.Expr) -> str:
-        return expr.sql(dialect="spark")
-
     def _checked(self, sql: str) -> str:
         try:
             parsed = [p for p in sqlglot.parse(sql, read="spark") if p is not None]
