@@ -429,3 +429,54 @@ def test_a_reviewer_flag_waiting_for_review_grants_nothing_in_the_console(proj: 
                                     {"Origin": url})
         assert status == 403
     assert _status(proj.root) == "pending"
+
+
+def test_the_learn_page_lists_applies_and_dismisses_for_reviewers_only(proj: Project) -> None:
+    from conftest import call_tools
+    from test_learn import _enum_param, _listings
+    from tether.learn.propose import learn
+
+    la = next(la for la in _listings(proj.root).values() if _enum_param(la)
+              and len(la.params) >= 2)
+    param, values = _enum_param(la)  # type: ignore[misc]
+    other = next(p for p in la.params if p != param)
+    call_tools(load_project(proj.root), REVIEWER,
+               [(la.tool, {other: values[0], "limit": 1})] * 3
+               + [(la.tool, {other: values[-1], "limit": 1})] * 3)
+    found = learn(load_project(proj.root)).proposals
+    assert found
+    pid = found[0].id
+    with served(proj.root) as url:
+        m = Client(url)
+        m.sign_in(proj.tokens[MANAGER])
+        for path in ("/learn", f"/learn/{pid}"):
+            status, html, _ = m.request(path)
+            assert status == 403 and "only a reviewer" in html
+        before = registry_dump(proj.root)
+        status, _, _ = m.request(f"/learn/{pid}/decide", {"csrf": m.csrf("/reviews"),
+                                                          "decision": "apply"})
+        assert status == 403 and registry_dump(proj.root) == before
+        c = Client(url)
+        c.sign_in(proj.tokens[REVIEWER])
+        status, html, _ = c.request("/learn")
+        assert status == 200 and f'href="/learn/{pid}"' in html
+        status, html, _ = c.request(f"/learn/{pid}")
+        assert status == 200 and str(escape(found[0].change.sentence)) in html
+        assert html.count(f"<td>{REVIEWER}</td>") == len(found[0].sample)  # the calls, shown
+        status, html, _ = c.request(f"/learn/{pid}/decide", {"decision": "apply"},
+                                    {"Origin": url})
+        assert status == 403 and registry_dump(proj.root) == before
+        status, _, headers = c.request(f"/learn/{pid}/decide", {"csrf": c.csrf("/learn"),
+                                                                "decision": "apply"})
+        assert status == 303 and "decided=applied" in headers["location"]
+        status, html, _ = c.request(headers["location"])
+        assert status == 200 and "applied: publication" in html, html
+        tools = {t["name"]: t for t in json.loads(run_cli("tools", "--project", str(proj.root),
+                                                          "--json").stdout)}
+        assert found[0].change.sentence in json.dumps(tools[la.tool])
+        status, _, headers = c.request(f"/learn/{pid}/decide", {"csrf": c.csrf("/learn"),
+                                                                "decision": "dismiss"})
+        assert status == 303 and "decided=dismissed" in headers["location"]
+        tools = {t["name"]: t for t in json.loads(run_cli("tools", "--project", str(proj.root),
+                                                          "--json").stdout)}
+        assert found[0].change.sentence not in json.dumps(tools[la.tool])

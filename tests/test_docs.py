@@ -32,7 +32,7 @@ def test_every_command_is_documented() -> None:
                 "versions", "token add", "token list", "token revoke", "check", "review approve",
                 "review list", "review show", "review reject", "watch", "diff", "drift report",
                 "ci", "doctor", "retire", "rollback", "import dbt", "import openlineage",
-                "explain", "ui")
+                "explain", "ui", "learn", "learn dismiss", "learn report")
     for cmd in commands:
         assert f"## `tether {cmd}" in doc, cmd
     res = run_cli("--help")

@@ -92,7 +92,7 @@ RANK = {"errors": 0.0, "keyfile": 0.1, "httpguard": 0.1, "textfiles": 0.2, "cont
         "profiling": 2.0, "registry": 2.0,
         "toolgen": 3.0,
         "drift": 4.0, "lint": 4.0,
-        "serve": 5.0, "eval": 5.0,
+        "serve": 5.0, "eval": 5.0, "learn": 5.5,
         "web": 6.0, "demo": 6.0, "cli": 6.5, "__main__": 7.0}
 """Each room's place (the layers: 0 context, config, errors and what the configuration loads
 with; 1 sources, policy; 2 profiling, registry; 3 toolgen; 4 drift, lint; 5 serve, eval; 6 the

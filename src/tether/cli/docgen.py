@@ -80,12 +80,15 @@ def config_reference() -> str:
 
 
 def _walk(group: Any, prefix: str) -> list[tuple[str, Any]]:
-    """(command path, command) for every leaf command; groups are recognised by `.commands`."""
+    """(command path, command) for every leaf command, and every group that runs on its own
+    (`tether learn`: it has options); groups are recognised by `.commands`."""
     out: list[tuple[str, Any]] = []
     for name in sorted(group.commands):
         cmd = group.commands[name]
         path = f"{prefix} {name}"
         if hasattr(cmd, "commands"):
+            if any(p.name != "help" for p in cmd.params):
+                out.append((path, cmd))
             out.extend(_walk(cmd, path))
         else:
             out.append((path, cmd))

@@ -14,6 +14,7 @@ from tether.cli import drift as drift_cmd
 from tether.cli import eval as eval_cmd
 from tether.cli import imports as imports_cmd
 from tether.cli import init as init_cmd
+from tether.cli import learn as learn_cmd
 from tether.cli import lint as lint_cmd
 from tether.cli import profile as profile_cmd
 from tether.cli import serve as serve_cmd
@@ -47,6 +48,7 @@ app.command("diff")(drift_cmd.diff)
 app.command("ci")(drift_cmd.ci)
 app.add_typer(eval_cmd.eval_app, name="eval")
 app.add_typer(imports_cmd.import_app, name="import")
+app.add_typer(learn_cmd.learn_app, name="learn")
 app.command("explain")(imports_cmd.explain)
 app.command("ui")(ui_cmd.ui)
 app.add_typer(demo_cmd.app, name="demo")

@@ -83,6 +83,9 @@ class ColumnFacts(Model):
         "accepted_values test, or typed here). The tool's enum stays the values the data "
         "holds; a declared value never seen is named in the parameter's description and "
         "accepted (it matches no row).")
+    notes: list[str] = Field(
+        default_factory=list, description="Sentences on how to pass this column's parameter, "
+        "added to its description (what `tether learn --apply` writes, or typed here).")
 
     @field_validator("accepted_values", mode="before")
     @classmethod
@@ -145,6 +148,9 @@ class ProductConfig(Model):
         default_factory=dict, description="Per-column facts a person confirms."
     )
     tool: ToolSpec | None = Field(default=None, description="Naming of the generated tool.")
+    notes: list[str] = Field(
+        default_factory=list, description="Sentences on how to call the product's tool, added "
+        "to its description (what `tether learn --apply` writes, or typed here).")
 
     @field_validator("primary_key", mode="before")
     @classmethod

@@ -34,10 +34,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tether.errors import ConfigError
 
 IMPORTS_DIR = Path(".tether") / "imports"
-KINDS: tuple[str, ...] = ("dbt", "openlineage")
-"""Layers written by `tether import`, lowest precedence last (tether.yaml and glossary_dir
-documents sit above them)."""
-SOURCE_OF: dict[str, str] = {"dbt": "dbt", "openlineage": "lineage", "glossary_dir": "glossary"}
+KINDS: tuple[str, ...] = ("dbt", "openlineage", "learn")
+"""Layers written by `tether import` (and `tether learn --apply`), lowest precedence last
+(tether.yaml and glossary_dir documents sit above them)."""
+SOURCE_OF: dict[str, str] = {"dbt": "dbt", "openlineage": "lineage", "glossary_dir": "glossary",
+                             "learn": "execution_logs"}
 """The sentence-source word of each layer (the vocabulary of a tool's provenance)."""
 FORMAT = 1
 MAX_IMPORT_BYTES = 256 * 1024 * 1024
@@ -169,11 +170,36 @@ def read_layers(root: Path) -> list[ImportLayer]:
             layer = ImportLayer.model_validate(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as e:
             first = str(e).splitlines()[0]
+            again = ("`tether learn --apply ID` again" if kind == "learn"
+                     else f"`tether import {kind} ...` again")
             raise ConfigError(f"the {kind} import layer cannot be read ({first}).", where=where,
-                              hint=f"Run `tether import {kind} ...` again to rewrite it, or "
-                              "delete the file to drop what it imported.") from None
+                              hint=f"Run {again} to rewrite it, or delete the file to drop "
+                              "what it imported.") from None
+        if kind == "learn":
+            _only_notes(layer, where)
         out.append(layer)
     return out
+
+
+def _only_notes(layer: ImportLayer, where: str) -> None:
+    """What learn writes is notes on products and their columns, nothing else: a learn layer
+    holding any other key (a policy, a metric, a unit, a description) is refused, never read."""
+    for name, product in (layer.config.get("products") or {}).items():
+        keys = set(product) if isinstance(product, dict) else {"?"}
+        columns = product.get("columns") if isinstance(product, dict) else None
+        bad = [f"products.{name}.{k}" for k in sorted(keys - {"notes", "columns"})]
+        for col, facts in (columns or {}).items():
+            extra = set(facts) - {"notes"} if isinstance(facts, dict) else {"?"}
+            bad += [f"products.{name}.columns.{col}.{k}" for k in sorted(extra)]
+        if bad:
+            break
+    else:
+        bad = [k for k in sorted(layer.config) if k != "products"]
+    if bad:
+        raise ConfigError(f"the learn layer holds {bad[0]}, but learn writes only notes on "
+                          "products and their columns.", where=where,
+                          hint="Delete the file and apply the proposals again with `tether "
+                          "learn --apply ID`.")
 
 
 def write_layer(root: Path, layer: ImportLayer) -> Path:

@@ -26,7 +26,7 @@ from tether.policy.versions import POLICY_KIND
 from tether.registry.announce import Listener, announce
 from tether.sources.sqlalchemy import driver_url
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _PUBLISH_LOCK = 0x7E7E_0001  # the advisory lock a PostgreSQL publication holds to its commit
 _EVENTS_LOCK = 0x7E7E_0002  # the same for recording drift events
 _MIGRATIONS = [
@@ -65,6 +65,15 @@ _UPGRADES: dict[int, list[str]] = {
     # record it once
     4: ["ALTER TABLE drift_events ADD COLUMN natural_key VARCHAR(64)",
         "CREATE UNIQUE INDEX drift_events_natural_key ON drift_events (natural_key)"],
+    # what the server read a call as (the product, interpreted arguments, a refusal's reason),
+    # for `tether learn`; and the proposals learn makes
+    5: ["ALTER TABLE call_log ADD COLUMN details TEXT",
+        """CREATE TABLE learn_proposals (
+             id INTEGER PRIMARY KEY, proposal_key VARCHAR(64) NOT NULL UNIQUE,
+             rule VARCHAR(60) NOT NULL, product VARCHAR(200) NOT NULL,
+             status VARCHAR(20) NOT NULL, support INTEGER NOT NULL, newest VARCHAR(40),
+             body TEXT NOT NULL, created_at VARCHAR(40) NOT NULL, updated_at VARCHAR(40) NOT NULL,
+             decided_by VARCHAR(200), decided_at VARCHAR(40), publication INTEGER)"""],
 }
 
 VOLATILE_KEYS = ("version", "supersedes", "generated_at", "change_level", "change_kind",
@@ -349,14 +358,19 @@ class Registry:
         with self._tx() as c:
             c.execute(sa.text(
                 "INSERT INTO call_log (at, username, role, tool, version, arguments, latency_ms, "
-                "row_count, error, as_of, deprecated) VALUES (:at, :user, :role, :tool, :version, "
-                ":arguments, :latency_ms, :rows, :error, :as_of, :deprecated)"), calls)
+                "row_count, error, as_of, deprecated, details) VALUES (:at, :user, :role, :tool, "
+                ":version, :arguments, :latency_ms, :rows, :error, :as_of, :deprecated, :details)"),
+                [{"details": None} | c for c in calls])
 
-    def calls(self) -> list[dict[str, Any]]:
+    def calls(self, since: str | None = None) -> list[dict[str, Any]]:
+        """The call log, oldest first; with ``since`` (an ISO 8601 UTC time), the calls from
+        then on. ``details`` is what the server read the call as (JSON text, or None)."""
+        where = " WHERE at >= :since" if since else ""
         with self._tx() as c:
             rows = c.execute(sa.text(
                 "SELECT at, username, role, tool, version, arguments, latency_ms, row_count, "
-                "error, as_of, deprecated FROM call_log ORDER BY at, tool")).mappings().all()
+                f"error, as_of, deprecated, details FROM call_log{where} ORDER BY at, tool"),
+                {"since": since} if since else {}).mappings().all()
         return [dict(r) for r in rows]
 
     # --- drift: last-check state, events, reviews ---

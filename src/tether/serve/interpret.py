@@ -20,6 +20,7 @@ one written that way, so an interpretation never widens what a caller reads.
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from tether.config import TetherConfig
@@ -175,20 +176,33 @@ def _holder(value: Any, props: dict[str, Any]) -> tuple[str, Any] | None:
     return home, canonical if (props[home] or {}).get("type") == "array" else canonical[0]
 
 
+def _misfits(prop: dict[str, Any], values: list[Any]) -> bool:
+    """Every value fails the parameter's pattern (a parameter with none takes any value)."""
+    pattern = prop.get("pattern")
+    if not isinstance(pattern, str):
+        return False
+    try:
+        return not any(isinstance(v, str) and re.search(pattern, v) for v in values)
+    except re.error:
+        return False
+
+
 def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]:
     """Enum values given to a filter parameter (``props``: the filters') that does not hold
-    them, moved (in ``args``) to the one other filter, not given, that holds them all (compared
-    as text, case-insensitively). What shapes the answer (order, count_by) is never a home."""
+    them (an enum without them, or a pattern none of them fits), moved (in ``args``) to the one
+    other filter, not given, that holds them all (compared as text, case-insensitively). What
+    shapes the answer (order, count_by) is never a home; a free text parameter keeps any value."""
     out: list[tuple[Any, str]] = []
     for k in list(args):
         own = enum_of(props.get(k))
         value = args[k]
         values = value if isinstance(value, list) else [value]
-        if own is None or not values or any(isinstance(v, list | dict) or v is None
-                                            for v in values):
+        if not values or any(isinstance(v, list | dict) or v is None for v in values):
             continue
-        owned = {str(v).lower() for v in own}
-        if any(str(v).strip().lower() in owned for v in values):
+        if own is None:
+            if not _misfits(props.get(k) or {}, values):
+                continue
+        elif any(str(v).strip().lower() in {str(o).lower() for o in own} for v in values):
             continue
         held = _holder(value, {p: prop for p, prop in props.items()
                                if p != k and p not in args})

@@ -420,6 +420,7 @@ class TetherServer:
         client, and the call logged whatever happened."""
         turn = Turn(ctx, params.name, dict(params.arguments or {}))
         error: str | None = None
+        refusal: str | None = None
         try:
             for step in STEPS:
                 await step(self, turn)
@@ -433,6 +434,7 @@ class TetherServer:
                 _meta=result_meta(turn.entry.version, turn.answered.evidence))
         except ToolError as e:
             error = str(e)
+            refusal = (e.refusal or {}).get("reason")
             call = turn.call
             if call is not None and call.tool != params.name and not e.refusal:
                 # a product reached by name: its arguments, to fix, and the products that take
@@ -451,11 +453,11 @@ class TetherServer:
                 content=[types.TextContent(type="text", text=f"the call failed: {error}")],
                 is_error=True)
         finally:
-            self._log_call(turn, error)
+            self._log_call(turn, error, refusal)
             if len(self.pending_calls) >= 50 and self.registry_error is None:
                 await anyio.to_thread.run_sync(self.flush_calls)  # never on the event loop
 
-    def _log_call(self, turn: Turn, error: str | None) -> None:
+    def _log_call(self, turn: Turn, error: str | None, refusal: str | None = None) -> None:
         """The call in the registry's log (in batches of 50, and at shutdown)."""
         entry = turn.entry
         self.pending_calls.append({k: v.replace("\x00", "\ufffd") if isinstance(v, str) else v
@@ -467,6 +469,7 @@ class TetherServer:
             "rows": turn.result.get("row_count"), "error": error,
             "as_of": turn.result.get("as_of"),
             "deprecated": int(entry is not None and entry.successor is not None),
+            "details": _details(turn, refusal),
         }.items()})
 
     def run_call(self, call: Call) -> tuple[str | None, Answered]:
@@ -885,6 +888,19 @@ def _over(v: Version, listings: dict[str, Version]) -> Version:
 
 LOGGED_ARGUMENTS = 4096
 """Bytes of a call's arguments the call log keeps; beyond that, a prefix and a sha256."""
+
+
+def _details(turn: Turn, refusal: str | None) -> str | None:
+    """What the server read a call as, for `tether learn`: the listing tool that answered (a
+    product named to the generic listing: that product's), the product, the arguments it
+    interpreted and the values it moved, and a refusal's reason."""
+    plan = turn.plan
+    found = {"answered_by": turn.call.tool if turn.call is not None else None,
+             "product": plan.product if plan is not None else None,
+             "interpreted": turn.result.get("interpreted"),
+             "moved_values": turn.result.get("moved_values"), "refusal": refusal}
+    kept = {k: v for k, v in found.items() if v}
+    return json.dumps(kept, sort_keys=True, default=str) if kept else None
 
 
 def logged_arguments(args: dict[str, Any]) -> str:

@@ -261,6 +261,9 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
             held = "" if column == scheme else f"{column} holds {scheme} values; "
             out.append(Sentence(text=sentence(f"{held}map it to the other id schemes with {cross}"),
                                 source="lineage"))
+    for i, note in enumerate(p.notes):  # how to call it, learned from calls or typed
+        source, origin = ctx.said("glossary", "products", name, "notes", i)
+        out.append(Sentence(text=sentence(note), source=source, origin=origin))
     policy = policy_sentence(ctx, name)
     if policy:
         out.append(policy)

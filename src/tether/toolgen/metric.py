@@ -79,7 +79,7 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     for table, column in dims:
         prof = ctx.profiles[table].column(column)
         dim_profiles.append(prof)
-        props[column] = param_schema(ctx, table, prof)
+        props[column] = param_schema(ctx, table, prof, learned=False)
         head = props[column].get("description", "").rstrip(".")
         props[column]["description"] = sentence(f"{head}; omit for every value" if head
                                                 else "Omit for every value")

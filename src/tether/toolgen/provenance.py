@@ -8,7 +8,7 @@ from tether.context.profile import ColumnProfile
 from tether.layers.model import SOURCE_OF
 from tether.toolgen.model import Source
 
-FACTS = ("description", "unit", "unit_column", "classification", "accepted_values")
+FACTS = ("description", "unit", "unit_column", "classification", "accepted_values", "notes")
 """Column facts whose origin a listing's provenance records (``field_origins``)."""
 
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from sqlglot import exp
 
-from tether.config import MetricConfig, ProductConfig, Project, TetherConfig
+from tether.config import ColumnFacts, MetricConfig, ProductConfig, Project, TetherConfig
 from tether.context.meta import tool_meta_of
 from tether.context.names import identifier_like
 from tether.context.periods import SCHEMA_FORMS, resolve
@@ -394,10 +394,14 @@ def any_pattern(routes: list[Route]) -> str | None:
 
 
 def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
-                  routes: list[Route] | None = None) -> dict[str, Any]:
+                  routes: list[Route] | None = None, learned: bool = True) -> dict[str, Any]:
+    """A filter parameter's schema and description; ``learned``: with the column's notes (a
+    product's own listing; a governed metric's dimension keeps its words as governed)."""
     p: ProductConfig = ctx.config.products[product]
     leaf = c.column.name
     facts = p.columns.get(leaf)
+    if not learned and facts is not None and facts.notes:
+        facts = facts.model_copy(update={"notes": []})
     scheme_name = p.identifiers.get(leaf)
     if scheme_name:
         scheme = ctx.config.identifier_schemes[scheme_name]
@@ -418,7 +422,7 @@ def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
             text += "; only this id"
         if isinstance(c.min, str) and "format" not in schema and not scoped(ctx, product, leaf):
             text += f", like {c.min}"  # a real value: only where every caller may see it
-        schema["description"] = sentence(text)
+        schema["description"] = with_notes(sentence(text), facts)
         return schema
     schema = json_type(c.column.kind)
     notes = [facts.description.rstrip(".")] if facts and facts.description else []
@@ -465,9 +469,14 @@ def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
         schema["pattern"] = c.pattern  # the shape every value has (profiling/shapes.py)
     if c.unit_hint:
         notes.append(f"unit: {c.unit_hint}")
-    if notes:
-        schema["description"] = sentence("; ".join(notes))
+    if notes or (facts and facts.notes):
+        schema["description"] = with_notes(sentence("; ".join(notes)) if notes else "", facts)
     return schema
+
+
+def with_notes(text: str, facts: ColumnFacts | None) -> str:
+    """A parameter's description and the column's notes after it (how to pass it)."""
+    return " ".join([text] * bool(text) + [sentence(n) for n in (facts.notes if facts else [])])
 
 
 def scoped(ctx: Ctx, product: str, column: str) -> bool:

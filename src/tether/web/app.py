@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from tether.web import auth, drift, evals, policy, reviews, tools
+from tether.web import auth, drift, evals, learn, policy, reviews, tools
 from tether.web.console import Console, error_handlers
 from tether.web.guard import Allowed, Guard
 
@@ -30,7 +30,7 @@ def create_app(project_dir: Path, runs: list[Path] | None = None, host: str = "1
     allowed = Allowed.for_console(host, port, allowed_hosts, allowed_origins)
     console = Console(Path(project_dir), list(runs or []), allowed)
     routes: list[Route] = [Route("/", _home, methods=["GET"])]
-    for module in (auth, reviews, tools, drift, evals, policy):
+    for module in (auth, reviews, tools, drift, evals, policy, learn):
         routes += module.routes(console)
     app = Starlette(routes=routes, exception_handlers=error_handlers(console))
     app.state.console = console

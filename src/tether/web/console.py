@@ -39,7 +39,7 @@ from tether.web.session import COOKIE, Session, Signer, csrf_ok, session_key
 log = logging.getLogger("tether.web")
 
 NAV = (("/reviews", "Reviews"), ("/tools", "Tools"), ("/drift", "Drift"), ("/eval", "Evaluations"),
-       ("/policy", "Policy"))
+       ("/policy", "Policy"), ("/learn", "Learn"))
 
 
 _REGISTRIES: dict[tuple[str, str], Registry] = {}

@@ -1,0 +1,355 @@
+"""`tether learn` on both test warehouses: real calls through the server make the call log, a
+scripted agent's cases run through `tether eval run` (replay) and `tether eval label` make the
+labelled runs, and each proposal kind comes out of them; applying publishes through the gate,
+dismissing holds until newer evidence, and nothing learn writes reaches a policy, a governed
+definition or a unit.
+
+The calls are chosen from what each warehouse's published tools declare (schemes, enums,
+periods, policies), never from names known here, so the same test runs on any project."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import call_tools, copy_project, run_cli
+from tether.config import load_project
+from tether.context.meta import enum_of
+from tether.drift.publish import build
+from tether.errors import ConfigError
+from tether.learn.observe import Listing, listings
+from tether.learn.propose import learn
+from tether.registry import open_registry
+
+WAREHOUSES = ("demo", "second")
+
+
+def _dir(which: str, request: pytest.FixtureRequest) -> Path:
+    return Path(request.getfixturevalue("demo_dir" if which == "demo" else "second_dir"))
+
+
+def _project(which: str, request: pytest.FixtureRequest, tmp: Path, extra: str = "") -> Path:
+    d = copy_project(_dir(which, request), tmp)
+    if extra:
+        (d / "tether.yaml").write_text((d / "tether.yaml").read_text() + extra)
+    build(load_project(d))
+    return d
+
+
+def _listings(d: Path) -> dict[str, Listing]:
+    registry = open_registry(load_project(d))
+    try:
+        return listings(registry)
+    finally:
+        registry.close()
+
+
+def _unfiltered_user(d: Path, product: str) -> str | None:
+    """A user whose role reads every row of the product (and may call its tool)."""
+    config = load_project(d).config
+    for name, u in config.policies.users.items():
+        role = config.policies.roles[u.role]
+        if product not in role.row_filters and role.tools == ["*"]:
+            return name
+    return None
+
+
+def _widest_user(d: Path) -> str:
+    config = load_project(d).config
+    return next(n for n, u in config.policies.users.items()
+                if config.policies.roles[u.role].tools == ["*"])
+
+
+def _enum_param(la: Listing) -> tuple[str, list[Any]] | None:
+    for p in la.params:
+        values = enum_of(la.props.get(p) or {})
+        if values and len(values) >= 2:
+            return p, list(values)
+    return None
+
+
+def _value_of_scheme(d: Path, user: str, found: dict[str, Listing], scheme: str) -> str | None:
+    """A real value of ``scheme``, read through a tool that lists it."""
+    config = load_project(d).config
+    for la in found.values():
+        cols = [c for c, s in config.products[la.product].identifiers.items() if s == scheme]
+        if not cols:
+            continue
+        res = call_tools(load_project(d), user, [(la.tool, {"limit": 5})])[0]
+        for row in (res.structured_content or {}).get("rows") or []:
+            if isinstance(row.get(cols[0]), str):
+                return str(row[cols[0]])
+    return None
+
+
+def _rules(result: Any) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for p in result.proposals:
+        out.setdefault(p.rule, []).append(p)
+    return out
+
+
+@pytest.mark.parametrize("which", WAREHOUSES)
+def test_call_log_yields_each_proposal_kind(which: str, request: pytest.FixtureRequest,
+                                            tmp_path: Path) -> None:
+    d = _project(which, request, tmp_path / "p")
+    found = _listings(d)
+    config = load_project(d).config
+    user = _widest_user(d)
+    calls: list[tuple[str, dict[str, Any]]] = []
+    # scheme confusion: another scheme's real value given to a parameter that takes only its own
+    confused = None
+    for la in found.values():
+        for param, takes in la.schemes.items():
+            own = takes[0]
+            others = [s for s, sc in config.identifier_schemes.items()
+                      if s not in takes and sc.pattern]
+            for other in others:
+                value = _value_of_scheme(d, user, found, other)
+                if value is not None and not re.search(config.identifier_schemes[own].pattern
+                                                       or "$^", value):
+                    confused = (la, param)
+                    calls += [(la.tool, {param: value})] * 3
+                    break
+            if confused:
+                break
+        if confused:
+            break
+    if confused is None:  # a parameter with no routes: its own scheme only, from the config
+        for la in found.values():
+            ids = config.products[la.product].identifiers
+            for param, column in la.params.items():
+                own = ids.get(column)
+                if own and param not in la.schemes:
+                    other = next((s for s in config.identifier_schemes
+                                  if s != own and config.identifier_schemes[s].pattern), None)
+                    value = _value_of_scheme(d, user, found, other) if other else None
+                    if value:
+                        confused = (la, param)
+                        calls += [(la.tool, {param: value})] * 3
+                        break
+            if confused:
+                break
+    assert confused is not None, "no identifier parameter to confuse"
+    # interpreted: a parameter given by its column's name, or an enum value given to the wrong
+    # parameter (the server moves it)
+    moved = None
+    for la in found.values():
+        pair = _enum_param(la)
+        if pair and len(la.params) >= 2:
+            param, values = pair
+            other = next(p for p in la.params if p != param)
+            moved = (la, param)
+            calls += [(la.tool, {other: values[0], "limit": 1})] * 3
+            break
+    assert moved is not None
+    # always empty and values never asked: an enum value in a window before the data, by a
+    # caller who reads every row; then one value of an enum, many times
+    empty = None
+    for la in found.values():
+        pair = _enum_param(la)
+        reader = _unfiltered_user(d, la.product)
+        if pair and la.period and reader:
+            empty = (la, reader)
+            calls_empty = [(la.tool, {pair[0]: [pair[1][0]], "period": "1990-01"})] * 3
+            asked = [(la.tool, {pair[0]: [pair[1][0]], "limit": 1})] * 20
+            break
+    assert empty is not None, "no listing with an enum and a period that someone reads whole"
+    call_tools(load_project(d), user, calls)
+    call_tools(load_project(d), empty[1], calls_empty + asked)
+
+    result = learn(load_project(d))
+    rules = _rules(result)
+    la, param = confused
+    [conf] = [p for p in rules["scheme_confusion"] if p.tool == la.tool]
+    assert conf.support == 3 and conf.change.path[-2:] == [la.params[param], "notes"]
+    assert len(conf.sample) == 3 and all(s.error for s in conf.sample)
+    assert all(str(s.arguments[param]) not in conf.change.sentence for s in conf.sample), \
+        "an identifier value a caller typed never enters a description"
+    interp = [p for p in rules["interpreted_arguments"] if p.tool == moved[0].tool]
+    assert interp and interp[0].change.column == moved[0].params[moved[1]]
+    assert any(p.tool == empty[0].tool and "1990-01" in p.change.sentence
+               for p in rules["always_empty"])
+    assert any(p.tool == empty[0].tool and p.support >= 20
+               for p in rules["values_never_asked"])
+
+    # applying publishes through the gate: a patch, its sentence sourced execution_logs
+    pid = conf.id
+    res = run_cli("learn", "--apply", str(pid), "--project", str(d), "--json")
+    assert res.returncode == 10, res.stdout + res.stderr
+    tools = {t["name"]: t for t in json.loads(run_cli("tools", "--project", str(d),
+                                                      "--json").stdout)}
+    t = tools[la.tool]
+    ctx = t["_meta"]["tether/context"]
+    assert ctx["version"] == "1.0.1" and ctx["change_level"] == "patch"
+    assert conf.change.sentence.rstrip(".") in t["inputSchema"]["properties"][param]["description"]
+    assert ctx["field_origins"][la.params[param]]["notes"].startswith("learn:proposal")
+    # a product note: its sentence in the description, source execution_logs
+    note = next(p for p in rules["always_empty"] if p.tool == empty[0].tool)
+    assert run_cli("learn", "--apply", str(note.id), "--project", str(d)).returncode == 10
+    t = {t["name"]: t for t in json.loads(run_cli("tools", "--project", str(d),
+                                                  "--json").stdout)}[empty[0].tool]
+    said = t["_meta"]["tether/context"]["sources"]
+    assert [s for s, src in said.items() if src == "execution_logs"] == [
+        note.change.sentence.rstrip(".") + "."]
+    assert note.change.sentence in t["description"]
+    again = learn(load_project(d))
+    assert pid not in {p.id for p in again.proposals}  # applied: not proposed again
+
+
+def test_nothing_learn_writes_reaches_a_policy_a_metric_or_a_unit(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    d = _project("demo", request, tmp_path / "p")
+    found = _listings(d)
+    user = _widest_user(d)
+    la = next(la for la in found.values() if _enum_param(la) and len(la.params) >= 2)
+    param, values = _enum_param(la)  # type: ignore[misc]
+    other = next(p for p in la.params if p != param)
+    call_tools(load_project(d), user, [(la.tool, {other: values[0], "limit": 1})] * 3)
+    result = learn(load_project(d))
+    registry = open_registry(load_project(d))
+    before = {n: v.version for n, v in registry.current().items()}
+    registry.close()
+    for p in result.proposals:
+        assert run_cli("learn", "--apply", str(p.id), "--project", str(d)).returncode in (0, 10)
+    registry = open_registry(load_project(d))
+    after = registry.current()
+    registry.close()
+    changed = {n for n, v in after.items() if v.version != before.get(n)}
+    assert changed and all(after[n].plan.get("kind") == "list" for n in changed), changed
+    assert "policy" not in changed
+    # a learn layer holding anything but notes is refused when read, never applied
+    path = d / ".tether" / "imports" / "learn.json"
+    layer = json.loads(path.read_text())
+    product = next(iter(layer["config"]["products"]))
+    layer["config"]["products"][product]["columns"] = {"x": {"unit": "USD"}}
+    path.write_text(json.dumps(layer))
+    with pytest.raises(ConfigError, match="learn writes only notes"):
+        load_project(d)
+    layer["config"] = {"policies": {"roles": {}}}
+    path.write_text(json.dumps(layer))
+    res = run_cli("check", "--project", str(d))
+    assert res.returncode == 2 and "learn writes only notes" in res.stderr
+
+
+def test_dismissed_stays_away_until_new_evidence(request: pytest.FixtureRequest,
+                                                 tmp_path: Path) -> None:
+    d = _project("second", request, tmp_path / "p")
+    found = _listings(d)
+    user = _widest_user(d)
+    la = next(la for la in found.values() if _enum_param(la) and len(la.params) >= 2)
+    param, values = _enum_param(la)  # type: ignore[misc]
+    other = next(p for p in la.params if p != param)
+    bad = [(la.tool, {other: values[0], "limit": 1})] * 3
+    call_tools(load_project(d), user, bad)
+    [p] = [p for p in learn(load_project(d)).proposals if p.rule == "interpreted_arguments"]
+    res = run_cli("learn", "dismiss", str(p.id), "--project", str(d))
+    assert res.returncode == 0, res.stderr
+    assert p.id not in {q.id for q in learn(load_project(d)).proposals}
+    call_tools(load_project(d), user, bad[:1])  # one more call like them: new evidence
+    back = learn(load_project(d))
+    assert back.reopened == 1 and p.id in {q.id for q in back.proposals}
+    # an applied one dismissed: its sentence is taken out through the gate
+    assert run_cli("learn", "--apply", str(p.id), "--project", str(d)).returncode == 10
+    res = run_cli("learn", "dismiss", str(p.id), "--project", str(d), "--json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["check"]["exit_code"] == 10
+    tools = {t["name"]: t for t in json.loads(run_cli("tools", "--project", str(d),
+                                                      "--json").stdout)}
+    assert p.change.sentence not in json.dumps(tools[la.tool])
+    # bad input: clear errors, exit 2
+    for argv, says in ((["--apply", "999"], "no proposal 999"),
+                       (["--apply", str(p.id)], "is dismissed, not open"),
+                       (["--since", "yesterday-ish"], "neither a date")):
+        res = run_cli("learn", *argv, "--project", str(d))
+        assert res.returncode == 2 and says in res.stderr and "Traceback" not in res.stderr
+
+
+def test_slow_combinations_from_calls_past_the_timeout(request: pytest.FixtureRequest,
+                                                       tmp_path: Path) -> None:
+    """Calls that ran to the statement timeout are slow; the proposal says what narrows them."""
+    d = _project("demo", request, tmp_path / "p")
+    assert "\nserve:" not in (d / "tether.yaml").read_text()
+    with open(d / "tether.yaml", "a") as f:  # every statement now runs into the timeout
+        f.write("serve:\n  statement_timeout_seconds: 0.001\n")
+    found = _listings(d)
+    user = _widest_user(d)
+    la = next(la for la in found.values() if la.period and _enum_param(la))
+    call_tools(load_project(d), user, [(la.tool, {"limit": 200})] * 4)
+    rules = _rules(learn(load_project(d)))
+    [slow] = [p for p in rules["slow_combination"] if p.tool == la.tool]
+    assert "with no filter" in slow.change.sentence and "period" in slow.change.sentence
+    assert slow.change.path == ["products", la.product, "notes"]
+
+
+# --- labelled runs ------------------------------------------------------------------------------
+
+
+def _scripted_run(d: Path, tmp: Path, cases: list[dict[str, Any]],
+                  scripts: dict[str, dict[str, Any]]) -> Path:
+    """The cases run through `tether eval run` by the replay agent from scripted traces (a
+    model's calls and answer, written as a model would make them), then labelled."""
+    cases_file = tmp / "cases.jsonl"
+    cases_file.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    script = tmp / "script"
+    (script / "traces").mkdir(parents=True)
+    for cid, s in scripts.items():
+        (script / "traces" / f"{cid}.json").write_text(json.dumps(s))
+    out = tmp / "run"
+    res = run_cli("eval", "run", "--server", f"stdio:{sys.executable} -m tether serve --project "
+                  f"{d}", "--cases", str(cases_file), "--agent", "replay", "--replay",
+                  str(script), "--out", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    res = run_cli("eval", "label", str(out), "--project", str(d))
+    assert res.returncode == 0, res.stdout + res.stderr
+    return out
+
+
+@pytest.mark.parametrize("which", WAREHOUSES)
+def test_labelled_runs_yield_their_proposal_kinds(which: str, request: pytest.FixtureRequest,
+                                                  tmp_path: Path) -> None:
+    d = _project(which, request, tmp_path / "p")
+    found = _listings(d)
+    config = load_project(d).config
+    la = next(la for la in found.values() if _enum_param(la)
+              and _unfiltered_user(d, la.product) and config.products[la.product].primary_key)
+    user = str(_unfiltered_user(d, la.product))
+    role = config.policies.users[user].role
+    param, values = _enum_param(la)  # type: ignore[misc]
+    total = call_tools(load_project(d), user, [(la.tool, {"limit": 1})])[0]
+    n = total.structured_content["total_rows"]
+    assert n > 5, "the product needs more rows than a page of 5"
+    key = config.products[la.product].primary_key[0]
+    cases, scripts = [], {}
+    for i in range(2):  # a page read as the count, twice
+        cid = f"page-{i}"
+        cases.append({"case_id": cid, "user_role": role, "as_user": user,
+                      "question": f"How many rows are there in all ({i})?",
+                      "gold": {"answer": n, "required_fields": [f"{la.product}.{key}"]}})
+        scripts[cid] = {"tool_calls": [{"name": la.tool, "arguments": {"limit": 5}, "turn": 0}],
+                        "final_answer": "5", "answer": 5}
+    for i in range(2):  # a filter the question never named, twice
+        cid = f"unasked-{i}"
+        cases.append({"case_id": cid, "user_role": role, "as_user": user,
+                      "question": f"How many rows are there in all, counted ({i})?",
+                      "gold": {"answer": n, "required_fields": [f"{la.product}.{key}"]}})
+        scripts[cid] = {"tool_calls": [{"name": la.tool, "arguments": {
+            param: [values[0]], "count_by": param}, "turn": 0}], "final_answer": "1", "answer": 1}
+    run = _scripted_run(d, tmp_path, cases, scripts)
+    res = run_cli("learn", "--from-eval", str(run), "--project", str(d), "--json")
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    assert got["cases"] == 4
+    by = {(p["rule"], p["subject"]): p for p in got["proposals"] if p["tool"] == la.tool}
+    page = by[("repeated_failure", "page_as_count")]
+    assert page["support"] == 2 and "total_rows" in page["change"]["sentence"]
+    assert {s["case_id"] for s in page["sample"]} == {"page-0", "page-1"}
+    unasked = by[("parameters_not_named", param)]
+    assert unasked["change"]["path"] == ["products", la.product, "columns", la.params[param],
+                                         "notes"]
+    assert {s["case_id"] for s in unasked["sample"]} == {"unasked-0", "unasked-1"}
