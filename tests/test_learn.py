@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from conftest import call_tools, copy_project, run_cli
+from test_eval_agents import FakeEndpoint, chat, fake, fn_call  # noqa: F401  (fake: a fixture)
 from tether.config import load_project
 from tether.context.meta import enum_of
 from tether.drift.publish import build
@@ -353,3 +354,82 @@ def test_labelled_runs_yield_their_proposal_kinds(which: str, request: pytest.Fi
     assert unasked["change"]["path"] == ["products", la.product, "columns", la.params[param],
                                          "notes"]
     assert {s["case_id"] for s in unasked["sample"]} == {"unasked-0", "unasked-1"}
+
+
+def test_clarifications_after_one_tool(request: pytest.FixtureRequest, tmp_path: Path,
+                                       fake: FakeEndpoint) -> None:  # noqa: F811
+    """A model (a local fake of the chat API: nothing reaches a hosted one) that calls a tool and
+    then asks the user, in two cases, through `tether eval run --agent openai`."""
+    endpoint = fake
+    d = _project("second", request, tmp_path / "p")
+    found = _listings(d)
+    config = load_project(d).config
+    la = next(iter(found.values()))
+    user = _widest_user(d)
+    role = config.policies.users[user].role
+    cases = [{"case_id": f"ask-{i}", "user_role": role, "as_user": user,
+              "question": f"What changed last period ({i})?", "gold": {"answer": 1}}
+             for i in range(2)]
+    for i in range(2):
+        endpoint.reply(chat(None, fn_call(f"t{i}", la.tool, {"limit": 1}), finish="tool_calls"),
+                       chat(None, fn_call(f"q{i}", "ask_user", {"question": "Which period?"}),
+                            finish="tool_calls"),
+                       chat("1"))
+    cases_file = tmp_path / "cases.jsonl"
+    cases_file.write_text("".join(json.dumps(c) + "\n" for c in cases))
+    out = tmp_path / "run"
+    res = run_cli("eval", "run", "--server", f"stdio:{sys.executable} -m tether serve --project "
+                  f"{d}", "--cases", str(cases_file), "--agent", "openai", "--agent-option",
+                  "model=local", "--agent-option", f"base_url={endpoint.url}/v1",
+                  "--agent-option", "api_key_env=FAKE_KEY", "--concurrency", "1",
+                  "--out", str(out), env={"FAKE_KEY": "sk-local-123"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert run_cli("eval", "label", str(out), "--project", str(d)).returncode == 0
+    got = learn(load_project(d), runs=[out])
+    [p] = [p for p in got.proposals if p.rule == "clarification_after"]
+    assert p.tool == la.tool and p.support == 2 and p.change.path == ["products", la.product,
+                                                                      "notes"]
+    assert {s.said for s in p.sample} == {"asked: Which period?"}
+
+
+def test_on_postgresql_source_and_registry(pg_second_dir: Path, pg_url: str,
+                                           tmp_path: Path) -> None:
+    """The same loop with the warehouse and the registry on PostgreSQL (the proposals table,
+    the call log's details column, two learn runs at once taking turns)."""
+    import threading
+    import uuid
+
+    import psycopg
+
+    schema = f"tether_learn_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute(f'CREATE SCHEMA "{schema}"')  # type: ignore[arg-type]
+    try:
+        d = copy_project(pg_second_dir, tmp_path / "p")
+        with open(d / "tether.yaml", "a") as f:
+            f.write(f'registry: {{url: "{pg_url}?options=-csearch_path%3D{schema}"}}\n')
+        build(load_project(d))
+        found = _listings(d)
+        la = next(la for la in found.values() if _enum_param(la) and len(la.params) >= 2)
+        param, values = _enum_param(la)  # type: ignore[misc]
+        other = next(p for p in la.params if p != param)
+        call_tools(load_project(d), _widest_user(d),
+                   [(la.tool, {other: values[0], "limit": 1})] * 3)
+        results: list[Any] = []
+        threads = [threading.Thread(target=lambda: results.append(learn(load_project(d))))
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        ids = [sorted(p.id for p in r.proposals) for r in results]
+        assert ids[0] == ids[1] and ids[0]  # one row per proposal, whoever ran first
+        assert sorted(r.new for r in results) == [0, len(ids[0])]
+        p = next(p for r in results for p in r.proposals if p.rule == "interpreted_arguments")
+        res = run_cli("learn", "--apply", str(p.id), "--project", str(d))
+        assert res.returncode == 10, res.stdout + res.stderr
+        res = run_cli("learn", "report", str(p.id), "--project", str(d), "--json")
+        assert json.loads(res.stdout)["status"] == "applied"
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA "{schema}" CASCADE')  # type: ignore[arg-type]
