@@ -433,3 +433,24 @@ def test_on_postgresql_source_and_registry(pg_second_dir: Path, pg_url: str,
     finally:
         with psycopg.connect(pg_url, autocommit=True) as c:
             c.execute(f'DROP SCHEMA "{schema}" CASCADE')  # type: ignore[arg-type]
+
+
+def test_a_check_that_fails_leaves_the_layer_as_it_was(request: pytest.FixtureRequest,
+                                                       tmp_path: Path) -> None:
+    d = _project("second", request, tmp_path / "p")
+    found = _listings(d)
+    la = next(la for la in found.values() if _enum_param(la) and len(la.params) >= 2)
+    param, values = _enum_param(la)  # type: ignore[misc]
+    other = next(p for p in la.params if p != param)
+    call_tools(load_project(d), _widest_user(d), [(la.tool, {other: values[0], "limit": 1})] * 3)
+    [p] = [p for p in learn(load_project(d)).proposals if p.rule == "interpreted_arguments"]
+    text = (d / "tether.yaml").read_text()
+    gone = tmp_path / "gone" / "warehouse.duckdb"
+    (d / "tether.yaml").write_text(re.sub(r"duckdb:///\S+", f"duckdb:///{gone}", text, count=1))
+    res = run_cli("learn", "--apply", str(p.id), "--project", str(d))
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert not (d / ".tether" / "imports" / "learn.json").exists() or p.change.sentence not in (
+        d / ".tether" / "imports" / "learn.json").read_text()
+    (d / "tether.yaml").write_text(text)  # the source is back: the proposal is still open
+    assert p.id in {q.id for q in learn(load_project(d)).proposals}
+    assert run_cli("learn", "--apply", str(p.id), "--project", str(d)).returncode == 10

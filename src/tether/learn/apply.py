@@ -178,7 +178,12 @@ def apply(project: Project, pid: int, by: str | None = None) -> Applied:
                           hint="Run `tether learn` to list the open proposals.")
     _place(project, p)
     changed = _edit(project, p, add=True)
-    result = check(load_project(project.root), author=who) if changed else None
+    try:
+        result = check(load_project(project.root), author=who) if changed else None
+    except BaseException:  # nothing half done: the sentence leaves the layer again
+        if changed:
+            _edit(project, p, add=False)
+        raise
     report: dict[str, Any] | None = None
     flipped: list[dict[str, Any]] = []
     if result is not None and result.publication is not None:

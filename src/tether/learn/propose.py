@@ -3,6 +3,7 @@ registry, merged with what earlier runs proposed."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +74,8 @@ def learn(project: Project, since: str | None = None, runs: Sequence[Path] = (),
         if not registry.current():
             raise ConfigError("the registry holds no tools yet, so no call names one.",
                               hint="Run `tether build`, serve, and learn from the calls made.")
-        seen = observe(project, registry, since_time(since, project.now()), runs)
+        # the call log is stamped with the wall clock, whatever clock the project fixes
+        seen = observe(project, registry, since_time(since, dt.datetime.now(dt.UTC)), runs)
         found = propose(seen, rules)
         counts = {"new": 0, "reopened": 0}
         stored.save(registry, [_row(p) for p in found], _merge(counts), project.now())
