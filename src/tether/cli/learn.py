@@ -20,6 +20,14 @@ if TYPE_CHECKING:
 
 learn_app = typer.Typer(invoke_without_command=True, no_args_is_help=False)
 PidArg = typer.Argument(..., metavar="ID", help="The proposal's id (`tether learn` lists them).")
+SubProjectOpt = typer.Option(None, "--project", "-p", file_okay=False,
+                             help="Project directory holding tether.yaml (default: the one given "
+                             "to `tether learn`, else .).")
+
+
+def _project(ctx: typer.Context, project: Path | None) -> Path:
+    given = (ctx.obj or {}).get("project") if isinstance(ctx.obj, dict) else None
+    return project or given or Path(".")
 
 
 @learn_app.callback()
@@ -37,7 +45,8 @@ def learn(ctx: typer.Context, project: Path = ProjectOpt, as_json: bool = JsonOp
     """Read the call log (every replica's) and labelled runs, and propose notes for the tools'
     descriptions, each with its evidence. Exit 0; with --apply, `tether check`'s codes (10
     published, 11 waiting for a reviewer, 12 blocked), 2 error."""
-    if ctx.invoked_subcommand is not None:
+    if ctx.invoked_subcommand is not None:  # `tether learn -p DIR dismiss ID` reads DIR too
+        ctx.obj = {"project": project}
         return
     proj = load_project(project)
     if apply_id is not None:
@@ -88,13 +97,13 @@ def _table(proposals: list[Proposal]) -> None:
 
 
 @learn_app.command("dismiss")
-def dismiss(pid: int = PidArg, project: Path = ProjectOpt,
+def dismiss(ctx: typer.Context, pid: int = PidArg, project: Path | None = SubProjectOpt,
             as_json: bool = JsonOpt, author: str | None = AuthorOpt) -> None:
     """Dismiss a proposal: it stays away until newer evidence arrives (an applied one has its
     sentence taken out again through the gate)."""
     from tether.learn.apply import dismiss as run_dismiss
 
-    proj = load_project(project)
+    proj = load_project(_project(ctx, project))
     p, result = run_dismiss(proj, pid, checked_author(proj, author))
     if as_json:
         print_json({"proposal": p.model_dump(mode="json"),
@@ -105,13 +114,13 @@ def dismiss(pid: int = PidArg, project: Path = ProjectOpt,
 
 
 @learn_app.command("report")
-def report(pid: int = PidArg, project: Path = ProjectOpt,
+def report(ctx: typer.Context, pid: int = PidArg, project: Path | None = SubProjectOpt,
            as_json: bool = JsonOpt) -> None:
     """The proposal, its evidence, and the regression suite's metrics before and after it was
     applied."""
     from tether.learn.apply import report as run_report
 
-    p = run_report(load_project(project), pid)
+    p = run_report(load_project(_project(ctx, project)), pid)
     if as_json:
         print_json(p.model_dump(mode="json"))
         return
