@@ -271,10 +271,11 @@ def test_dismissed_stays_away_until_new_evidence(request: pytest.FixtureRequest,
         assert res.returncode == 2 and says in res.stderr and "Traceback" not in res.stderr
 
 
-def test_slow_combinations_from_calls_past_the_timeout(request: pytest.FixtureRequest,
+@pytest.mark.parametrize("which", WAREHOUSES)
+def test_slow_combinations_from_calls_past_the_timeout(which: str, request: pytest.FixtureRequest,
                                                        tmp_path: Path) -> None:
     """Calls that ran to the statement timeout are slow; the proposal says what narrows them."""
-    d = _project("demo", request, tmp_path / "p")
+    d = _project(which, request, tmp_path / "p")
     assert "\nserve:" not in (d / "tether.yaml").read_text()
     with open(d / "tether.yaml", "a") as f:  # every statement now runs into the timeout
         f.write("serve:\n  statement_timeout_seconds: 0.001\n")
@@ -356,12 +357,13 @@ def test_labelled_runs_yield_their_proposal_kinds(which: str, request: pytest.Fi
     assert {s["case_id"] for s in unasked["sample"]} == {"unasked-0", "unasked-1"}
 
 
-def test_clarifications_after_one_tool(request: pytest.FixtureRequest, tmp_path: Path,
+@pytest.mark.parametrize("which", WAREHOUSES)
+def test_clarifications_after_one_tool(which: str, request: pytest.FixtureRequest, tmp_path: Path,
                                        fake: FakeEndpoint) -> None:  # noqa: F811
     """A model (a local fake of the chat API: nothing reaches a hosted one) that calls a tool and
     then asks the user, in two cases, through `tether eval run --agent openai`."""
     endpoint = fake
-    d = _project("second", request, tmp_path / "p")
+    d = _project(which, request, tmp_path / "p")
     found = _listings(d)
     config = load_project(d).config
     la = next(iter(found.values()))
@@ -374,7 +376,7 @@ def test_clarifications_after_one_tool(request: pytest.FixtureRequest, tmp_path:
         endpoint.reply(chat(None, fn_call(f"t{i}", la.tool, {"limit": 1}), finish="tool_calls"),
                        chat(None, fn_call(f"q{i}", "ask_user", {"question": "Which period?"}),
                             finish="tool_calls"),
-                       chat("1"))
+                       chat("2"))  # wrong (gold 1): runs rules learn from what went wrong
     cases_file = tmp_path / "cases.jsonl"
     cases_file.write_text("".join(json.dumps(c) + "\n" for c in cases))
     out = tmp_path / "run"

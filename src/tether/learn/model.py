@@ -25,8 +25,11 @@ Output = Literal["product_notes", "column_notes"]
 
 MIN_SUPPORT = 3
 """Fewest calls that make a pattern of the call log (one call is an accident)."""
-MIN_CASES = 2
-"""Fewest labelled cases that make a pattern of evaluation runs."""
+MIN_CASES = 1
+"""Fewest labelled cases behind a proposal from evaluation runs. A labelled failure is a judged
+one (the question, its gold answer and what went wrong), unlike one call among thousands, so
+one is worth a reviewer's look; the proposal says its support, and the rules read only cases
+that were not both correct and grounded."""
 SAMPLE = 5
 """Calls or cases kept as a proposal's sample."""
 

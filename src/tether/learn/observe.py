@@ -75,6 +75,11 @@ class CaseSeen:
     label: LabelLine
     trace: Trace | None
 
+    @property
+    def failed(self) -> bool:
+        """Not both correct and grounded: what the rules that read runs learn from."""
+        return not (self.label.correct is True and self.label.grounded is True)
+
     def seen(self, said: str | None = None, tool: str = "") -> Seen:
         return Seen(tool=tool, case_id=self.label.case_id, run=self.run, at=self.finished,
                     said=said)

@@ -1,5 +1,5 @@
 """Clarifications that follow one tool (from labelled runs): the agent called the tool, then
-asked the user instead of answering, in several cases. Proposes a note on the tool: its result
+asked the user instead of answering, in cases that went wrong. Proposes a note on the tool: its result
 states the window, scope and definition it used, so answer from them unless the question leaves
 something open."""
 
@@ -17,7 +17,7 @@ def clarification_after(seen: Observed) -> list[Proposal]:
     groups: dict[str, dict[str, Seen]] = defaultdict(dict)
     for case in seen.cases:
         trace = case.trace
-        if trace is None:
+        if trace is None or not case.failed:
             continue
         for q in trace.clarifications:
             before = [c for c in trace.tool_calls if c.turn < q.turn and not c.is_error]

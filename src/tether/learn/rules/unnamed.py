@@ -1,6 +1,7 @@
 """Parameters set that the questions never named (from labelled runs): the labeller's symptom
-"filtered on F, which the question does not name", on one parameter of one tool in several
-cases. Proposes a note on that parameter: set it only when the question names it."""
+"filtered on F, which the question does not ask for", on one parameter of one tool, in cases
+that went wrong (F a field of the tool's own product). Proposes a note on that parameter: set
+it only when the question names it."""
 
 from __future__ import annotations
 
@@ -20,12 +21,16 @@ _FIELD = re.compile(r"filtered on (\S+), which the question does not")
 def parameters_not_named(seen: Observed) -> list[Proposal]:
     groups: dict[tuple[str, str], dict[str, Seen]] = defaultdict(dict)
     for case in seen.cases:
+        if not case.failed:
+            continue
         for index, text in symptoms(case, "which the question does not"):
             la = listing_of_call(seen, case, index)
             m = _FIELD.search(text)
             if la is None or m is None:
                 continue
-            column = ref_column(m.group(1))[1]
+            product, column = ref_column(m.group(1))
+            if product != la.product:  # a field the tool reached through another product
+                continue
             param = next((p for p, c in la.params.items() if c == column), None)
             if param is not None:
                 groups[(la.tool, param)][case.label.case_id] = case.seen(text, la.tool)
