@@ -463,19 +463,27 @@ def test_the_learn_page_lists_applies_and_dismisses_for_reviewers_only(proj: Pro
         status, html, _ = c.request(f"/learn/{pid}")
         assert status == 200 and str(escape(found[0].change.sentence)) in html
         assert html.count(f"<td>{REVIEWER}</td>") == len(found[0].sample)  # the calls, shown
+        read = re.search(r'name="read" value="([0-9a-f]+)"', html)
+        assert read is not None
         status, html, _ = c.request(f"/learn/{pid}/decide", {"decision": "apply"},
                                     {"Origin": url})
         assert status == 403 and registry_dump(proj.root) == before
-        status, _, headers = c.request(f"/learn/{pid}/decide", {"csrf": c.csrf("/learn"),
-                                                                "decision": "apply"})
+        status, html, _ = c.request(f"/learn/{pid}/decide", {"csrf": c.csrf("/learn"),
+                                                             "decision": "apply", "read": "0"})
+        assert status in (400, 409, 422) and "changed since this page was loaded" in html, status
+        status, _, headers = c.request(f"/learn/{pid}/decide", {
+            "csrf": c.csrf("/learn"), "decision": "apply", "read": read.group(1)})
         assert status == 303 and "decided=applied" in headers["location"]
         status, html, _ = c.request(headers["location"])
         assert status == 200 and "applied: publication" in html, html
         tools = {t["name"]: t for t in json.loads(run_cli("tools", "--project", str(proj.root),
                                                           "--json").stdout)}
         assert found[0].change.sentence in json.dumps(tools[la.tool])
-        status, _, headers = c.request(f"/learn/{pid}/decide", {"csrf": c.csrf("/learn"),
-                                                                "decision": "dismiss"})
+        status, html, _ = c.request(f"/learn/{pid}")
+        read = re.search(r'name="read" value="([0-9a-f]+)"', html)
+        assert read is not None
+        status, _, headers = c.request(f"/learn/{pid}/decide", {
+            "csrf": c.csrf("/learn"), "decision": "dismiss", "read": read.group(1)})
         assert status == 303 and "decided=dismissed" in headers["location"]
         tools = {t["name"]: t for t in json.loads(run_cli("tools", "--project", str(proj.root),
                                                           "--json").stdout)}

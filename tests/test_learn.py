@@ -203,14 +203,27 @@ def test_call_log_yields_each_proposal_kind(which: str, request: pytest.FixtureR
     assert pid not in {p.id for p in again.proposals}  # applied: not proposed again
 
 
+def _dimension_listing(d: Path) -> tuple[Listing, str, list[Any], str]:
+    """A listing whose enum parameter filters a column a governed metric is cut by, and another
+    parameter of it (the moved value's origin)."""
+    config = load_project(d).config
+    dims = {x for m in config.metrics.values() for x in m.dimensions}
+    for la in _listings(d).values():
+        for param, column in la.params.items():
+            values = enum_of(la.props.get(param) or {})
+            others = [p for p in la.params if p != param]
+            if values and len(values) >= 2 and others and f"{la.product}.{column}" in dims:
+                return la, param, list(values), others[0]
+    raise AssertionError("no listing filters a metric's dimension")
+
+
+@pytest.mark.parametrize("which", WAREHOUSES)
 def test_nothing_learn_writes_reaches_a_policy_a_metric_or_a_unit(
-        request: pytest.FixtureRequest, tmp_path: Path) -> None:
-    d = _project("demo", request, tmp_path / "p")
-    found = _listings(d)
+        which: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    d = _project(which, request, tmp_path / "p")
     user = _widest_user(d)
-    la = next(la for la in found.values() if _enum_param(la) and len(la.params) >= 2)
-    param, values = _enum_param(la)  # type: ignore[misc]
-    other = next(p for p in la.params if p != param)
+    # a note on a column a governed metric is cut by: the metric's tool keeps its words
+    la, param, values, other = _dimension_listing(d)
     call_tools(load_project(d), user, [(la.tool, {other: values[0], "limit": 1})] * 3)
     result = learn(load_project(d))
     registry = open_registry(load_project(d))
@@ -222,8 +235,11 @@ def test_nothing_learn_writes_reaches_a_policy_a_metric_or_a_unit(
     after = registry.current()
     registry.close()
     changed = {n for n, v in after.items() if v.version != before.get(n)}
-    assert changed and all(after[n].plan.get("kind") == "list" for n in changed), changed
+    assert la.tool in changed and all(after[n].plan.get("kind") == "list" for n in changed), \
+        changed
     assert "policy" not in changed
+    applied = [p for p in result.proposals if p.change.column == la.params[param]]
+    assert applied and applied[0].change.sentence in json.dumps(after[la.tool].definition)
     # a learn layer holding anything but notes is refused when read, never applied
     path = d / ".tether" / "imports" / "learn.json"
     layer = json.loads(path.read_text())
@@ -456,3 +472,101 @@ def test_a_check_that_fails_leaves_the_layer_as_it_was(request: pytest.FixtureRe
     (d / "tether.yaml").write_text(text)  # the source is back: the proposal is still open
     assert p.id in {q.id for q in learn(load_project(d)).proposals}
     assert run_cli("learn", "--apply", str(p.id), "--project", str(d)).returncode == 10
+
+
+def test_values_stay_out_where_a_role_reads_part(request: pytest.FixtureRequest,
+                                                 tmp_path: Path) -> None:
+    """Tool lists narrow enums to each caller's rows, and a description is the same for every
+    caller: a value enters a sentence only where no role reads part of the product or a mask of
+    the column. The evidence (calls, shown to reviewers only) keeps them."""
+    for which in WAREHOUSES:
+        d = _project(which, request, tmp_path / which)
+        config = load_project(d).config
+        la = next(la for la in _listings(d).values() if _enum_param(la) and la.period and any(
+            la.product in r.row_filters for r in config.policies.roles.values()))
+        param, values = _enum_param(la)  # type: ignore[misc]
+        reader = _unfiltered_user(d, la.product) or _widest_user(d)
+        call_tools(load_project(d), reader,
+                   [(la.tool, {param: [values[0]], "period": "1990-01"})] * 3
+                   + [(la.tool, {param: [values[0]], "limit": 1})] * 20)
+        rules = _rules(learn(load_project(d)))
+        mine = [p for r in ("always_empty", "values_never_asked") for p in rules.get(r, [])
+                if p.tool == la.tool]
+        assert any(p.rule == "values_never_asked" for p in mine), which
+        for p in mine:
+            assert not any(f'"{v}"' in p.change.sentence for v in values), p.change.sentence
+        never = next(p for p in mine if p.rule == "values_never_asked")
+        assert all(s.arguments.get(param) == [values[0]] for s in never.sample)
+
+
+def test_what_callers_typed_stays_out_and_one_call_counts_once(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    d = _project("second", request, tmp_path / "p")
+    la, _param, values, other = _dimension_listing(d)
+    user = _widest_user(d)
+    # a made-up name the server read from its value: interpreted, never repeated in a sentence
+    typed = [(la.tool, {"Harbor clinics list": values[0], "limit": 1}),
+             (la.tool, {"weekly_board_pack": values[0], "limit": 1})] * 3
+    # two values moved in one call: one call of support, not two
+    moved = [(la.tool, {other: values[:2], "limit": 1})] * 2
+    results = call_tools(load_project(d), user, typed + moved)
+    assert all(not r.is_error for r in results[:6]), results[0].content[0].text
+    assert "interpreted" in results[0].structured_content
+    props = [p for p in learn(load_project(d)).proposals if p.rule == "interpreted_arguments"]
+    assert not [p for p in props if "Harbor" in p.change.sentence or "weekly" in
+                p.change.sentence], [p.change.sentence for p in props]
+    assert not [p for p in props if p.subject == "values"], "two calls are not three"
+
+
+def test_learned_and_typed_notes_add_up_and_a_removed_product_leaves_them_behind(
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    import yaml
+
+    d = _project("demo", request, tmp_path / "p")
+    la, param, values, other = _dimension_listing(d)
+    call_tools(load_project(d), _widest_user(d), [(la.tool, {other: values[0], "limit": 1})] * 3)
+    [p] = [p for p in learn(load_project(d)).proposals if p.rule == "interpreted_arguments"]
+    assert run_cli("learn", "--apply", str(p.id), "--project", str(d)).returncode == 10
+    data = yaml.safe_load((d / "tether.yaml").read_text())
+    data["products"][la.product].setdefault("columns", {}).setdefault(
+        la.params[param], {})["notes"] = ["Typed by the owner."]
+    (d / "tether.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    res = run_cli("check", "--project", str(d))
+    assert res.returncode == 10, res.stdout + res.stderr
+    t = {t["name"]: t for t in json.loads(run_cli("tools", "--project", str(d),
+                                                  "--json").stdout)}[la.tool]
+    said = t["inputSchema"]["properties"][param]["description"]
+    assert "Typed by the owner." in said and p.change.sentence in said
+    # a learn layer naming a product tether.yaml no longer has: the project still loads
+    path = d / ".tether" / "imports" / "learn.json"
+    layer = json.loads(path.read_text())
+    layer["config"]["products"]["no_such_product"] = {"notes": ["Gone."]}
+    path.write_text(json.dumps(layer))
+    assert "no_such_product" not in load_project(d).config.products
+    assert run_cli("check", "--project", str(d)).returncode in (0, 10)
+
+
+def test_two_learn_runs_at_once_on_sqlite(request: pytest.FixtureRequest, tmp_path: Path
+                                          ) -> None:
+    import threading
+
+    d = _project("demo", request, tmp_path / "p")
+    la, _param, values, other = _dimension_listing(d)
+    call_tools(load_project(d), _widest_user(d), [(la.tool, {other: values[0], "limit": 1})] * 3)
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            results.append(learn(load_project(d)))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=go) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len({tuple(sorted(p.id for p in r.proposals)) for r in results}) == 1
+    assert sorted(r.new for r in results)[-1] == len(results[0].proposals)

@@ -50,7 +50,14 @@ from tether.context.references import did_you_mean as _did_you_mean
 from tether.context.references import problems as _reference_problems
 from tether.errors import ConfigError
 from tether.layers.loading import Origin, layer_origin, precedence, project_layers
-from tether.layers.model import UNION_LISTS, ImportLayer, merged, present, value_at
+from tether.layers.model import (
+    UNION_LISTS,
+    ImportLayer,
+    kept_products,
+    merged,
+    present,
+    value_at,
+)
 from tether.textfiles import check_yaml_aliases, read_text
 
 __all__ = [
@@ -197,6 +204,7 @@ def parse_project(text: str, path: Path, with_layer: ImportLayer | None = None) 
     if with_layer is not None:
         layers = [la for la in layers if la.kind != with_layer.kind] + [with_layer]
         layers.sort(key=precedence)
+    layers = kept_products(data, layers)
     full = merged(data, [(layer.kind, layer.config) for layer in layers])
     project = Project(path.parent, TetherConfig.model_construct(sources={}), lines, path, typed=data,
                       layers=layers, data=full)

@@ -14,6 +14,7 @@ from tether.cli.drift import AuthorOpt, checked_author
 from tether.cli.options import JsonOpt, ProjectOpt
 from tether.cli.output import out, print_json, progress
 from tether.config import load_project
+from tether.errors import ConfigError
 
 if TYPE_CHECKING:
     from tether.learn.model import Proposal
@@ -46,6 +47,10 @@ def learn(ctx: typer.Context, project: Path = ProjectOpt, as_json: bool = JsonOp
     descriptions, each with its evidence. Exit 0; with --apply, `tether check`'s codes (10
     published, 11 waiting for a reviewer, 12 blocked), 2 error."""
     if ctx.invoked_subcommand is not None:  # `tether learn -p DIR dismiss ID` reads DIR too
+        if apply_id is not None or since or from_eval:
+            raise ConfigError(f"--apply, --since and --from-eval go with `tether learn` alone, "
+                              f"not with `tether learn {ctx.invoked_subcommand}`.",
+                              hint="Give them without the subcommand.")
         ctx.obj = {"project": project}
         return
     proj = load_project(project)
@@ -61,7 +66,7 @@ def learn(ctx: typer.Context, project: Path = ProjectOpt, as_json: bool = JsonOp
         else:
             p = done.proposal
             out.print(f"proposal {p.id} applied: {escape(p.change.where())} += "
-                      f"{escape(p.change.sentence)!r}")
+                      f"{escape(p.change.sentence)!r}; {escape(p.outcome or '')}")
             for o in done.check.outcomes if done.check else []:
                 if o.outcome != "unchanged":
                     out.print(f"  {escape(o.tool)} {o.outcome} {o.version} "
@@ -111,6 +116,8 @@ def dismiss(ctx: typer.Context, pid: int = PidArg, project: Path | None = SubPro
         return
     out.print(f"proposal {pid} dismissed" + (
         f"; its sentence was taken out (exit {result.exit_code})" if result else ""))
+    if result is not None and result.exit_code in (11, 12):
+        sys.exit(result.exit_code)  # taking it out waits for a person, or was blocked
 
 
 @learn_app.command("report")

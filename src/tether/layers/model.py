@@ -170,36 +170,48 @@ def read_layers(root: Path) -> list[ImportLayer]:
             layer = ImportLayer.model_validate(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValidationError) as e:
             first = str(e).splitlines()[0]
-            again = ("`tether learn --apply ID` again" if kind == "learn"
-                     else f"`tether import {kind} ...` again")
+            hint = (f"Run `tether import {kind} ...` again to rewrite it, or delete the file "
+                    "to drop what it imported." if kind != "learn" else "Delete the file (the "
+                    "proposals stay in the registry; `tether learn --apply ID` writes one "
+                    "again).")
             raise ConfigError(f"the {kind} import layer cannot be read ({first}).", where=where,
-                              hint=f"Run {again} to rewrite it, or delete the file to drop "
-                              "what it imported.") from None
+                              hint=hint) from None
         if kind == "learn":
-            _only_notes(layer, where)
+            only_notes(layer, where)
         out.append(layer)
     return out
 
 
-def _only_notes(layer: ImportLayer, where: str) -> None:
+def only_notes(layer: ImportLayer, where: str) -> None:
     """What learn writes is notes on products and their columns, nothing else: a learn layer
     holding any other key (a policy, a metric, a unit, a description) is refused, never read."""
-    for name, product in (layer.config.get("products") or {}).items():
-        keys = set(product) if isinstance(product, dict) else {"?"}
-        columns = product.get("columns") if isinstance(product, dict) else None
-        bad = [f"products.{name}.{k}" for k in sorted(keys - {"notes", "columns"})]
-        for col, facts in (columns or {}).items():
-            extra = set(facts) - {"notes"} if isinstance(facts, dict) else {"?"}
-            bad += [f"products.{name}.columns.{col}.{k}" for k in sorted(extra)]
-        if bad:
-            break
-    else:
-        bad = [k for k in sorted(layer.config) if k != "products"]
+    bad = [k for k in sorted(layer.config) if k != "products"]
+    products = layer.config.get("products") or {}
+    if not isinstance(products, dict):
+        bad.append("products (not a mapping)")
+        products = {}
+    for name, product in products.items():
+        if not isinstance(product, dict):
+            bad.append(f"products.{name} (not a mapping)")
+            continue
+        bad += [f"products.{name}.{k}" for k in sorted(set(product) - {"notes", "columns"})]
+        columns = product.get("columns") or {}
+        if not isinstance(columns, dict):
+            bad.append(f"products.{name}.columns (not a mapping)")
+            continue
+        for col, facts in columns.items():
+            extra = sorted(set(facts) - {"notes"}) if isinstance(facts, dict) else ["?"]
+            bad += [f"products.{name}.columns.{col}.{k}" for k in extra]
+        for notes in [product.get("notes")] + [f.get("notes") for f in columns.values()
+                                               if isinstance(f, dict)]:
+            if notes is not None and not (isinstance(notes, list)
+                                          and all(isinstance(n, str) for n in notes)):
+                bad.append(f"products.{name} notes (not a list of sentences)")
     if bad:
         raise ConfigError(f"the learn layer holds {bad[0]}, but learn writes only notes on "
                           "products and their columns.", where=where,
-                          hint="Delete the file and apply the proposals again with `tether "
-                          "learn --apply ID`.")
+                          hint="Delete the file (what it held goes; the proposals stay in the "
+                          "registry, and `tether learn --apply ID` writes one again).")
 
 
 def write_layer(root: Path, layer: ImportLayer) -> Path:
@@ -260,6 +272,9 @@ EXCLUSIVE: dict[tuple[str, ...], frozenset[str]] = {
 UNION_LISTS = ("lineage", "relationships")
 """Top-level lists whose items add up across layers (an edge is a fact, whoever read it)."""
 RESTRICTED = "restricted"
+NOTES = "notes"
+"""Sentences on how to call a product's tool or pass a column's parameter: typed ones and
+learned ones (the learn layer) add up."""
 
 
 def _exclusive(path: tuple[str, ...]) -> frozenset[str]:
@@ -284,6 +299,9 @@ def merge(lower: dict[str, Any], higher: dict[str, Any], path: tuple[str, ...] =
         if not path and key in UNION_LISTS and isinstance(value, list) and isinstance(below, list):
             seen = {_edge_key(v) for v in value}
             out[key] = copy.deepcopy(value) + [v for v in below if _edge_key(v) not in seen]
+        elif key == NOTES and isinstance(value, list) and isinstance(below, list):
+            # notes add up: typed ones first, then what a layer learned (each sentence once)
+            out[key] = copy.deepcopy(value) + [v for v in below if v not in value]
         elif isinstance(value, dict) and isinstance(below, dict):
             out[key] = merge(below, value, (*path, str(key)))
         elif key == "classification" and below == RESTRICTED:
@@ -291,6 +309,24 @@ def merge(lower: dict[str, Any], higher: dict[str, Any], path: tuple[str, ...] =
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def kept_products(typed: dict[str, Any], layers: list[ImportLayer]) -> list[ImportLayer]:
+    """The layers with the learn layer's notes kept only for products tether.yaml or another
+    layer still has: a product removed leaves its learned sentences behind, not a product
+    with no table."""
+    learn = [la for la in layers if la.kind == "learn"]
+    products = (learn[0].config.get("products") if learn else None) or {}
+    if not isinstance(products, dict) or not products:
+        return layers
+    others = merged(typed, [(la.kind, la.config) for la in layers if la.kind != "learn"])
+    have = set(others.get("products") or {})
+    if set(products) <= have:
+        return layers
+    kept = learn[0].model_copy(deep=True)
+    kept.config["products"] = {k: v for k, v in products.items() if k in have}
+    kept.report = {**kept.report, "left_out": sorted(set(products) - have)}
+    return [kept if la is learn[0] else la for la in layers]
 
 
 def _edge_key(item: Any) -> Any:

@@ -11,6 +11,7 @@ takes its sentence out again through the same pass.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from tether.eval.label.pipeline import LABELS_FILE
 from tether.eval.regression import rerun, suite_dir
 from tether.eval.report import load_labels
 from tether.eval.trace import LabelLine
-from tether.layers.model import ImportLayer, now_stamp, write_layer
+from tether.layers.model import IMPORTS_DIR, ImportLayer, now_stamp, only_notes, write_layer
 from tether.learn.model import Proposal
 from tether.learn.propose import load
 from tether.profiling.layers import layer_lock
@@ -99,6 +100,7 @@ def _edit(project: Project, p: Proposal, add: bool) -> bool:
             _prune(layer.config, p.change.path)
         layer.origins = _list_origin(layer.origins, p.change.path)
         layer.imported_at = now_stamp(project.now())
+        only_notes(layer, str(IMPORTS_DIR / f"{KIND}.json"))  # notes, nothing else, ever
         load_project(project.root, with_layer=layer)  # a layer that would not load: not written
         write_layer(project.root, layer)
     return True
@@ -173,9 +175,10 @@ def apply(project: Project, pid: int, by: str | None = None) -> Applied:
         p = load(registry, pid)
     finally:
         registry.close()
-    if p.status != "open":
+    if p.status == "dismissed" or (p.status == "applied" and _present(project, p)):
         raise ConfigError(f"proposal {pid} is {p.status}, not open.",
                           hint="Run `tether learn` to list the open proposals.")
+    was = p.status
     _place(project, p)
     changed = _edit(project, p, add=True)
     try:
@@ -184,22 +187,54 @@ def apply(project: Project, pid: int, by: str | None = None) -> Applied:
         if changed:
             _edit(project, p, add=False)
         raise
-    report: dict[str, Any] | None = None
+    p.status, p.decided_by = "applied", who
+    p.publication = result.publication if result is not None else None
+    p.outcome = _outcome(result, p.tool)
+    _record(project, p, was)  # the sentence is in the layer: say so before anything else runs
     flipped: list[dict[str, Any]] = []
     if result is not None and result.publication is not None:
-        report, flipped = _regression(load_project(project.root), result.publication)
+        try:
+            p.report, flipped = _regression(load_project(project.root), result.publication)
+        except Exception as e:  # published all the same: the report says the suite failed
+            p.report = {"error": f"the regression suite did not run: {e}"}
+        _record(project, p, "applied")
     code = result.exit_code if result is not None else 0
     if flipped and code in (0, 10):
         code = 11  # a flipped regression case waits for a person, as after `tether check`
-    now = project.now()
-    p.status, p.decided_by, p.report = "applied", who, report
-    p.publication = result.publication if result is not None else None
+    return Applied(p, result, code, flipped)
+
+
+def _present(project: Project, p: Proposal) -> bool:
+    """Whether the proposal's sentence is in the learn layer now."""
+    layer = next((la for la in project.layers if la.kind == KIND), None)
+    node: Any = layer.config if layer else {}
+    for part in p.change.path:
+        node = node.get(part, {}) if isinstance(node, dict) else {}
+    return isinstance(node, list) and p.change.sentence in node
+
+
+def _outcome(result: CheckResult | None, tool: str) -> str:
+    """What the check pass did with the proposal's tool, in words."""
+    if result is None:
+        return "the sentence was already in the learn layer: nothing to publish"
+    o = next((o for o in result.outcomes if o.tool == tool), None)
+    if o is None or o.outcome == "unchanged":
+        return "published nothing for this tool (its description already says it)"
+    if o.outcome == "published":
+        return f"published {o.version} ({o.change_level}, {o.change_kind})"
+    if o.outcome == "pending":
+        return f"{o.version} waits for a reviewer (review {o.review})"
+    return f"{o.version} blocked"
+
+
+def _record(project: Project, p: Proposal, expected: str) -> None:
+    assert p.id is not None
     registry = open_registry(project)
     try:
-        stored.decide(registry, pid, "applied", who, now, _body(p), p.publication)
+        stored.decide(registry, p.id, p.status, p.decided_by or "", project.now(), _body(p),
+                      p.publication, expected=expected)
     finally:
         registry.close()
-    return Applied(p, result, code, flipped)
 
 
 def dismiss(project: Project, pid: int, by: str | None = None) -> tuple[Proposal,
@@ -212,16 +247,19 @@ def dismiss(project: Project, pid: int, by: str | None = None) -> tuple[Proposal
         p = load(registry, pid)
     finally:
         registry.close()
+    if p.status == "dismissed":
+        raise ConfigError(f"proposal {pid} is already dismissed.",
+                          hint="Run `tether learn` to list the open proposals.")
+    was = p.status
     result = None
-    if p.status == "applied" and _edit(project, p, add=False):
+    if _edit(project, p, add=False):  # applied (or left in the layer by a failed apply)
         result = check(load_project(project.root), author=who)
-    p.status, p.decided_by, p.dismissed_at_newest = "dismissed", who, p.newest
-    registry = open_registry(project)
-    try:
-        stored.decide(registry, pid, "dismissed", who, project.now(), _body(p),
-                      result.publication if result is not None else p.publication)
-    finally:
-        registry.close()
+        p.publication = result.publication
+    # back only with evidence newer than this decision: calls made while it was applied, or
+    # before the last run of learn, are not new
+    now = dt.datetime.now(dt.UTC).isoformat()
+    p.status, p.decided_by, p.dismissed_at_newest = "dismissed", who, max(p.newest, now)
+    _record(project, p, was)
     return p, result
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 if TYPE_CHECKING:
     from tether.learn.observe import Observed
@@ -60,6 +60,22 @@ class Change(_M):
     path: list[str] = Field(description="Key path of the notes list.")
     sentence: str = Field(description="The sentence added, as the description will say it.")
 
+    @field_validator("path")
+    @classmethod
+    def _notes_only(cls, v: list[str]) -> list[str]:
+        # a product's notes or a column's, nothing else a proposal could write
+        if not (v and v[0] == "products" and v[-1] == "notes" and len(v) in (3, 5)
+                and (len(v) == 3 or v[2] == "columns") and all(v)):
+            raise ValueError("a change writes products.P.notes or products.P.columns.C.notes")
+        return v
+
+    @field_validator("sentence")
+    @classmethod
+    def _one_sentence(cls, v: str) -> str:
+        if not v.strip() or len(v) > 600:
+            raise ValueError("a change is one sentence of at most 600 characters")
+        return v
+
     @property
     def product(self) -> str:
         return self.path[1]
@@ -91,6 +107,8 @@ class Proposal(_M):
     decided_by: str | None = None
     publication: int | None = Field(default=None, description="The publication that applied "
                                     "it.")
+    outcome: str | None = Field(default=None, description="What the check pass that applied "
+                                "it did with the tool: published, waiting, blocked, nothing.")
     report: dict[str, Any] | None = Field(default=None, description="The regression suite's "
                                           "metrics before and after it was applied.")
 

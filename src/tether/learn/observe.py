@@ -19,9 +19,6 @@ from tether.eval.trace import LabelLine, Trace
 from tether.learn.model import Seen
 from tether.registry import Registry
 
-PAGING = frozenset({"limit", "cursor", "order", "order_by", "count_by", "sum_and_average_of"})
-"""Arguments that shape a result without choosing its rows."""
-
 
 @dataclass
 class Listing:
@@ -33,6 +30,8 @@ class Listing:
     props: dict[str, Any]  # inputSchema properties
     schemes: dict[str, list[str]]  # identifier parameter -> the schemes it takes, its own first
     period: bool  # takes a period
+    definition: dict[str, Any] = field(default_factory=dict)  # as published (wire form)
+    plan: dict[str, Any] = field(default_factory=dict)  # as published
 
 
 @dataclass
@@ -125,12 +124,15 @@ def listing_for(found: dict[str, Listing], tool: str, args: dict[str, Any]
     return hit, inner if isinstance(inner, dict) else {}
 
 
-def listings(registry: Registry) -> dict[str, Listing]:
-    """Every current listing tool, by name."""
+def listings(registry: Registry, products: Any = None) -> dict[str, Listing]:
+    """Every current listing tool, by name; with ``products``, only those of a product the
+    project still has (a removed product's listing stays in the registry, retired)."""
     out: dict[str, Listing] = {}
     for name, v in registry.current().items():
         plan = v.plan
         if plan.get("kind") != "list" or not plan.get("product"):
+            continue
+        if products is not None and plan["product"] not in products:
             continue
         params: dict[str, str] = {}
         schemes: dict[str, list[str]] = {}
@@ -140,7 +142,8 @@ def listings(registry: Registry) -> dict[str, Listing]:
             if routes:
                 schemes[f["param"]] = routes
         props = dict((v.definition.get("inputSchema") or {}).get("properties") or {})
-        out[name] = Listing(name, plan["product"], params, props, schemes, "period" in props)
+        out[name] = Listing(name, plan["product"], params, props, schemes, "period" in props,
+                            v.definition, plan)
     return out
 
 
@@ -184,7 +187,7 @@ def read_runs(run_dirs: Sequence[Path]) -> list[CaseSeen]:
 
 def observe(project: Project, registry: Registry, since: str | None = None,
             runs: Sequence[Path] = ()) -> Observed:
-    found = listings(registry)
+    found = listings(registry, project.config.products)
     return Observed(project.config, found, read_calls(registry, found, since), read_runs(runs),
                     project.config.serve.statement_timeout_seconds)
 
@@ -200,7 +203,11 @@ def since_time(text: str | None, now: dt.datetime) -> str | None:
     m = _RELATIVE.match(text.strip())
     if m:
         unit = {"d": "days", "h": "hours", "m": "minutes"}[m.group(2)]
-        at = now - dt.timedelta(**{unit: int(m.group(1))})
+        try:
+            at = now - dt.timedelta(**{unit: int(m.group(1))})
+        except OverflowError:
+            raise ConfigError(f"--since {text!r} reaches before the year 1.",
+                              hint="Give a shorter span, or a date.") from None
     else:
         try:
             at = dt.datetime.fromisoformat(text.strip())

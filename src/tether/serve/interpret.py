@@ -62,6 +62,13 @@ def _names(definition: dict[str, Any], plan: QueryPlan, config: TetherConfig
     return out
 
 
+def named_by(given: str, definition: dict[str, Any], plan: QueryPlan, config: TetherConfig
+             ) -> list[str]:
+    """The parameters a given argument name means by its words alone (its own name, the column,
+    a scheme, a glossary word): not a name read from the values it came with."""
+    return _meant(given, _names(definition, plan, config))
+
+
 def _meant(given: str, names: dict[str, set[str]]) -> list[str]:
     """The parameters ``given`` names: one whose names hold it exactly, else every one with a
     name whose words include all of its words (``widget_id`` in ``canonical_widget_id``)."""
@@ -179,10 +186,10 @@ def _holder(value: Any, props: dict[str, Any]) -> tuple[str, Any] | None:
 def _misfits(prop: dict[str, Any], values: list[Any]) -> bool:
     """Every value fails the parameter's pattern (a parameter with none takes any value)."""
     pattern = prop.get("pattern")
-    if not isinstance(pattern, str):
-        return False
+    if not isinstance(pattern, str) or not all(isinstance(v, str) for v in values):
+        return False  # a number given to a text parameter is not moved: it may be an id
     try:
-        return not any(isinstance(v, str) and re.search(pattern, v) for v in values)
+        return not any(re.search(pattern, v) for v in values)
     except re.error:
         return False
 

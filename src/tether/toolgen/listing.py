@@ -33,7 +33,7 @@ from tether.toolgen.model import (
     join_sentences,
 )
 from tether.toolgen.plan import from_clause
-from tether.toolgen.provenance import declared_unseen, field_origins
+from tether.toolgen.provenance import declared_unseen, field_origins, note_said
 from tether.toolgen.shared import (
     NO_UNIT,
     Ctx,
@@ -261,8 +261,8 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
             held = "" if column == scheme else f"{column} holds {scheme} values; "
             out.append(Sentence(text=sentence(f"{held}map it to the other id schemes with {cross}"),
                                 source="lineage"))
-    for i, note in enumerate(p.notes):  # how to call it, learned from calls or typed
-        source, origin = ctx.said("glossary", "products", name, "notes", i)
+    for note in p.notes:  # how to call it, learned from calls or typed
+        source, origin = note_said(ctx.project, "glossary", note, "products", name, "notes")
         out.append(Sentence(text=sentence(note), source=source, origin=origin))
     policy = policy_sentence(ctx, name)
     if policy:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tether.config import Project, TetherConfig
 from tether.context.profile import ColumnProfile
-from tether.layers.model import SOURCE_OF
+from tether.layers.model import SOURCE_OF, value_at
 from tether.toolgen.model import Source
 
 FACTS = ("description", "unit", "unit_column", "classification", "accepted_values", "notes")
@@ -20,6 +20,20 @@ def said(project: Project, default: Source, *path: str | int) -> tuple[Source, s
         return default, None
     source: Source = SOURCE_OF[origin.kind]  # type: ignore[assignment]
     return source, f"{origin.kind}:{origin.where}" if origin.where else origin.kind
+
+
+def note_said(project: Project, default: Source, text: str, *path: str | int
+              ) -> tuple[Source, str | None]:
+    """The source word and origin of one note at ``path`` (a notes list): the layer whose list
+    holds it (learned: ``execution_logs`` and the proposal), else tether.yaml's ``default``.
+    Notes add up across layers, so an index names no layer: the sentence does."""
+    for layer in project.layers:
+        mine = value_at(layer.config, path)
+        if isinstance(mine, list) and text in mine:
+            where = layer.origin((*path, mine.index(text)))
+            source: Source = SOURCE_OF.get(layer.kind, default)  # type: ignore[assignment]
+            return source, f"{layer.kind}:{where}" if where else layer.kind
+    return default, None
 
 
 def declared_unseen(config: TetherConfig, product: str, c: ColumnProfile) -> list[str]:
@@ -39,8 +53,12 @@ def field_origins(project: Project, product: str, cols: list[ColumnProfile]
         return out
     for c in cols:
         for fact in FACTS:
-            origin = said(project, "schema", "products", product, "columns", c.column.name,
-                          fact)[1]
+            path = ("products", product, "columns", c.column.name, fact)
+            origin = said(project, "schema", *path)[1]
+            if fact == "notes":  # typed and learned notes add up: the layer that added some
+                origin = next((f"{la.kind}:{la.origin(path) or ''}".rstrip(":")
+                               for la in project.layers
+                               if isinstance(value_at(la.config, path), list)), None)
             if origin:
                 out.setdefault(c.column.name, {})[fact] = origin
     return out

@@ -8,6 +8,7 @@ calls, as the signed-in reviewer, with the session's CSRF value.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,6 +20,7 @@ from starlette.routing import Route
 
 from tether.errors import ConfigError
 from tether.learn.apply import apply, dismiss
+from tether.learn.model import Proposal
 from tether.learn.propose import from_row
 from tether.registry import proposals as stored
 from tether.web.console import Console, Forbidden, Viewer, id_in_url, shared_registry
@@ -35,6 +37,13 @@ def _require_reviewer(v: Viewer) -> None:
 def _lists(v: Viewer) -> dict[str, Any]:
     rows = stored.proposals(shared_registry(v.project))
     return {s: [from_row(r) for r in reversed(rows) if r["status"] == s] for s in STATUSES}
+
+
+def read_mark(p: Proposal) -> str:
+    """What the form carries of the proposal as the reviewer read it: its status, sentence,
+    place and support."""
+    text = "\x1f".join([p.status, p.change.where(), p.change.sentence, str(p.support)])
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 def _decide(v: Viewer, pid: int, choice: str) -> dict[str, str]:
@@ -68,7 +77,8 @@ def routes(console: Console) -> list[Route]:
                    "publication": q.get("publication") if q.get("publication", "").isdigit()
                    else None,
                    "exit": q.get("exit") if q.get("exit", "").isdigit() else None}
-        return console.page(request, "proposal.html", p=from_row(row), outcome=outcome)
+        p = from_row(row)
+        return console.page(request, "proposal.html", p=p, outcome=outcome, read=read_mark(p))
 
     async def decide_post(request: Request) -> Response:
         form = await request.form()
@@ -79,6 +89,13 @@ def routes(console: Console) -> list[Route]:
         choice = form.get("decision")
         if choice not in ("apply", "dismiss"):
             raise ConfigError("choose apply or dismiss.")
+        row = stored.proposal(shared_registry(v.project), pid)
+        if row is None:
+            raise HTTPException(404, f"There is no proposal {pid}.")
+        if form.get("read") != read_mark(from_row(row)):  # decide what the reviewer read
+            raise ConfigError(f"proposal {pid} changed since this page was loaded (new "
+                              "evidence, or someone decided it).",
+                              hint="Reload the page, read it again, and decide.")
         outcome = await run_in_threadpool(_decide, v, pid, str(choice))
         return RedirectResponse(f"/learn/{pid}?{urlencode(outcome)}", status_code=303)
 

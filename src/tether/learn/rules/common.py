@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from tether.learn.model import SAMPLE, Change, Proposal, Seen
@@ -17,14 +17,17 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def proposal(rule: str, subject: str, listing: Listing, column: str | None, sentence: str,
-             summary: str, seen: Iterable[Seen]) -> Proposal:
+             summary: str, seen: Iterable[Seen],
+             telling: Callable[[Seen], Any] | None = None) -> Proposal:
     """A proposal for ``listing``'s product (``column``: that column's notes) from its
-    evidence: support, newest and sample read off ``seen``."""
+    evidence: support, newest and sample read off ``seen`` (the sample: the newest, or the
+    last by ``telling``, such as the slowest)."""
     items = sorted(seen, key=lambda s: s.at or "")
     path = ["products", listing.product] + (["columns", column] if column else []) + ["notes"]
+    shown = sorted(items, key=telling)[-SAMPLE:] if telling else items[-SAMPLE:]
     return Proposal(rule=rule, subject=subject, tool=listing.tool, summary=summary,
                     change=Change(path=path, sentence=sentence), support=len(items),
-                    newest=items[-1].at or "" if items else "", sample=items[-SAMPLE:])
+                    newest=items[-1].at or "" if items else "", sample=shown)
 
 
 def values_of(value: Any) -> list[Any]:

@@ -37,13 +37,16 @@ def scheme_confusion(seen: Observed) -> list[Proposal]:
             if own is None or own not in schemes:
                 continue
             takes = set(la.schemes.get(param) or [own])
+            others = set()
             for v in values_of(value):
                 if _fits(schemes[own].pattern, v):
                     continue
                 other = next((n for n, s in schemes.items()
                               if n not in takes and _fits(s.pattern, v)), None)
                 if other is not None:
-                    groups[(la.tool, param, other)].append(c)
+                    others.add(other)
+            for other in others:  # one call counts once for each scheme it confused
+                groups[(la.tool, param, other)].append(c)
     out = []
     by_product = seen.by_product()
     for (tool, param, other), calls in sorted(groups.items()):

@@ -38,5 +38,5 @@ def slow_combination(seen: Observed) -> list[Proposal]:
             f"Calls {which} have taken {p95 / 1000:.2g} s at the 95th percentile (the limit is "
             f"{seen.timeout_s:g} s){narrow}",
             f"{len(calls)} calls {which}: p95 {p95:.0f} ms of a {limit_ms:.0f} ms timeout",
-            (c.seen() for c in sorted(calls, key=lambda c: c.latency_ms))))
+            (c.seen() for c in calls), telling=lambda s: s.latency_ms or 0.0))
     return out

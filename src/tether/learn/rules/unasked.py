@@ -24,9 +24,10 @@ def values_never_asked(seen: Observed) -> list[Proposal]:
     for c in succeeded(seen.calls):
         assert c.listing is not None
         for param, value in c.filters().items():
-            if enum_of(c.listing.props.get(param) or {}):
-                for v in values_of(value):
-                    asked[(c.listing.tool, param)][json.dumps(v)] += 1
+            own = {json.dumps(v) for v in enum_of(c.listing.props.get(param) or {}) or []}
+            named = [json.dumps(v) for v in values_of(value) if json.dumps(v) in own]
+            if named:  # the parameter's own values (a value moved elsewhere is not asked here)
+                asked[(c.listing.tool, param)].update(named)
                 calls[(c.listing.tool, param)].append(c)
     out = []
     for (tool, param), counts in sorted(asked.items()):
