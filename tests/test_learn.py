@@ -570,3 +570,36 @@ def test_two_learn_runs_at_once_on_sqlite(request: pytest.FixtureRequest, tmp_pa
     assert not errors, errors
     assert len({tuple(sorted(p.id for p in r.proposals)) for r in results}) == 1
     assert sorted(r.new for r in results)[-1] == len(results[0].proposals)
+
+
+def test_report_shows_the_regression_suite_before_and_after(request: pytest.FixtureRequest,
+                                                           tmp_path: Path) -> None:
+    """With eval.regression_suite set, applying replays the suite after the publication, and
+    `tether learn report` shows its metrics before and after."""
+    d = _project("second", request, tmp_path / "p")
+    found = _listings(d)
+    config = load_project(d).config
+    la = next(la for la in found.values() if _enum_param(la)
+              and _unfiltered_user(d, la.product) and config.products[la.product].primary_key)
+    user = str(_unfiltered_user(d, la.product))
+    n = call_tools(load_project(d), user, [(la.tool, {"limit": 1})])[0].structured_content[
+        "total_rows"]
+    key = config.products[la.product].primary_key[0]
+    cases = [{"case_id": "page-0", "user_role": config.policies.users[user].role,
+              "as_user": user, "question": "How many rows are there in all?",
+              "gold": {"answer": n, "required_fields": [f"{la.product}.{key}"]}}]
+    scripts = {"page-0": {"tool_calls": [{"name": la.tool, "arguments": {"limit": 5},
+                                          "turn": 0}], "final_answer": "5", "answer": 5}}
+    run = _scripted_run(d, tmp_path, cases, scripts)
+    with open(d / "tether.yaml", "a") as f:
+        f.write(f"eval:\n  regression_suite: {run}\n")
+    got = learn(load_project(d), runs=[run])
+    [p] = [p for p in got.proposals if p.rule == "repeated_failure"]
+    res = run_cli("learn", "--apply", str(p.id), "--project", str(d), "--json")
+    assert res.returncode == 10, res.stdout + res.stderr
+    res = run_cli("learn", "report", str(p.id), "--project", str(d), "--json")
+    report = json.loads(res.stdout)["report"]
+    assert report["before"]["cases"] == report["after"]["cases"] == 1
+    assert report["before"]["correct"] == 0 and report["flipped"] == []
+    text = run_cli("learn", "report", str(p.id), "--project", str(d)).stdout
+    assert "regression suite" in text and "correct_and_grounded" in text
