@@ -139,9 +139,11 @@ def render(doc: Path) -> str:
             rows.append((f"failures: {cls}", mb["failures_by_class"].get(cls, 0),
                          ma["failures_by_class"].get(cls, 0)))
         text = [f"### {where.words}", "",
-                f"{mb['cases']} cases, `tether-grounded`, before (run {b['run']}, commit "
-                f"`{b['commit']}`{', dirty tree' if b['dirty'] else ''}) and after (run "
-                f"{a['run']}, commit `{a['commit']}`{', dirty tree' if a['dirty'] else ''}).",
+                f"{mb['cases']} cases, `tether-grounded`, before (run {b['run']}, "
+                f"{b['started_at']}, commit `{str(b['commit'])[:10]}`"
+                f"{', dirty tree' if b['dirty'] else ''}) and after (run {a['run']}, "
+                f"{a['started_at']}, commit `{str(a['commit'])[:10]}`"
+                f"{', dirty tree' if a['dirty'] else ''}).",
                 "", "| | before | after |", "|---|---|---|"]
         text += [f"| {name} | {x} | {y} |" for name, x, y in rows]
         text += ["", f"Cases that became correct: {', '.join(f'`{c}`' for c in won) or 'none'}. "
@@ -150,12 +152,14 @@ def render(doc: Path) -> str:
                  f"labelled cases and proposed {len(b['learn']['proposals'])}:", ""]
         applied = {p["id"] for p in a.get("applied", [])}
         refused = {r["id"]: r["why"] for r in a.get("refused", [])}
-        text += ["| id | rule | tool | support | decision | sentence |",
+        text += ["| id | rule | where (tool: column) | support | decision | sentence |",
                  "|---|---|---|---|---|---|"]
         for p in b["learn"]["proposals"]:
             decision = ("applied" if p["id"] in applied else
                         f"refused: {refused[p['id']]}" if p["id"] in refused else "left open")
-            text.append(f"| {p['id']} | `{p['rule']}` | `{p['tool']}` | {p['support']} | "
+            path = p["change"]["path"]
+            place = f"`{p['tool']}`" + (f": `{path[3]}`" if len(path) == 5 else "")
+            text.append(f"| {p['id']} | `{p['rule']}` | {place} | {p['support']} | "
                         f"{decision} | {p['change']['sentence']} |")
         parts.append("\n".join(text) + "\n")
     parts.append(FOOTER)
