@@ -136,6 +136,11 @@ def run(d: Path, calls: int, real: int, repeat: int, pg: str | None) -> dict[str
     registry.close()
     total = _copy_to(url, calls)
     times, proposals = _time(d, repeat)
+    if pg:  # the registry's schema goes with the run
+        engine = sa.create_engine(pg)
+        with engine.begin() as c:
+            c.execute(sa.text(f"DROP SCHEMA {schema} CASCADE"))
+        engine.dispose()
     return {"registry": "PostgreSQL" if pg else "SQLite", "real_calls": made, "calls": total,
             "proposals": proposals, "median_s": round(statistics.median(times), 2),
             "max_s": round(max(times), 2)}
