@@ -170,11 +170,7 @@ def _regression(project: Project, publication: int) -> tuple[dict[str, Any] | No
 def apply(project: Project, pid: int, by: str | None = None) -> Applied:
     """Apply an open proposal through the gate."""
     who = author_of(by)
-    registry = open_registry(project)
-    try:
-        p = load(registry, pid)
-    finally:
-        registry.close()
+    p = report(project, pid)
     if p.status == "dismissed" or (p.status == "applied" and _present(project, p)):
         raise ConfigError(f"proposal {pid} is {p.status}, not open.",
                           hint="Run `tether learn` to list the open proposals.")
@@ -242,11 +238,7 @@ def dismiss(project: Project, pid: int, by: str | None = None) -> tuple[Proposal
     """Dismiss a proposal: it stays away until newer evidence arrives. An applied one has its
     sentence taken out again, through the same check pass."""
     who = author_of(by)
-    registry = open_registry(project)
-    try:
-        p = load(registry, pid)
-    finally:
-        registry.close()
+    p = report(project, pid)
     if p.status == "dismissed":
         raise ConfigError(f"proposal {pid} is already dismissed.",
                           hint="Run `tether learn` to list the open proposals.")
@@ -264,6 +256,7 @@ def dismiss(project: Project, pid: int, by: str | None = None) -> tuple[Proposal
 
 
 def report(project: Project, pid: int) -> Proposal:
+    """One stored proposal as it stands (an error naming the ids there are, else)."""
     registry = open_registry(project)
     try:
         return load(registry, pid)
