@@ -1,7 +1,8 @@
 """The console in headless Chromium (Debian's package, driven by Playwright): a reviewer approves
 the review a real drift step opened and sees the new version on the tool's page; a manager's
 approve is refused; a form on another site is refused; markup in a description and a comment is
-shown as text; a trace shows each tool call; the static report's chart labels never overlap.
+shown as text; a trace shows each tool call; the static report's chart labels never overlap; a
+reviewer applies what `tether learn` proposed.
 Each view is saved as a screenshot under the folder the session prints."""
 
 from __future__ import annotations
@@ -249,3 +250,43 @@ def test_the_static_report_is_one_file_whose_labels_never_overlap(
     assert page.locator("svg.chart").count() >= 2 and not _overlapping(page)
     assert page.locator("section.trace").count() == 3  # the traces are in the file
     shot(page, shots, "static-report")
+
+
+def test_a_reviewer_applies_a_learned_proposal(browser: Any, proj: Project, shots: Path) -> None:
+    """From the calls to the tool's page: /learn lists what learn proposed, the proposal's page
+    shows the calls behind it, and applying it publishes the sentence with its source."""
+    from conftest import call_tools
+    from test_learn import _dimension_listing
+    from tether.learn.propose import learn
+
+    la, _, values, other = _dimension_listing(proj.root)
+    found: list[Any] = []
+
+    def calls_then_learn() -> None:  # Playwright's sync API holds this thread's event loop
+        call_tools(load_project(proj.root), REVIEWER,
+                   [(la.tool, {other: values[0], "limit": 1})] * 3)
+        found.extend(learn(load_project(proj.root)).proposals)
+
+    worker = threading.Thread(target=calls_then_learn)
+    worker.start()
+    worker.join()
+    [p] = [p for p in found if p.rule == "interpreted_arguments" and p.tool == la.tool]
+    with served(proj.root) as url:
+        page = sign_in(browser, url, proj.tokens[REVIEWER])
+        page.goto(f"{url}/learn")
+        assert page.locator(f"a[href='/learn/{p.id}']").is_visible()
+        shot(page, shots, "learn")
+        page.click(f"a[href='/learn/{p.id}']")
+        page.wait_for_url(f"{url}/learn/{p.id}")
+        assert page.locator("pre", has_text=p.change.sentence).count() == 1
+        assert page.locator("td", has_text=REVIEWER).count() == len(p.sample)
+        shot(page, shots, "proposal")
+        page.click("button[value=apply]")
+        page.wait_for_url(f"{url}/learn/{p.id}?decided=applied*")
+        assert "applied: publication" in page.locator("main").inner_text()
+        shot(page, shots, "proposal-applied")
+        page.goto(f"{url}/tools/{la.tool}")
+        assert "1.0.1" in page.locator("table.versions tbody tr").first.inner_text()
+    tools = {t["name"]: t for t in json.loads(run_cli("tools", "--project", str(proj.root),
+                                                      "--json").stdout)}
+    assert p.change.sentence in json.dumps(tools[la.tool]["inputSchema"])
