@@ -52,7 +52,9 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	@echo "   open $(DEMO)/eval/report.html: metrics side by side, failures by class, every trace as a conversation"
 	@echo "== 10. where meaning already lives: the support team's dbt project, built by dbt-duckdb in its own cached venv, imported under tether.yaml (tether import dbt, tether check, tether explain)"
 	$(BIN)/python -m tether.demo.dbt_tour $(DEMO)
-	@echo "== 11. the console: make fin.ana (a reviewer) a token, then serve the console on the demo"
+	@echo "== 11. learning from use: the calls above are in the call log and the grounded run is labelled; tether learn proposes sentences for the tools' descriptions, each with the calls or cases behind it (apply one through the gate: tether learn --apply ID)"
+	$(BIN)/tether learn --project $(DEMO) --from-eval $(DEMO)/eval/grounded
+	@echo "== 12. the console: make fin.ana (a reviewer) a token, then serve the console on the demo"
 	@echo "   $(BIN)/tether token add fin.ana --project $(DEMO)"
 	@echo "   $(BIN)/tether ui --project $(DEMO) --runs $(DEMO)/eval"
 	@echo "   evaluation page: http://127.0.0.1:8766/eval/run?run=1/generic&run=1/bare&run=1/grounded&run=1/motherduck"
