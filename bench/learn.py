@@ -46,7 +46,7 @@ def _mix(project: Any) -> list[tuple[str, dict[str, Any]]]:
 
     registry = open_registry(project)
     try:
-        found = listings(registry)
+        found = listings(registry.current())
     finally:
         registry.close()
     calls: list[tuple[str, dict[str, Any]]] = []

@@ -45,7 +45,7 @@ def _project(which: str, request: pytest.FixtureRequest, tmp: Path, extra: str =
 def _listings(d: Path) -> dict[str, Listing]:
     registry = open_registry(load_project(d))
     try:
-        return listings(registry)
+        return listings(registry.current())
     finally:
         registry.close()
 
@@ -509,7 +509,13 @@ def test_what_callers_typed_stays_out_and_one_call_counts_once(
              (la.tool, {"weekly_board_pack": values[0], "limit": 1})] * 3
     # two values moved in one call: one call of support, not two
     moved = [(la.tool, {other: values[:2], "limit": 1})] * 2
-    results = call_tools(load_project(d), user, typed + moved)
+    long = [(la.tool, {"x" * 6000: values[0], "limit": 1})]  # the log keeps no 6 KB name
+    results = call_tools(load_project(d), user, typed + moved + long)
+    registry = open_registry(load_project(d))
+    try:
+        assert len(registry.calls()[-1]["details"] or "") <= 4096
+    finally:
+        registry.close()
     assert all(not r.is_error for r in results[:6]), results[0].content[0].text
     assert "interpreted" in results[0].structured_content
     props = [p for p in learn(load_project(d)).proposals if p.rule == "interpreted_arguments"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,8 @@ from tether.errors import ConfigError
 from tether.eval.report import load_run
 from tether.eval.trace import LabelLine, Trace
 from tether.learn.model import Seen
-from tether.registry import Registry
+from tether.policy.model import values_scoped
+from tether.registry import Registry, ToolVersion
 
 
 @dataclass
@@ -100,15 +101,9 @@ class Observed:
         return listing_for(self.listings, tool, args)
 
     def scoped(self, product: str, column: str | None = None) -> bool:
-        """Whether some role reads only part of the product, or a mask of the column: a value
-        seen there is then not one every caller may read in a description."""
-        facts = self.config.products[product].columns.get(column or "")
-        if facts is not None and facts.classification in ("pii", "restricted"):
-            return True
-        for role in self.config.policies.roles.values():
-            if product in role.row_filters or f"{product}.{column}" in role.masks:
-                return True
-        return False
+        """Whether a value of the column is not one every caller may read in a description
+        (the same answer toolgen's enums and examples get)."""
+        return values_scoped(self.config, product, column)
 
 
 def listing_for(found: dict[str, Listing], tool: str, args: dict[str, Any]
@@ -124,11 +119,12 @@ def listing_for(found: dict[str, Listing], tool: str, args: dict[str, Any]
     return hit, inner if isinstance(inner, dict) else {}
 
 
-def listings(registry: Registry, products: Any = None) -> dict[str, Listing]:
-    """Every current listing tool, by name; with ``products``, only those of a product the
-    project still has (a removed product's listing stays in the registry, retired)."""
+def listings(current: Mapping[str, ToolVersion], products: Any = None) -> dict[str, Listing]:
+    """Every listing tool of ``current`` (the registry's current versions), by name; with
+    ``products``, only those of a product the project still has (a removed product's listing
+    stays in the registry, retired)."""
     out: dict[str, Listing] = {}
-    for name, v in registry.current().items():
+    for name, v in current.items():
         plan = v.plan
         if plan.get("kind") != "list" or not plan.get("product"):
             continue
@@ -185,9 +181,10 @@ def read_runs(run_dirs: Sequence[Path]) -> list[CaseSeen]:
     return out
 
 
-def observe(project: Project, registry: Registry, since: str | None = None,
-            runs: Sequence[Path] = ()) -> Observed:
-    found = listings(registry, project.config.products)
+def observe(project: Project, registry: Registry, current: Mapping[str, ToolVersion],
+            since: str | None = None, runs: Sequence[Path] = ()) -> Observed:
+    """What learn reads, once: ``current`` is the registry's current versions."""
+    found = listings(current, project.config.products)
     return Observed(project.config, found, read_calls(registry, found, since), read_runs(runs),
                     project.config.serve.statement_timeout_seconds)
 

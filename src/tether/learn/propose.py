@@ -71,11 +71,13 @@ def learn(project: Project, since: str | None = None, runs: Sequence[Path] = (),
     runs, propose, and store; the open proposals."""
     registry = open_registry(project)
     try:
-        if not registry.current():
+        current = registry.current()
+        if not current:
             raise ConfigError("the registry holds no tools yet, so no call names one.",
                               hint="Run `tether build`, serve, and learn from the calls made.")
         # the call log is stamped with the wall clock, whatever clock the project fixes
-        seen = observe(project, registry, since_time(since, dt.datetime.now(dt.UTC)), runs)
+        seen = observe(project, registry, current, since_time(since, dt.datetime.now(dt.UTC)),
+                       runs)
         found = propose(seen, rules)
         counts = {"new": 0, "reopened": 0}
         stored.save(registry, [_row(p) for p in found], _merge(counts), project.now())

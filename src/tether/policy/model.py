@@ -55,6 +55,19 @@ def tool_visible(config: TetherConfig, user: str | None, tool: str) -> bool:
     return any(fnmatchcase(tool, pattern) for pattern in role.tools)
 
 
+def values_scoped(config: TetherConfig, product: str, column: str | None) -> bool:
+    """Whether some role sees only part of ``product``'s rows or a mask of ``column``: then a
+    value observed over every row is not one every caller may see (in a description, which is
+    the same for all of them)."""
+    facts = config.products[product].columns.get(column or "")
+    for role in config.policies.roles.values():
+        if product in role.row_filters or f"{product}.{column}" in role.masks:
+            return True
+        if "pii" in role.masks and facts is not None and facts.classification == "pii":
+            return True
+    return False
+
+
 def restricted_columns(config: TetherConfig, product: str, columns: list[str]) -> set[str]:
     """Columns of a product that no tool may expose: policy globs and `restricted` classification."""
     facts = config.products[product].columns if product in config.products else {}

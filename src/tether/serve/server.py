@@ -900,7 +900,11 @@ def _details(turn: Turn, refusal: str | None) -> str | None:
              "interpreted": turn.result.get("interpreted"),
              "moved_values": turn.result.get("moved_values"), "refusal": refusal}
     kept = {k: v for k, v in found.items() if v}
-    return json.dumps(kept, sort_keys=True, default=str) if kept else None
+    text = json.dumps(kept, sort_keys=True, default=str)
+    if len(text.encode()) > LOGGED_ARGUMENTS:  # names a caller made up: capped like arguments
+        kept = {k: v for k, v in kept.items() if k not in ("interpreted", "moved_values")}
+        text = json.dumps(kept, sort_keys=True, default=str)
+    return text if kept else None
 
 
 def logged_arguments(args: dict[str, Any]) -> str:

@@ -24,6 +24,7 @@ from tether.context.timeformat import grain, says
 from tether.errors import ConfigError
 from tether.policy import restricted_columns
 from tether.policy.entitle import role_masks
+from tether.policy.model import values_scoped
 from tether.sources import dialect_of
 from tether.toolgen.describe import (
     enum_note,
@@ -480,15 +481,8 @@ def with_notes(text: str, facts: ColumnFacts | None) -> str:
 
 
 def scoped(ctx: Ctx, product: str, column: str) -> bool:
-    """Whether some role sees only part of ``product``'s rows or a mask of ``column``: then a
-    value observed over every row is not one every caller may see."""
-    pii = ctx.config.products[product].columns.get(column)
-    for role in ctx.config.policies.roles.values():
-        if product in role.row_filters or f"{product}.{column}" in role.masks:
-            return True
-        if "pii" in role.masks and pii is not None and pii.classification == "pii":
-            return True
-    return False
+    """Whether a value of ``column`` is not one every caller may see (policy.model)."""
+    return values_scoped(ctx.config, product, column)
 
 
 def crosswalk_tool(ctx: Ctx, scheme: str) -> str | None:
