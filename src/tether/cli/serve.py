@@ -102,6 +102,49 @@ def token_add(
     print(token)
 
 
+@token_app.command("credential")
+def token_credential(
+    user: str = typer.Argument(..., help="A user from policies.users."),
+    source: str = typer.Option(..., "--source", help="An `openapi` source of tether.yaml."),
+    revoke: bool = typer.Option(False, "--revoke", help="Remove USER's credential instead."),
+    project: Path = ProjectOpt,
+) -> None:
+    """Keep USER's own API credential for an `openapi` source, read from standard input (one
+    line; never an argument, which other users of the machine could read). Every request USER
+    makes through that source's tools carries it; a user with none is refused."""
+    import sys
+
+    from tether.sources.credentials import CredentialStore
+
+    proj = load_project(project)
+    cfg = proj.config.sources.get(source)
+    if cfg is None or cfg.kind != "openapi":
+        apis = sorted(n for n, c in proj.config.sources.items() if c.kind == "openapi")
+        raise ConfigError(f"{source!r} is not an `openapi` source of {proj.path.name}.",
+                          hint="API sources there: " + (", ".join(apis) or "(none)") + ".")
+    role_of(proj.config, user)
+    store = CredentialStore(proj.root / proj.config.serve.credentials_file)
+    if revoke:
+        if not store.remove(source, user):
+            raise ConfigError(f"{user} holds no credential for {source}.")
+        out.print(f"removed {user}'s credential for {source}")
+        return
+    if sys.stdin.isatty():
+        import getpass
+
+        secret = getpass.getpass(f"{user}'s credential for {source}: ")
+    else:
+        secret = sys.stdin.readline()
+    secret = secret.strip()
+    if not secret:
+        raise ConfigError("no credential was given on standard input.",
+                          hint=f"echo \"$TOKEN\" | tether token credential {user} --source "
+                          f"{source}")
+    store.set(source, user, secret)
+    out.print(f"kept {user}'s credential for {source} (in {proj.config.serve.credentials_file}, "
+              "mode 600)")
+
+
 @token_app.command("list")
 def token_list(project: Path = ProjectOpt, as_json: bool = JsonOpt) -> None:
     """Users that hold a token (never the tokens)."""

@@ -28,8 +28,32 @@ class Model(BaseModel):
 # --- sources -------------------------------------------------------------------------------------
 
 
+class ApiAuth(Model):
+    scheme: str = Field(description="The security scheme (components.securitySchemes) a "
+                        "request authenticates with.")
+    credential: str = Field(
+        default="token_store", description="Where the credential comes from: `token_store` "
+        "(each caller's own, set with `tether token credential USER --source S`; a caller "
+        "without one is refused) or `env:VAR` (one shared credential for every caller, "
+        "only where the project says so here).")
+    sample_as: str | None = Field(
+        default=None, description="With `token_store`: the user whose credential profiling's "
+        "sample calls use (what the samples show is what that user may read).")
+
+    @field_validator("credential")
+    @classmethod
+    def _credential(cls, v: str) -> str:
+        if v != "token_store" and not re.fullmatch(r"env:[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError("`credential` is `token_store` or `env:VARIABLE`")
+        return v
+
+
 class SourceConfig(Model):
-    url: str = Field(
+    kind: Literal["sql", "openapi"] = Field(
+        default="sql", description="`sql` (a database, by `url`) or `openapi` (an HTTP API "
+        "described by `spec`, read through its read-only operations; docs/openapi.md).")
+    url: str | None = Field(
+        default=None,
         description="A DuckDB file (`duckdb:///path.duckdb` or a plain path ending in .duckdb; "
         "relative to the project), a Spark Connect endpoint (`spark://host:15002`), or any "
         "SQLAlchemy URL (`postgresql://user@host/db`; docs/warehouses.md lists the engines)."
@@ -39,6 +63,33 @@ class SourceConfig(Model):
         alias="schema",
         description="Schema that unqualified table names resolve in (default: the engine's).",
     )
+    spec: str | None = Field(
+        default=None, description="openapi: the OpenAPI 3.x description, a file (JSON or YAML, "
+        "relative to the project) or an http(s) URL.")
+    base_url: str | None = Field(
+        default=None, description="openapi: where requests go (default: the spec's first "
+        "server).")
+    auth: ApiAuth | None = Field(
+        default=None, description="openapi: how a request carries the caller's credential.")
+    sample_calls: int = Field(
+        default=5, ge=0, le=1000, description="openapi: at most how many requests profiling "
+        "makes per operation (0: none; the tools then say only what the spec says).")
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> SourceConfig:
+        if self.kind == "sql":
+            if self.url is None:
+                raise ValueError("a `sql` source needs `url:` (or say `kind: openapi`)")
+            extra = [k for k in ("spec", "base_url", "auth") if getattr(self, k) is not None]
+            if extra:
+                raise ValueError(f"{', '.join(extra)} belong to `kind: openapi` sources")
+        else:
+            if self.spec is None:
+                raise ValueError("an `openapi` source needs `spec:` (a file or URL)")
+            if self.url is not None or self.schema_ is not None:
+                raise ValueError("an `openapi` source takes `spec:` and `base_url:`, not "
+                                 "`url:` or `schema:`")
+        return self
 
 
 # --- products ------------------------------------------------------------------------------------
@@ -328,6 +379,9 @@ class RegistryConfig(Model):
 class ServeConfig(Model):
     tokens_file: str = Field(default=".tether/tokens.json", description="Hashed bearer tokens.")
     cursor_key_file: str = Field(default=".tether/cursor.key", description="Cursor signing key.")
+    credentials_file: str = Field(
+        default=".tether/credentials.json", description="Each caller's own API credentials, "
+        "by source and user (`tether token credential`; mode 600).")
     mask_key_file: str = Field(
         default=".tether/mask.key", description="Secret key of the `hash` mask (created once, "
         "mode 600): masked values hash equal within a project and cannot be guessed outside it.")
@@ -412,6 +466,15 @@ class ProfilingConfig(Model):
     dormant_after_days: int = Field(
         default=365, ge=1, description="An enum value unseen this long is flagged deprecated."
     )
+
+
+def api_product(config: TetherConfig, product: str) -> bool:
+    """Whether ``product`` is read from an HTTP API (an `openapi` source), not with SQL."""
+    p = config.products.get(product)
+    if p is None or not config.sources:
+        return False
+    source = config.sources.get(p.source or next(iter(config.sources)))
+    return source is not None and source.kind == "openapi"
 
 
 class TetherConfig(Model):

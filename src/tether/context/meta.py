@@ -63,6 +63,10 @@ class Evidence(BaseModel):
         default=None, description="Extension: the window the statement bounded its time "
         "column(s) with, as the result states it: {columns: [product.column], start, end "
         "(exclusive), calendar, label}; null for a call with no window.")
+    requests: list[str] = Field(
+        default_factory=list, description="Extension: for a tool over an HTTP API, each request "
+        "the call made (method, URL with its query, status), the credential never shown; the "
+        "statement (`sql`) is then the policy's, over the rows the API returned.")
     overall_sql: str | None = Field(
         default=None, description="Extension: for a metric cut into several rows, the same "
         "statement without the cut (same parameters), whose one row is the result's overall.")

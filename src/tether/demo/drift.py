@@ -25,7 +25,7 @@ def _sql(project_dir: Path, sql: str) -> None:
     was loaded into (the SQL is written to run on both)."""
     project = load_project(project_dir)
     source = next(iter(project.config.sources.values()))
-    if source.url.startswith("postgres"):
+    if source.url is not None and source.url.startswith("postgres"):
         import psycopg
 
         from tether.sources.sqlalchemy import libpq_url

@@ -192,6 +192,8 @@ def check_postgres(project: Project) -> list[Finding]:
     privileges on the product tables, their schemas and the database."""
     out: list[Finding] = []
     for name, cfg in sorted(project.config.sources.items()):
+        if cfg.url is None:  # an API: read with each caller's own credential
+            continue
         if dialect_of(cfg.url) == "postgres":
             out += _pg_source(project, name)
         elif resolve_duckdb_path(cfg.url, project.root) is None:
@@ -214,7 +216,7 @@ def check_duckdb(project: Project) -> list[Finding]:
     data under the tools."""
     out: list[Finding] = []
     for name, cfg in sorted(project.config.sources.items()):
-        path = resolve_duckdb_path(cfg.url, project.root)
+        path = resolve_duckdb_path(cfg.url, project.root) if cfg.url else None
         if path is None:
             continue
         subject = f"source {name} ({_shown(project, path)})"

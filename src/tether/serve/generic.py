@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import sqlglot
 from sqlglot import exp
 
+from tether.context.config_model import api_product
 from tether.context.meta import Evidence
 from tether.errors import QueryError, TetherError
 from tether.policy import templates
@@ -28,8 +29,10 @@ def tables(ex: Executor, user: str | None = None) -> dict[str, str]:
     one by its table's name, a product defined by SQL by its own name (run_sql reads it
     through its SQL, as the caller may read what that SQL reads)."""
     config = ex.project.config
+    # an API's rows are read only by its tools, each with the caller's own credential
     return {(p.table or name).split(".")[-1].lower(): name for name, p in config.products.items()
-            if (p.table or p.sql) and (user is None or table_allowed(config, user, name))}
+            if (p.table or p.sql) and not api_product(config, name)
+            and (user is None or table_allowed(config, user, name))}
 
 
 def _no_data(call: Call, products: list[str]) -> Evidence:

@@ -9,7 +9,7 @@ from tether.errors import ConfigError
 from tether.sources.base import Fetched, Source, kind_of
 
 __all__ = ["Fetched", "Source", "dialect_of", "kind_of", "open_product_source", "open_source",
-           "resolve_duckdb_path"]
+           "resolve_duckdb_path", "source_dialect"]
 
 
 def resolve_duckdb_path(url: str, root: Path) -> Path | None:
@@ -41,11 +41,21 @@ def dialect_of(url: str) -> str:
     return _URL_DIALECTS.get(scheme, scheme)
 
 
+def source_dialect(cfg: SourceConfig) -> str:
+    """The sqlglot dialect a configured source speaks (an API's rows are read in DuckDB)."""
+    return "duckdb" if cfg.kind == "openapi" or cfg.url is None else dialect_of(cfg.url)
+
+
 def open_source(name: str, cfg: SourceConfig, root: Path, serve: ServeConfig | None = None
                 ) -> Source:
     """Connect to a configured source; errors name the source and say what to check. A
     server's connections pass ``serve``: the engine limits it sets hold for them (a DuckDB file
     gets an engine instance of its own, bounded in memory, threads and spilling)."""
+    if cfg.kind == "openapi":
+        from tether.sources.apisource import OpenAPISource
+
+        return OpenAPISource(name, cfg, root, serve)
+    assert cfg.url is not None  # a sql source has one (config_model)
     path = resolve_duckdb_path(cfg.url, root)
     if path is not None:
         from tether.sources.duckdb import DuckDBSource

@@ -13,8 +13,10 @@ import re
 from collections.abc import Sequence
 
 from tether.config import ProductConfig, Project
+from tether.context.config_model import api_product
 from tether.context.profile import ProductProfile
 from tether.errors import ConfigError
+from tether.toolgen.api import API_KIND, api_name
 from tether.toolgen.discovery import PROBE, ROWS_KIND, SEARCH_KIND
 from tether.toolgen.kinds import Kind
 from tether.toolgen.listing import LISTING_KIND
@@ -23,7 +25,8 @@ from tether.toolgen.model import GeneratedTool
 from tether.toolgen.probe import NOT_AVAILABLE, PROBE_KIND
 from tether.toolgen.shared import Ctx, size_words
 
-GROUNDED: tuple[Kind, ...] = (LISTING_KIND, METRIC_KIND, PROBE_KIND, SEARCH_KIND, ROWS_KIND)
+GROUNDED: tuple[Kind, ...] = (LISTING_KIND, API_KIND, METRIC_KIND, PROBE_KIND, SEARCH_KIND,
+                              ROWS_KIND)
 """The kinds a grounded build generates, in order (a kind may read the tools made before it:
 the generic listing names the products that have a listing)."""
 
@@ -33,7 +36,8 @@ def generate_grounded(project: Project, profiles: dict[str, ProductProfile],
     """Every grounded tool of the project, sorted by name."""
     ctx = Ctx(project, profiles)
     for name, p in project.config.products.items():
-        ctx.tool_names[name] = product_tool_name(name, p)
+        ctx.tool_names[name] = (api_name(project, name) if api_product(project.config, name)
+                                else product_tool_name(name, p))
     for name, m in project.config.metrics.items():
         ctx.tool_names[f"metric:{name}"] = (m.tool.name if m.tool and m.tool.name else name)
     _no_duplicate_names(project, ctx.tool_names)

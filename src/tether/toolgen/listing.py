@@ -8,6 +8,7 @@ from typing import Any
 from sqlglot import exp
 
 from tether.config import ProductConfig
+from tether.context.config_model import api_product
 from tether.context.meta import enum_of
 from tether.context.names import key_grain, ref, words_of
 from tether.context.profile import ColumnProfile
@@ -281,7 +282,8 @@ def _metric_siblings(ctx: Ctx, product: str) -> list[str]:
 
 
 def _generate(ctx: Ctx, before: list[GeneratedTool]) -> list[GeneratedTool]:
-    return [listing_tool(ctx, n) for n in ctx.config.products if n in ctx.profiles]
+    return [listing_tool(ctx, n) for n in ctx.config.products
+            if n in ctx.profiles and not api_product(ctx.config, n)]
 
 
 LISTING_KIND = register(Kind("list", generate=_generate, listing=True, narrowed="values",

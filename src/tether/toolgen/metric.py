@@ -17,7 +17,7 @@ from tether.context.profile import ColumnProfile
 from tether.context.schema import TypeKind
 from tether.errors import ConfigError
 from tether.policy import restricted_columns
-from tether.sources import dialect_of, kind_of
+from tether.sources import kind_of, source_dialect
 from tether.toolgen.describe import (
     humanize,
     join_words,
@@ -60,7 +60,7 @@ def _window_kind(m: MetricConfig) -> Literal["period", "trailing", "current"]:
 def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     m: MetricConfig = ctx.config.metrics[name]
     # a metric reads one source (joins do not cross engines): its first source's dialect
-    products = metric_products(m, dialect_of(next(iter(ctx.config.sources.values())).url))
+    products = metric_products(m, source_dialect(next(iter(ctx.config.sources.values()))))
     if not products:
         raise ConfigError(f"metric {name!r} names no product.column anywhere.",
                           where=ctx.project.where("metrics", name),

@@ -112,6 +112,11 @@ class QueryPlan(_M):
     orderable: list[str] | None = Field(default=None, description="Columns a listing's rows "
                                         "may be sorted by (order_by); None in a plan from "
                                         "before: none.")
+    request: dict[str, Any] | None = Field(
+        default=None, description="For a tool over an HTTP API: the request it makes (method, "
+        "path, parameters, where the rows are, how it pages, which statuses it retries) and "
+        "the columns of a row; kept with the version, so a changed spec reaches callers only "
+        "through the gate.")
     counts: list[str] | None = Field(default=None, description="Parameters a listing may count "
                                      "by (count_by), checked by the server whatever the schema "
                                      "says; None in a plan from before: any plain filter.")

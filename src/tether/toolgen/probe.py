@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tether.context.config_model import api_product
 from tether.policy import restricted_columns
 from tether.toolgen.describe import (
     join_words,
@@ -37,7 +38,8 @@ def restricted_fields(ctx: Ctx) -> list[str]:
 
 
 def probe_tool(ctx: Ctx) -> GeneratedTool:
-    products = sorted(ctx.profiles)
+    # an API's rows are each caller's own: its sampled values are no product to explain
+    products = sorted(p for p in ctx.profiles if not api_product(ctx.config, p))
     parts = ["every column with its type, meaning and sample values"]
     if ctx.config.glossary:  # only what this project has to tell
         parts.append("the glossary terms that govern it")

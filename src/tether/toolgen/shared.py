@@ -25,7 +25,7 @@ from tether.errors import ConfigError
 from tether.policy import restricted_columns
 from tether.policy.entitle import role_masks
 from tether.policy.model import values_scoped
-from tether.sources import dialect_of
+from tether.sources import source_dialect
 from tether.toolgen.describe import (
     enum_note,
     grain_noun,
@@ -90,8 +90,7 @@ class Ctx:
 
     def dialect(self, product: str) -> str:
         """The sqlglot dialect of the product's source, from its URL (no connection)."""
-        url = self.config.sources[self.project.source_name(product)].url
-        return dialect_of(url)
+        return source_dialect(self.config.sources[self.project.source_name(product)])
 
 
 

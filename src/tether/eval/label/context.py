@@ -22,7 +22,7 @@ from tether.config import Project, TetherConfig
 from tether.errors import TetherError
 from tether.eval.prices import PriceTable
 from tether.policy.model import restricted_columns
-from tether.sources import Source, dialect_of, open_product_source
+from tether.sources import Source, open_product_source, source_dialect
 
 SQL_ARGUMENTS: tuple[str, ...] = ("sql", "query", "statement", "sql_query", "query_sql")
 """Tool arguments read as SQL on any server (besides a tether tool whose kind is ``sql``)."""
@@ -77,7 +77,7 @@ class LabelContext:
 
     def _index(self, c: TetherConfig) -> None:
         if c.sources:
-            self.dialect = dialect_of(next(iter(c.sources.values())).url)
+            self.dialect = source_dialect(next(iter(c.sources.values())))
         for name, p in c.products.items():
             self.table_map.setdefault(name.lower(), name)
             if p.table:

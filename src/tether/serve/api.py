@@ -1,0 +1,111 @@
+"""Running an api tool: the operation's requests, as the caller, then the caller's policy.
+
+The request is the published plan's (method, path, parameters, paging: a changed spec reaches a
+caller only through the gate), sent with the caller's own credential (refused when they hold
+none) to the source's base URL. The pages are followed within the rows and bytes caps and the
+call's time. The rows that come back are put in a DuckDB table of their own and read through the
+caller's entitled relation, as any product's rows are: a restricted field never leaves, masks
+and row filters apply. The result states as_of (the response's Date header, else the time of the
+request), units, and a cursor that continues where the pages stopped; the evidence lists each
+request (the credential never shown) and the policy's statement over the rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from sqlglot import exp
+
+from tether.context.meta import MASK_KEY_SHOWN, Evidence
+from tether.context.schema import Column
+from tether.policy.entitle import MASK_KEY_PARAMS, entitle
+from tether.serve import pagination
+from tether.serve.executor import Executor, jsonable
+from tether.serve.kinds import Answered, Call, Runner, ToolError, register
+from tether.sources.apiclient import ApiClient, ApiError
+from tether.sources.apisource import OpenAPISource, rows_table
+
+ROWS_TABLE = "api_rows"
+
+
+def run(ex: Executor, call: Call) -> Answered:
+    plan = call.plan
+    req = plan.request or {}
+    product = plan.product or ""
+    source = ex.source(plan.source)
+    if not isinstance(source, OpenAPISource):
+        raise ToolError(f"{call.tool} reads an HTTP API, and source {plan.source!r} is no "
+                        "longer one; run tether check.")
+    serve = ex.project.config.serve
+    limit = int(call.args.get("limit") or plan.default_rows)
+    limit = max(1, min(limit, plan.max_rows, serve.max_result_rows))
+    given = {k: v for k, v in call.args.items() if k not in ("limit", "cursor") and v is not None}
+    mapping: dict[str, str] = req.get("args") or {}
+    api_args = {mapping.get(k, k): v for k, v in given.items()}
+    state = None
+    if call.args.get("cursor"):
+        kept = pagination.decode(ex.cursor_key, str(call.args["cursor"]), call.user, call.tool,
+                                 call.version, call.args)
+        state = json.loads(kept[0]) if kept and isinstance(kept[0], str) else None
+    try:
+        credential = source.credential(call.user, list(req.get("security") or []))
+    except ApiError as e:
+        raise ToolError(e.paragraph(), refusal={"reason": "no_credential",
+                                                "detail": e.message}) from None
+    client = ApiClient(source.base_url(), ex.timeout)
+    asked = dt.datetime.now(dt.UTC)
+    try:
+        fetched = client.rows(req, api_args, credential, limit, state)
+    except ApiError as e:
+        raise ToolError(e.paragraph()) from None
+    finally:
+        client.close()
+    columns = [Column(name=c["name"], type=c["type"], kind=c["kind"], nullable=True)
+               for c in req.get("columns") or []]
+    con = rows_table(columns, fetched.rows, ROWS_TABLE)
+    try:
+        rel = entitle(ex.project.config, call.user, product, columns,
+                      exp.to_table(ROWS_TABLE), "duckdb", ex.keys())
+        statement = rel.query.sql(dialect="duckdb")
+        cur = con.execute(statement, rel.params)
+        names = [d[0] for d in cur.description or []]
+        raw = cur.fetchall()
+    finally:
+        con.close()
+    rows, size, capped = [], 0, False
+    for r in raw:
+        row = {n: jsonable(v) for n, v in zip(names, r, strict=True)}
+        size += len(json.dumps(row, default=str))
+        if size > serve.max_result_bytes:
+            capped = True
+            break
+        rows.append(row)
+    more = fetched.next_state is not None or capped
+    next_cursor = None
+    if fetched.next_state is not None and not capped:
+        next_cursor = pagination.encode(ex.cursor_key, call.user, call.tool, call.version,
+                                        call.args, [json.dumps(fetched.next_state)])
+    when = min(fetched.date, ex.project.now()) if fetched.date else asked
+    out: dict[str, Any] = {"rows": rows, "row_count": len(rows), "truncated": more,
+                           "next_cursor": next_cursor,
+                           "as_of": when.isoformat(),
+                           "as_of_basis": "the API response's Date header" if fetched.date
+                           else "the time of the request"}
+    if capped:
+        out["capped"] = "bytes"
+    if plan.units:
+        out["units"] = plan.units
+    if fetched.retries:
+        out["retried"] = fetched.retries
+    bound = {k: MASK_KEY_SHOWN if k in MASK_KEY_PARAMS else jsonable(v)
+             for k, v in rel.params.items()}
+    evidence = Evidence(tool=call.tool, version=call.version, sql=statement, params=bound,
+                        tables=[product], policy_predicates=rel.policy_sql(
+                            lambda e: e.sql(dialect="duckdb")),
+                        dialect="duckdb", requests=fetched.requests)
+    return Answered(out, evidence)
+
+
+RUNNER = register(Runner("api", run))

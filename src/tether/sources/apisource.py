@@ -1,0 +1,257 @@
+"""An HTTP API described by OpenAPI, as a source: its read operations are its tables.
+
+Profiling reads a bounded sample of each operation (``sources.S.sample_calls`` requests, as the
+user ``auth.sample_as`` names, or with the shared credential the project names) into an
+in-memory DuckDB table typed from the spec, so every profile pass (enums, formats, patterns,
+units, ranges) runs on it as on any table. A server never reads through SQL here: each call of
+an API tool makes its own requests with the caller's own credential (serve/api.py), and the
+rows it gets back pass the same policy (the caller's entitled relation) in a DuckDB table of
+their own. ``run_sql`` and the probe have no way in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from sqlglot import exp
+
+from tether.config import ServeConfig, SourceConfig
+from tether.context.schema import Column
+from tether.errors import ConfigError, QueryError, SourceError
+from tether.sources.apiclient import ApiClient, ApiError, Credential
+from tether.sources.base import Source, first_line, trace_statement
+from tether.sources.credentials import CredentialStore
+from tether.sources.openapi import Operation, Spec, item_columns, load_spec
+
+
+def rows_table(columns: list[Column], rows: list[dict[str, Any]], table: str = "api_rows"
+               ) -> Any:
+    """An in-memory DuckDB connection holding ``rows`` as ``table`` (see :func:`load_rows`)."""
+    con = duckdb.connect(":memory:")
+    load_rows(con, columns, rows, table)
+    return con
+
+
+def load_rows(con: Any, columns: list[Column], rows: list[dict[str, Any]], table: str) -> None:
+    """``rows`` as ``table`` in ``con``, one column per entry of ``columns``, typed: a value the
+    type cannot hold is NULL there, as a missing field is."""
+    quoted = [_q(c.name) for c in columns]
+    name = _q(table)
+    if not columns:
+        con.execute(f"CREATE OR REPLACE TABLE {name} (tether_row INTEGER)")
+        return
+    con.execute("CREATE OR REPLACE TEMP TABLE tether_raw ("
+                + ", ".join(f"{q} VARCHAR" for q in quoted) + ")")
+    if rows:
+        con.executemany(f"INSERT INTO tether_raw VALUES ({', '.join('?' for _ in columns)})",
+                        [[_text(r.get(c.name)) for c in columns] for r in rows])
+    casts = ", ".join(f"TRY_CAST({q} AS {c.type}) AS {q}"
+                      for q, c in zip(quoted, columns, strict=True))
+    con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT {casts} FROM tether_raw")
+    con.execute("DROP TABLE tether_raw")
+
+
+def _text(v: Any) -> str | None:
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dict | list):
+        return json.dumps(v, sort_keys=True)
+    return str(v)
+
+
+def base_url_of(name: str, cfg: SourceConfig, spec: Spec | None) -> str:
+    if cfg.base_url:
+        return cfg.base_url
+    if spec is not None and spec.servers and spec.servers[0].startswith(("http://", "https://")):
+        return spec.servers[0]
+    raise ConfigError(f"source {name!r}: the spec names no absolute server URL.",
+                      hint="Set `base_url:` on the source.")
+
+
+def credential_for(name: str, cfg: SourceConfig, root: Path, serve: ServeConfig, spec_schemes:
+                   dict[str, Any], user: str | None, security: list[str]) -> Credential | None:
+    """The credential a request of ``user`` carries: theirs from the token store, or the
+    shared one the project names; None where the operation needs none. A caller without one
+    where one is needed: ApiError (a refusal)."""
+    auth = cfg.auth
+    if auth is None:
+        if security:
+            raise ConfigError(f"source {name!r}: the API asks for {', '.join(security)} but "
+                              "the source has no `auth:`.",
+                              hint="Add `auth: {scheme: NAME}` (each caller's credential from "
+                              "the token store).")
+        return None
+    scheme = spec_schemes.get(auth.scheme)
+    if scheme is None:
+        raise ConfigError(f"source {name!r}: auth.scheme {auth.scheme!r} is not a security "
+                          "scheme of the spec.", hint="Schemes there: "
+                          + (", ".join(sorted(spec_schemes)) or "(none)") + ".")
+    if auth.credential.startswith("env:"):
+        var = auth.credential[4:]
+        secret = os.environ.get(var)
+        if not secret:
+            raise ConfigError(f"source {name!r}: the shared credential ${var} is not set.",
+                              hint=f"Export {var} where tether runs.")
+        return Credential(secret, scheme)
+    if user is None:
+        raise ApiError(f"source {name!r} answers each caller with their own credential, and "
+                       "this call has no caller.")
+    secret = CredentialStore(root / serve.credentials_file).get(name, user)
+    if secret is None:
+        raise ApiError(f"{user} holds no credential for source {name!r}: the API is read "
+                       "with each caller's own.",
+                       hint=f"An administrator sets it with `tether token credential {user} "
+                       f"--source {name}`.")
+    return Credential(secret, scheme)
+
+
+class OpenAPISource(Source):
+    """Read operations as tables; with ``serve`` (a server's), no SQL at all."""
+
+    dialect = "duckdb"
+
+    def __init__(self, name: str, cfg: SourceConfig, root: Path, serve: ServeConfig | None):
+        super().__init__(name, str(cfg.spec))
+        self.cfg = cfg
+        self.root = root
+        self.serving = serve is not None
+        self.serve_cfg = serve or ServeConfig()
+        self._spec: Spec | None = None
+        self._con: Any = None
+        self._loaded: set[str] = set()
+        self._lock = threading.RLock()
+        self.sampled_at: dt.datetime | None = None
+
+    @property
+    def spec(self) -> Spec:
+        if self._spec is None:
+            assert self.cfg.spec is not None
+            self._spec = load_spec(self.cfg.spec, self.root)
+        return self._spec
+
+    def operation(self, table: str) -> Operation:
+        op = self.spec.operations.get(table)
+        if op is None:
+            raise SourceError(f"source {self.name!r}: the API has no read operation {table!r}.",
+                              hint=self.tables_hint(table))
+        return op
+
+    def tables(self) -> list[str]:
+        return sorted(self.spec.operations)
+
+    def primary_key(self, table: str) -> list[str]:
+        return []
+
+    def describe(self, relation: exp.Expr, label: str) -> list[Column]:
+        if isinstance(relation, exp.Table):
+            return item_columns(self.operation(relation.name))
+        raise SourceError(f"source {self.name!r}: a product of an API reads one operation "
+                          f"(`table:`), not SQL ({label}).",
+                          hint="Give the product `table: OPERATION`.")
+
+    def catalog_signatures(self, tables: list[exp.Table]) -> dict[str, str]:
+        """The operation as the spec describes it: changes with a field, parameter, enum,
+        page model or word of it."""
+        return {t.name: self.spec.operations[t.name].digest for t in tables
+                if t.name in self.spec.operations}
+
+    def base_url(self) -> str:
+        return base_url_of(self.name, self.cfg, self._spec if self.cfg.base_url else self.spec)
+
+    def credential(self, user: str | None, security: list[str]) -> Credential | None:
+        schemes = self.spec.schemes if self.cfg.auth is not None else {}
+        return credential_for(self.name, self.cfg, self.root, self.serve_cfg, schemes, user,
+                              security)
+
+    # --- profiling's sample ---
+
+    def _sample(self, table: str) -> None:
+        op = self.operation(table)
+        rows: list[dict[str, Any]] = []
+        calls = self.cfg.sample_calls
+        needed = [p.name for p in op.params if p.required and p.schema.get("default") is None]
+        if calls and not needed:
+            auth = self.cfg.auth
+            user = auth.sample_as if auth is not None else None
+            if auth is not None and auth.credential == "token_store" and user is None:
+                raise ConfigError(f"source {self.name!r}: profiling samples the API, and the "
+                                  "credentials are each caller's own.",
+                                  hint="Name the user whose credential samples it "
+                                  "(`auth.sample_as`), or set `sample_calls: 0`.")
+            cred = self.credential(user, list(op.security))
+            client = ApiClient(self.base_url(), self.serve_cfg.statement_timeout_seconds)
+            try:
+                state: dict[str, Any] | None = None
+                for _ in range(calls):
+                    got = client.rows(op.plan(), {}, cred, self.serve_cfg.max_result_rows,
+                                      state, max_pages=1)
+                    rows += got.rows
+                    state = got.next_state
+                    if state is None:
+                        break
+            except ApiError as e:
+                raise SourceError(f"source {self.name!r}: sampling {op.op_id}: {e.message}",
+                                  hint=e.hint) from None
+            finally:
+                client.close()
+        self.sampled_at = dt.datetime.now(dt.UTC)
+        if self._con is None:
+            self._con = duckdb.connect(":memory:")
+        load_rows(self._con, item_columns(op), rows, table)
+        self._loaded.add(table)
+
+    def run_named(self, sql: str, params: dict[str, Any] | None = None,
+                  timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+        with self._lock:
+            if self.serving:  # no data and no credential: the operations' tables, empty
+                return self._empty(sql, params)
+            for t in self.spec.operations:
+                if t not in self._loaded and _mentions(sql, t):
+                    self._sample(t)
+            if self._con is None:
+                self._con = duckdb.connect(":memory:")
+            trace_statement(self.name, self.dialect, sql)
+            try:
+                cur = self._con.execute(sql, params or {})
+                names = [d[0] for d in cur.description or []]
+                return names, cur.fetchall()
+            except duckdb.Error as e:
+                raise QueryError(self.name, first_line(e)) from None
+
+    def _empty(self, sql: str, params: dict[str, Any] | None
+               ) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """A statement over the operations' tables with no row in them: a server compiles its
+        policy's predicates against their columns, and reads no data through SQL here."""
+        if self._con is None:
+            self._con = duckdb.connect(":memory:")
+            for table, op in self.spec.operations.items():
+                load_rows(self._con, item_columns(op), [], table)
+        try:
+            cur = self._con.execute(sql, params or {})
+            return [d[0] for d in cur.description or []], cur.fetchall()
+        except duckdb.Error as e:
+            raise QueryError(self.name, first_line(e)) from None
+
+    def loaded_at(self) -> dt.datetime | None:
+        return self.sampled_at
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+
+def _q(name: str) -> str:
+    return exp.to_identifier(name, quoted=True).sql("duckdb")
+
+
+def _mentions(sql: str, table: str) -> bool:
+    return f'"{table}"' in sql or table in sql

@@ -1,0 +1,465 @@
+"""OpenAPI descriptions as sources: the spec read once, its read operations as tables.
+
+An HTTP API is read through its safe operations only (GET, and QUERY where a spec has it): every
+operation that changes state is left out, so a read-only server cannot reach it. Each read
+operation is one table of the source, named after its operation id; its columns are the fields
+of one item of its response (the response itself, the items of a top-level array, or the one
+array of objects the response holds). How the API pages (a Link header, a next URL, a cursor,
+a page number, an offset) is read from the shape of the operation: which parameters it takes and
+what its response holds beside the items.
+
+The spec is resolved once ($ref within the document, cycles cut), and every problem names the
+spec, the place in it and what to do: an unknown version, a broken $ref, an operation without a
+response schema.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tether.context.schema import Column, TypeKind
+from tether.errors import ConfigError
+
+READ_METHODS = ("get", "query")
+"""HTTP methods that are safe by definition: the only operations a read-only source serves."""
+ALL_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace", "query")
+
+SIZE_WORDS = frozenset({"limit", "size", "per", "take", "top", "first", "max", "count"})
+"""Words of a page-size parameter's name (limit, per_page, page_size, pageSize, maxResults)."""
+CURSOR_WORDS = frozenset({"cursor", "after", "token", "continuation", "marker", "next",
+                          "starting", "since", "from", "key"})
+"""Words of an opaque continuation parameter (cursor, after, page_token, starting_after)."""
+PAGE_WORDS = frozenset({"page"})
+OFFSET_WORDS = frozenset({"offset", "skip", "start"})
+LINK_WORDS = frozenset({"url", "uri", "href", "link", "links"})
+
+
+class SpecError(ConfigError):
+    """A spec tether cannot read: it names the spec and the place in it."""
+
+
+def words(name: str) -> list[str]:
+    """The lower-case words of a name in any spelling: page_size, pageSize, page-size, PAGE."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return [w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w]
+
+
+def table_name(op_id: str) -> str:
+    """The table an operation is read as: its id with anything but letters, digits and _ as _."""
+    name = re.sub(r"[^A-Za-z0-9_]", "_", op_id).strip("_") or "operation"
+    return name if not name[0].isdigit() else f"op_{name}"
+
+
+@dataclass(frozen=True)
+class ApiParam:
+    name: str
+    where: str  # query | path
+    required: bool
+    schema: dict[str, Any]
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Paging:
+    """How an operation pages: ``kind`` none, link (the Link header's rel=next), next_url (a
+    URL the response holds at ``field``), cursor (the response's ``field`` goes back as
+    ``param``), page (``param`` counts pages from ``first``) or offset (``param`` counts items);
+    ``size`` is the page-size parameter, at most ``size_max``."""
+
+    kind: str = "none"
+    param: str | None = None
+    field: tuple[str, ...] = ()
+    size: str | None = None
+    size_max: int | None = None
+    first: int = 1
+
+    def server_params(self) -> set[str]:
+        """The parameters the server sets itself while it follows the pages."""
+        return {p for p in (self.param, self.size) if p}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "param": self.param, "field": list(self.field),
+                "size": self.size, "size_max": self.size_max, "first": self.first}
+
+
+@dataclass(frozen=True)
+class Operation:
+    op_id: str
+    table: str
+    method: str
+    path: str
+    summary: str | None
+    description: str | None
+    params: tuple[ApiParam, ...]
+    items: tuple[str, ...] | None
+    """Where the rows are: () the response is a list of them, a path to the list the response
+    holds, None the response is one row."""
+    item: dict[str, Any]
+    """The schema of one row (an object)."""
+    paging: Paging
+    retry_statuses: tuple[int, ...]
+    """Statuses the spec declares that invite a retry (429, 503)."""
+    security: tuple[str, ...]
+    """Scheme names that authenticate the operation (empty: none needed)."""
+    digest: str = ""
+
+    def plan(self) -> dict[str, Any]:
+        """What a published tool keeps of the operation (the request it makes), so a changed
+        spec reaches callers only through the gate."""
+        return {"operation": self.op_id, "method": self.method.upper(), "path": self.path,
+                "params": [{"name": p.name, "in": p.where, "required": p.required}
+                           for p in self.params],
+                "items": None if self.items is None else list(self.items),
+                "paging": self.paging.as_dict(), "retry": list(self.retry_statuses),
+                "security": list(self.security)}
+
+
+@dataclass
+class Spec:
+    where: str
+    title: str
+    version: str
+    servers: list[str]
+    schemes: dict[str, dict[str, Any]]
+    operations: dict[str, Operation] = field(default_factory=dict)
+    """Read operations, by table name."""
+    left_out: list[str] = field(default_factory=list)
+    """Operations that change state (method and path), never served."""
+
+
+def read_spec_text(ref: str, root: Path, timeout: float = 30.0) -> tuple[str, str]:
+    """(the spec's text, how to name it in messages) from a file or an http(s) URL."""
+    if ref.startswith(("http://", "https://")):
+        import httpx2 as httpx
+
+        try:
+            r = httpx.get(ref, timeout=timeout, follow_redirects=True)
+            r.raise_for_status()
+        except httpx.HTTPError as e:
+            raise SpecError(f"the OpenAPI spec {ref} could not be fetched ({e}).",
+                            hint="Check the URL, or save the spec beside tether.yaml and name "
+                            "the file.") from None
+        return r.text, ref
+    path = Path(ref).expanduser()
+    path = path if path.is_absolute() else root / path
+    try:
+        return path.read_text(encoding="utf-8"), str(ref)
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"the OpenAPI spec {ref} cannot be read ({e.__class__.__name__}: "
+                        f"{getattr(e, 'strerror', None) or e}).",
+                        hint="Give `spec:` as a file relative to tether.yaml, or an http(s) "
+                        "URL.") from None
+
+
+def parse_spec(text: str, where: str) -> Spec:
+    """A spec from its text (JSON or YAML), resolved and checked."""
+    try:
+        doc = json.loads(text) if text.lstrip().startswith("{") else yaml.load(
+            text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (json.JSONDecodeError, yaml.YAMLError) as e:
+        raise SpecError(f"{where} is neither JSON nor YAML ({str(e).splitlines()[0]}).",
+                        hint="Fix the file; `python -m json.tool` or a YAML linter shows "
+                        "where.") from None
+    if not isinstance(doc, dict):
+        raise SpecError(f"{where} does not hold an OpenAPI document (an object with "
+                        "`openapi:` and `paths:`).")
+    version = str(doc.get("openapi") or "")
+    if not re.fullmatch(r"3\.[012](\.\d+)?(-.*)?", version):
+        said = (f"Swagger {doc['swagger']}" if "swagger" in doc else
+                f"openapi: {version!r}" if version else "no `openapi:` version")
+        raise SpecError(f"{where}: {said} is not a version tether reads (OpenAPI 3.0, 3.1 or "
+                        "3.2).", hint="Convert a Swagger 2.0 description to OpenAPI 3 (for "
+                        "example with swagger2openapi) and name the converted file.")
+    return _Reader(doc, where).spec()
+
+
+def load_spec(ref: str, root: Path) -> Spec:
+    text, where = read_spec_text(ref, root)
+    return parse_spec(text, where)
+
+
+class _Reader:
+    def __init__(self, doc: dict[str, Any], where: str):
+        self.doc = doc
+        self.where = where
+
+    # --- $ref ---
+
+    def deref(self, node: Any, at: str, seen: tuple[str, ...] = ()) -> Any:
+        """``node`` with every local $ref replaced by what it points at; a $ref met again
+        inside itself (a recursive schema) becomes an open object."""
+        if isinstance(node, list):
+            return [self.deref(x, f"{at}/{i}", seen) for i, x in enumerate(node)]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            if ref in seen:
+                return {"type": "object", "description": node.get("description")}
+            target = self.pointer(ref, at)
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            out = self.deref(target, ref, (*seen, ref))
+            return {**out, **self.deref(rest, at, seen)} if rest and isinstance(out, dict) else out
+        return {k: self.deref(v, f"{at}/{_escaped(str(k))}", seen) for k, v in node.items()}
+
+    def pointer(self, ref: str, at: str) -> Any:
+        if not ref.startswith("#"):
+            raise SpecError(f"{self.where}: $ref {ref!r} at {at} points into another "
+                            "document.", hint="Bundle the description into one file (for "
+                            "example with `redocly bundle`) and name that file.")
+        node: Any = self.doc
+        for raw in ref[1:].split("/")[1:]:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise SpecError(f"{self.where}: $ref {ref!r} at {at} points at nothing.",
+                                hint="Fix the reference or add what it names.")
+        return node
+
+    # --- the spec ---
+
+    def spec(self) -> Spec:
+        info = self.doc.get("info") or {}
+        servers = [str(s.get("url")) for s in self.doc.get("servers") or []
+                   if isinstance(s, dict) and s.get("url")]
+        comps = self.doc.get("components") or {}
+        schemes = {str(k): self.deref(v, f"#/components/securitySchemes/{k}")
+                   for k, v in (comps.get("securitySchemes") or {}).items()}
+        out = Spec(self.where, str(info.get("title") or "API"), str(info.get("version") or ""),
+                   servers, schemes)
+        paths = self.doc.get("paths")
+        if not isinstance(paths, dict):
+            raise SpecError(f"{self.where} has no `paths:`; there is nothing to read.")
+        default_security = self.doc.get("security")
+        taken: dict[str, str] = {}
+        for path, item in paths.items():
+            if not isinstance(item, dict):
+                continue
+            item = self.deref(item, f"#/paths/{_escaped(str(path))}")
+            shared = item.get("parameters") or []
+            for method in ALL_METHODS:
+                op = item.get(method)
+                if not isinstance(op, dict):
+                    continue
+                if method not in READ_METHODS:
+                    out.left_out.append(f"{method.upper()} {path}")
+                    continue
+                o = self.operation(path, method, op, shared, default_security)
+                if o is None:
+                    continue
+                if o.table in taken:
+                    raise SpecError(f"{self.where}: operations {taken[o.table]!r} and "
+                                    f"{o.op_id!r} would both be read as table {o.table!r}.",
+                                    hint="Give them operation ids that differ in letters or "
+                                    "digits.")
+                taken[o.table] = o.op_id
+                out.operations[o.table] = o
+        return out
+
+    def operation(self, path: str, method: str, op: dict[str, Any], shared: list[Any],
+                  default_security: Any) -> Operation | None:
+        at = f"{method.upper()} {path}"
+        op_id = str(op.get("operationId") or "_".join([method, *words(path)]))
+        params: dict[tuple[str, str], ApiParam] = {}
+        for raw in [*shared, *(op.get("parameters") or [])]:
+            if not isinstance(raw, dict) or raw.get("in") not in ("query", "path"):
+                continue  # headers and cookies: the server sets what it must (the credential)
+            schema = raw.get("schema") or {}
+            params[(raw["in"], str(raw.get("name")))] = ApiParam(
+                str(raw.get("name")), str(raw["in"]), bool(raw.get("required")) or
+                raw["in"] == "path", schema if isinstance(schema, dict) else {},
+                raw.get("description"))
+        responses = op.get("responses") or {}
+        ok = next((responses[c] for c in sorted(responses, key=str)
+                   if str(c).startswith("2") and isinstance(responses[c], dict)), None)
+        body = _json_schema(ok)
+        if body is None:
+            return None  # nothing to read as rows (a 204, a file download)
+        items, item = _rows_of(body)
+        security = op.get("security", default_security) or []
+        names = tuple(sorted({str(k) for req in security if isinstance(req, dict) for k in req}))
+        retry = tuple(sorted(int(c) for c in responses if str(c) in ("429", "503")))
+        plist = tuple(params.values())
+        o = Operation(op_id, table_name(op_id), method, path, op.get("summary"),
+                      op.get("description"), plist, items, item,
+                      _paging(plist, body, items, ok or {}), retry, names)
+        blob = json.dumps([o.plan(), [p.schema for p in plist], item, o.summary, o.description,
+                           [p.description for p in plist]], sort_keys=True, default=str)
+        del at
+        return Operation(**{**o.__dict__, "digest": hashlib.sha256(blob.encode()).hexdigest()[:16]})
+
+
+def _escaped(key: str) -> str:
+    """A key as a JSON pointer writes it (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _json_schema(response: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not response:
+        return None
+    for ctype, media in (response.get("content") or {}).items():
+        if ("json" in ctype or ctype == "*/*") and isinstance(media, dict):
+            schema = media.get("schema")
+            if isinstance(schema, dict):
+                return schema
+    return None
+
+
+def _merged(schema: dict[str, Any]) -> dict[str, Any]:
+    """An object schema with its allOf parts folded in."""
+    if "allOf" not in schema:
+        return schema
+    props: dict[str, Any] = dict(schema.get("properties") or {})
+    required = list(schema.get("required") or [])
+    for part in schema["allOf"]:
+        if isinstance(part, dict):
+            part = _merged(part)
+            props.update(part.get("properties") or {})
+            required += part.get("required") or []
+    return {**{k: v for k, v in schema.items() if k != "allOf"}, "type": "object",
+            "properties": props, "required": required}
+
+
+def types_of(schema: dict[str, Any]) -> set[str]:
+    t = schema.get("type")
+    if isinstance(t, list):
+        return {str(x) for x in t}
+    if isinstance(t, str):
+        return {t}
+    if "properties" in schema or "allOf" in schema:
+        return {"object"}
+    return set()
+
+
+def _rows_of(body: dict[str, Any]) -> tuple[tuple[str, ...] | None, dict[str, Any]]:
+    body = _merged(body)
+    if "array" in types_of(body):
+        return (), _merged(body.get("items") or {})
+    lists = [(k, _merged(v.get("items") or {})) for k, v in (body.get("properties") or {}).items()
+             if isinstance(v, dict) and "array" in types_of(v)
+             and "object" in types_of(_merged(v.get("items") or {}))]
+    if len(lists) == 1:
+        return (lists[0][0],), lists[0][1]
+    return None, body
+
+
+def envelope_fields(body: dict[str, Any], items: tuple[str, ...] | None
+                    ) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+    """The response's fields beside its rows (two levels deep), with their schemas."""
+    body = _merged(body)
+    if items is None or items == ():
+        return []
+    out: list[tuple[tuple[str, ...], dict[str, Any]]] = []
+    for k, v in (body.get("properties") or {}).items():
+        if not isinstance(v, dict) or (k,) == items:
+            continue
+        v = _merged(v)
+        if "object" in types_of(v):
+            out += [((k, k2), _merged(v2)) for k2, v2 in (v.get("properties") or {}).items()
+                    if isinstance(v2, dict)]
+        else:
+            out.append(((k,), v))
+    return out
+
+
+def _paging(params: tuple[ApiParam, ...], body: dict[str, Any], items: tuple[str, ...] | None,
+            ok: dict[str, Any]) -> Paging:
+    """How the operation pages, from its shape: the parameters it takes and what its response
+    holds beside the rows. A single-row response never pages."""
+    if items is None:
+        return Paging()
+    query = [p for p in params if p.where == "query"]
+    ints = [p for p in query if types_of(p.schema) & {"integer", "number"}]
+    # an opaque token: text with no enum, format or pattern of its own (a date is a filter)
+    strings = [p for p in query if "string" in types_of(p.schema) and not (
+        {"enum", "format", "pattern"} & set(p.schema))]
+    size = next((p for p in ints if set(words(p.name)) & SIZE_WORDS
+                 and not set(words(p.name)) <= PAGE_WORDS), None)
+    size_max = size.schema.get("maximum") if size else None
+    base = Paging(size=size.name if size else None,
+                  size_max=int(size_max) if isinstance(size_max, int | float) else None)
+    headers = {str(h).lower() for h in (ok.get("headers") or {})}
+    if "link" in headers:
+        return replace(base, kind="link")
+    env = envelope_fields(body, items)
+    text = [(path, s) for path, s in env if "string" in types_of(s)]
+    pairs = []  # (overlap, -order, param, field path, field schema): the best-matched pair
+    for i, p in enumerate(strings):
+        pw = set(words(p.name))
+        if not pw & CURSOR_WORDS:
+            continue
+        for path, s in text:
+            fw = set(words(path[-1]))
+            if fw & (CURSOR_WORDS | {"next"}) and (fw & pw or "next" in fw):
+                pairs.append((len(fw & pw), -i, p, path, s))
+    if pairs:
+        _n, _i, p, path, s = max(pairs, key=lambda x: (x[0], x[1]))
+        if set(words(path[-1])) & LINK_WORDS or s.get("format") in ("uri", "url"):
+            return replace(base, kind="next_url", field=path)
+        return replace(base, kind="cursor", param=p.name, field=path)
+    for path, s in text:
+        fw = set(words(path[-1])) | (set(words(path[0])) if len(path) > 1 else set())
+        if "next" in fw and (fw & LINK_WORDS or s.get("format") in ("uri", "url")):
+            return replace(base, kind="next_url", field=path)
+    page = next((p for p in ints if set(words(p.name)) & PAGE_WORDS
+                 and not set(words(p.name)) & SIZE_WORDS), None)
+    if page is not None:
+        low = page.schema.get("minimum", page.schema.get("default", 1))
+        return replace(base, kind="page", param=page.name,
+                       first=int(low) if isinstance(low, int) else 1)
+    offset = next((p for p in ints if set(words(p.name)) & OFFSET_WORDS), None)
+    if offset is not None:
+        return replace(base, kind="offset", param=offset.name, first=0)
+    return base
+
+
+# --- columns --------------------------------------------------------------------------------------
+
+
+def column_type(schema: dict[str, Any]) -> tuple[str, TypeKind]:
+    """The engine type (DuckDB's) and kind a field's values are read as."""
+    schema = _merged(schema)
+    t = types_of(schema) - {"null"}
+    fmt = schema.get("format")
+    if t == {"string"}:
+        if fmt == "date":
+            return "DATE", "date"
+        if fmt == "date-time":
+            return "TIMESTAMP WITH TIME ZONE", "timestamptz"
+        return "VARCHAR", "string"
+    if t == {"integer"}:
+        return "BIGINT", "integer"
+    if t == {"number"}:
+        return "DOUBLE", "float"
+    if t == {"boolean"}:
+        return "BOOLEAN", "boolean"
+    return "JSON", "json"
+
+
+def item_columns(op: Operation) -> list[Column]:
+    """One column per field of an item, in the spec's order; nested objects and lists are JSON."""
+    required = set(op.item.get("required") or [])
+    out = []
+    for name, schema in (op.item.get("properties") or {}).items():
+        if not isinstance(schema, dict):
+            continue
+        type_, kind = column_type(schema)
+        nullable = (name not in required or bool(schema.get("nullable"))
+                    or "null" in types_of(schema))
+        out.append(Column(name=str(name), type=type_, kind=kind, nullable=nullable))
+    return out
+
+
+def field_schema(op: Operation, name: str) -> dict[str, Any]:
+    raw = (op.item.get("properties") or {}).get(name)
+    return _merged(raw) if isinstance(raw, dict) else {}

@@ -1,0 +1,305 @@
+"""The api kind: one tool per read operation of an HTTP API (an `openapi` source's product).
+
+Its arguments are the operation's own parameters, with the spec's constraints (types, enums,
+formats, ranges, patterns, defaults), less the ones the server drives while it follows the
+pages; `limit` and `cursor` page as every listing does. Its description says what the spec says
+(summary, description: source `openapi`), what a sample of responses showed (source `samples`:
+a documented value no response held), how it pages and how the API limits its rate, and that
+each caller reads with their own credential. Values a sample saw enter a definition only where
+every caller reads the same data (a shared credential) and no policy scopes them.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from tether.config import ProductConfig, Project
+from tether.context.config_model import api_product
+from tether.context.profile import ColumnProfile
+from tether.errors import ConfigError
+from tether.policy.model import values_scoped
+from tether.sources.openapi import Operation, Spec, field_schema, load_spec, words
+from tether.toolgen.describe import grain_noun, join_words, sentence, split_sentences
+from tether.toolgen.kinds import Kind, register
+from tether.toolgen.model import READ_ONLY, GeneratedTool, QueryPlan, Sentence, join_sentences
+from tether.toolgen.provenance import note_said
+from tether.toolgen.shared import (
+    Ctx,
+    closed,
+    envelope,
+    output_rows,
+    policy_sentence,
+    safe_name,
+    tool_meta,
+    visible_columns,
+)
+
+API_KIND_NAME = "api"
+SPEC_KEYS = ("type", "enum", "format", "minimum", "maximum", "exclusiveMinimum",
+             "exclusiveMaximum", "minLength", "maxLength", "pattern", "default", "minItems",
+             "maxItems")
+PAGING_WORDS = {"link": "its Link header", "next_url": "the next-page URL it returns",
+                "cursor": "the cursor it returns", "page": "page numbers",
+                "offset": "offsets"}
+
+
+@functools.lru_cache(maxsize=16)
+def _spec(ref: str, root: str, stamp: tuple[int, int] | None) -> Spec:
+    return load_spec(ref, Path(root))
+
+
+def spec_of(project: Project, source: str) -> Spec:
+    cfg = project.config.sources[source]
+    assert cfg.spec is not None
+    path = Path(cfg.spec) if Path(cfg.spec).is_absolute() else project.root / cfg.spec
+    stamp = None
+    if not cfg.spec.startswith(("http://", "https://")) and path.exists():
+        st = path.stat()
+        stamp = (st.st_mtime_ns, st.st_size)
+    return _spec(cfg.spec, str(project.root), stamp)
+
+
+def operation_of(ctx: Ctx, name: str) -> Operation:
+    return operation_in(ctx.project, name)
+
+
+def operation_in(project: Project, name: str) -> Operation:
+    p = project.config.products[name]
+    source = project.source_name(name)
+    op = spec_of(project, source).operations.get(p.table or "")
+    if op is None:
+        raise ConfigError(f"product {name!r} reads operation {p.table!r}, which the API of "
+                          f"source {source!r} does not offer as a read.",
+                          where=project.where("products", name, "table"),
+                          hint="Operations there: " + ", ".join(
+                              sorted(spec_of(project, source).operations)) + ".")
+    return op
+
+
+VERBS = frozenset({"get", "list", "read", "fetch", "find", "search", "retrieve", "show",
+                   "query", "lookup", "all"})
+"""Words of an operation id that name the request, not what it answers."""
+
+
+def api_tool_name(p: ProductConfig, op: Operation | None = None, title: str = "") -> str:
+    """The tool's name: the one tether.yaml gives, else what the operation answers and what
+    picks its rows: its words less the request's verb, ``_by_`` its first filter
+    (listInvoices(status) -> invoices_by_status, getInvoice(invoice_id) -> invoice_by_id); one
+    word alone takes the API's title before it (help_desk_agents)."""
+    if p.tool and p.tool.name:
+        return p.tool.name
+    noun = [w for w in words(p.table or "api") if w not in VERBS] or words(p.table or "api")
+    by: list[str] = []
+    if op is not None:
+        driven = op.paging.server_params()
+        first = next((x for x in sorted(op.params, key=lambda x: x.where != "path")
+                      if x.name not in driven), None)
+        if first is not None:
+            by = [w for w in words(first.name) if w not in noun] or words(first.name)
+    name = noun + (["by", *by] if by else [])
+    if len(name) == 1:
+        name = [w for w in words(title) if w not in noun][:3] + name
+    return "_".join(name)[:64] or "api"
+
+
+def api_name(project: Project, name: str) -> str:
+    p = project.config.products[name]
+    if p.tool and p.tool.name:
+        return p.tool.name
+    op = operation_in(project, name)
+    return api_tool_name(p, op, spec_of(project, project.source_name(name)).title)
+
+
+def shared_data(ctx: Ctx, name: str) -> bool:
+    """Every caller reads the same rows: one shared credential (a sample then shows what any
+    caller would see)."""
+    auth = ctx.config.sources[ctx.project.source_name(name)].auth
+    return auth is None or auth.credential.startswith("env:")
+
+
+def key_field(op: Operation, param: str) -> str | None:
+    """The field of a row a parameter names by its words' tail (ticket_id -> id, invoiceNumber
+    -> number): what a path parameter picks the row by."""
+    fields = [str(f) for f in (op.item.get("properties") or {})]
+    pw = words(param)
+    for f in sorted(fields, key=lambda f: -len(words(f))):
+        fw = words(f)
+        if fw and pw[-len(fw):] == fw:
+            return f
+    return None
+
+
+def _param_schema(op: Operation, raw: dict[str, Any], description: str | None,
+                  seen: ColumnProfile | None, public: bool, key: tuple[str, str | None,
+                  str | None] | None = None) -> dict[str, Any]:
+    schema = {k: raw[k] for k in SPEC_KEYS if k in raw}
+    if "type" not in schema:
+        schema["type"] = "string"
+    if isinstance(schema.get("type"), list):  # 3.1 ["string", "null"]: an argument is given
+        schema["type"] = next((t for t in schema["type"] if t != "null"), "string")
+    if schema["type"] == "array" and isinstance(raw.get("items"), dict):
+        schema["items"] = {k: raw["items"][k] for k in SPEC_KEYS if k in raw["items"]}
+    notes = []
+    if description:
+        notes.append(split_sentences(description)[0].rstrip(".")[:200])
+    if schema.get("format") == "date-time":  # RFC 3339, as OpenAPI's format means
+        notes.append("an ISO 8601 time with its UTC offset, e.g. 2026-05-01T00:00:00Z")
+    elif schema.get("format") == "date":
+        notes.append("an ISO 8601 date (YYYY-MM-DD), in the API's time zone")
+    if key is not None:  # (field, scheme, pattern) of the row field it picks by
+        field, scheme, pattern = key
+        notes.append(f"the {field} of the row it picks" + (f", a {scheme} identifier"
+                                                            if scheme else ""))
+        if pattern and "pattern" not in schema and "enum" not in schema:
+            schema["pattern"] = pattern
+    if seen is not None and seen.enum and public and "enum" not in schema:
+        notes.append("values seen: " + ", ".join(str(e.value) for e in seen.enum[:12]))
+    if notes:
+        schema["description"] = sentence("; ".join(notes))
+    return schema
+
+
+def api_tool(ctx: Ctx, name: str) -> GeneratedTool:
+    p: ProductConfig = ctx.config.products[name]
+    if p.sql is not None:
+        raise ConfigError(f"product {name!r} reads an API: it takes `table: OPERATION`, not "
+                          "`sql:`.", where=ctx.project.where("products", name, "sql"))
+    op = operation_of(ctx, name)
+    prof = ctx.profiles[name]
+    cols = visible_columns(ctx, name)
+    by_name = {c.column.name: c for c in prof.columns}
+    public = shared_data(ctx, name)
+    serve = ctx.config.serve
+    max_rows = min(p.tool.max_rows if p.tool else 200, serve.max_result_rows)
+    driven = op.paging.server_params()
+    props: dict[str, Any] = {}
+    args: dict[str, str] = {}
+    required: list[str] = []
+    for param in op.params:
+        if param.name in driven:
+            continue
+        pname = safe_name(param.name) if param.name != safe_name(param.name) else param.name
+        if pname in props or pname in ("limit", "cursor"):
+            pname = f"{param.where}_{pname}"
+        seen = by_name.get(param.name)
+        field = key_field(op, param.name) if param.where == "path" else None
+        key = None
+        if field is not None:
+            prof_field = by_name.get(field)
+            pattern = (field_schema(op, field).get("pattern")
+                       or (prof_field.pattern if prof_field is not None else None))
+            scheme = p.identifiers.get(field)
+            if pattern is None and scheme in ctx.config.identifier_schemes:
+                pattern = ctx.config.identifier_schemes[scheme].pattern
+            key = (field, scheme, pattern)
+        props[pname] = _param_schema(op, param.schema, param.description, seen,
+                                     public and not values_scoped(ctx.config, name, param.name),
+                                     key)
+        args[pname] = param.name
+        if param.required and "default" not in param.schema:
+            required.append(pname)
+    paged = op.items is not None
+    if paged:
+        props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows,
+                          "default": min(50, max_rows)}
+        props["cursor"] = {"type": "string", "description": "From next_cursor."}
+    else:
+        max_rows = 1
+    rows = output_rows(ctx, name, cols)
+    for c in cols:  # the spec's words on each field, where tether.yaml says nothing
+        facts = p.columns.get(c.column.name)
+        said = field_schema(op, c.column.name).get("description")
+        if said and not (facts and facts.description) and c.column.name in rows:
+            parts = [split_sentences(str(said))[0].rstrip(".")[:160]]
+            ours = str(rows[c.column.name].get("description") or "").rstrip(".")
+            if ours:  # the unit, the scheme, the masks: what tether adds stays
+                parts.append(ours[:1].lower() + ours[1:])
+            rows[c.column.name]["description"] = sentence("; ".join(parts))
+    out = envelope(rows, "The API response's Date header, else the time of the request.",
+                   paged=paged)
+    out["properties"].pop("total_rows", None)  # an API seldom says how many in all
+    sentences = _sentences(ctx, name, p, op, prof.columns, max_rows, public)
+    description, sources = join_sentences(sentences)
+    plan_request = op.plan() | {
+        "args": args,
+        "columns": [{"name": c.column.name, "type": c.column.type, "kind": c.column.kind}
+                    for c in prof.columns if not c.column.nested]}
+    units = {c: f.unit for c, f in p.columns.items() if f.unit}
+    plan = QueryPlan(kind=API_KIND_NAME, product=name, source=ctx.project.source_name(name),
+                     dialect="duckdb", max_rows=max_rows, default_rows=min(50, max_rows),
+                     masks_apply_to=name, units=units,
+                     output_fields=[c.column.name for c in cols if not c.column.nested],
+                     request=plan_request)
+    meta = tool_meta(ctx, API_KIND_NAME, sentences, sources, [name], source_of_truth={},
+                     canonical_ids={}, deprecated={},
+                     limits={"max_rows": max_rows, "pagination": "cursor" if paged else "none"})
+    schema = closed(props)
+    if required:
+        schema["required"] = required
+    title = (op.summary or "").strip().rstrip(".") or None
+    return GeneratedTool(name=ctx.tool_names[name], title=title, description=description,
+                         input_schema=schema, output_schema=out, annotations=dict(READ_ONLY),
+                         meta=meta, plan=plan)
+
+
+def _sentences(ctx: Ctx, name: str, p: ProductConfig, op: Operation,
+               cols: list[ColumnProfile], max_rows: int, public: bool) -> list[Sentence]:
+    out: list[Sentence] = []
+    said: list[str] = []
+    for text in (op.summary, op.description):
+        first = split_sentences(str(text or "").strip())[:1]
+        if first and first[0].rstrip(".").lower() not in said:
+            out.append(Sentence(text=sentence(first[0][:300]), source="openapi"))
+            said.append(first[0].rstrip(".").lower())
+    read = f"read live from {op.method.upper()} {op.path}"
+    if op.items is None:
+        scope = (f"Read-only: at most 1 row per call (0 rows when none matches), no "
+                 f"pagination; {read}")
+    else:
+        noun = grain_noun(p.grain, "item")
+        scope = f"Read-only: one row per {noun}, at most {max_rows} rows a call, {read}"
+    out.insert(min(1, len(out)), Sentence(text=sentence(scope), source="openapi"))
+    if p.description:
+        source, origin = ctx.said("schema", "products", name, "description")
+        out.append(Sentence(text=sentence(p.description), source=source, origin=origin))
+    own = not public
+    out.append(Sentence(text=sentence(
+        "Each caller reads with their own API credential: rows are what that credential may "
+        "see" if own else "Read with the project's shared API credential"), source="policy"))
+    if op.paging.kind != "none":
+        out.append(Sentence(text=sentence(
+            f"The server follows the API's pages ({PAGING_WORDS[op.paging.kind]}); pass "
+            "next_cursor for more"), source="openapi"))
+    if 429 in op.retry_statuses:
+        out.append(Sentence(text=sentence(
+            "The API limits its request rate: the server waits as it asks (Retry-After) and "
+            "says so when it cannot"), source="openapi"))
+    for c in cols:  # a documented value no sample held (the values are the spec's, public)
+        documented = field_schema(op, c.column.name).get("enum")
+        if not documented or c.non_null_count == 0:
+            continue
+        held = {str(v.value) for v in (c.enum or c.top_values)}
+        never = [repr(str(v)) for v in documented if str(v) not in held]
+        if never and len(never) < len(documented) and (c.enum is not None or len(held) < len(
+                documented)):
+            out.append(Sentence(text=sentence(
+                f"{c.column.name} {join_words(never, 'and')} "
+                f"{'is' if len(never) == 1 else 'are'} documented, but no sampled response "
+                f"held {'it' if len(never) == 1 else 'them'}"), source="samples"))
+    for note in p.notes:
+        source, origin = note_said(ctx.project, "glossary", note, "products", name, "notes")
+        out.append(Sentence(text=sentence(note), source=source, origin=origin))
+    pol = policy_sentence(ctx, name)
+    if pol is not None:
+        out.append(pol)
+    return out
+
+
+def _generate(ctx: Ctx, before: list[GeneratedTool]) -> list[GeneratedTool]:
+    return [api_tool(ctx, n) for n in ctx.config.products
+            if n in ctx.profiles and api_product(ctx.config, n)]
+
+
+API_KIND = register(Kind(API_KIND_NAME, generate=_generate, searchable=True, bare="get"))

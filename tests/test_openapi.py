@@ -1,0 +1,334 @@
+"""HTTP APIs as sources: grounded read tools from an OpenAPI description, against a real local
+API (tests/apiserver.py: Starlette on a free port) with cursor and page-number pages, an enum, a
+rate limit, a per-user bearer credential and operations that change state.
+
+Generation (only the safe operations, the spec's constraints, the sample's observations with
+their sources, 10/10 on the lint), serving through `tether serve` over stdio and HTTP (each
+caller's own credential passed through, a caller without one refused, pages followed with
+tether's cursor, as_of and evidence with the requests made and no secret), the policy on the
+rows, bad specs and a misbehaving API, and a changed spec detected and gated."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2 as httpx
+import pytest
+import yaml
+from mcp import Client, StdioServerParameters
+
+from apiserver import HelpDesk, running, spec, tickets, write_project
+from conftest import free_port, http_process, run_cli
+from tether.config import load_project
+from tether.drift.check import check
+from tether.errors import ConfigError
+from tether.registry import open_registry
+from tether.sources.openapi import parse_spec
+
+TETHER = str(Path(sys.executable).parent / "tether")
+MUTATING = ("createTicket", "deleteTicket", "closeTicket", "create_ticket", "delete_ticket",
+            "close_ticket")
+
+
+@pytest.fixture(scope="module")
+def desk_port() -> Iterator[tuple[HelpDesk, int]]:
+    port = free_port()
+    with running(port) as desk:
+        yield desk, port
+
+
+def built(root: Path, port: int, **change: Any) -> Path:
+    write_project(root, port, **change)
+    for user, token in (("ann", "tok-ann"), ("ben", "tok-ben")):
+        res = run_cli("token", "credential", user, "--source", "desk", "--project", str(root),
+                      input=token + "\n")
+        assert res.returncode == 0, res.stderr
+    res = run_cli("build", "--project", str(root))
+    assert res.returncode == 0, res.stdout + res.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def project(desk_port: tuple[HelpDesk, int], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return built(tmp_path_factory.mktemp("api"), desk_port[1])
+
+
+def tools_of(root: Path) -> dict[str, dict[str, Any]]:
+    return {json.loads(p.read_text())["name"]: json.loads(p.read_text())
+            for p in (root / "tools").glob("*.json")}
+
+
+def stdio_calls(root: Path, user: str, calls: list[tuple[str, dict[str, Any]]]
+                ) -> tuple[list[str], list[Any]]:
+    params = StdioServerParameters(command=TETHER, args=["serve", "--project", str(root),
+                                                         "--as-user", user],
+                                   env={"PATH": os.environ["PATH"]})
+
+    async def go() -> tuple[list[str], list[Any]]:
+        async with Client(params) as c:
+            names = [t.name for t in (await c.list_tools()).tools]
+            return names, [await c.call_tool(n, a) for n, a in calls]
+
+    return anyio.run(go)
+
+
+# --- the spec --------------------------------------------------------------------------------------
+
+
+def test_only_safe_operations_are_read_and_their_pages_are_recognised() -> None:
+    s = parse_spec(json.dumps(spec()), "helpdesk.json")
+    assert set(s.operations) == {"listTickets", "getTicket", "listAgents"}
+    assert sorted(s.left_out) == ["DELETE /tickets/{ticket_id}", "POST /tickets",
+                                  "POST /tickets/{ticket_id}/close"]
+    tickets_op = s.operations["listTickets"]
+    assert (tickets_op.paging.kind, tickets_op.paging.param, tickets_op.paging.field,
+            tickets_op.paging.size) == ("cursor", "cursor", ("next_cursor",), "limit")
+    assert tickets_op.items == ("data",) and tickets_op.retry_statuses == (429,)
+    agents = s.operations["listAgents"]
+    assert (agents.paging.kind, agents.paging.param, agents.paging.size) == (
+        "page", "page", "per_page")
+    assert s.operations["getTicket"].items is None  # one object: one row, no pages
+
+
+@pytest.mark.parametrize("doc, said", [
+    ({"swagger": "2.0", "paths": {}}, "Swagger 2.0 is not a version tether reads"),
+    ({"openapi": "4.0.0", "paths": {}}, "openapi: '4.0.0' is not a version"),
+    ({**spec(), "paths": {"/x": {"get": {"responses": {"200": {"content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/Nope"}}}}}}}}},
+     "$ref '#/components/schemas/Nope' at #/paths/~1x/get/responses/200/content/"
+     "application~1json/schema points at nothing"),
+    ({**spec(), "paths": {"/x": {"get": {"responses": {"200": {"content": {
+        "application/json": {"schema": {"$ref": "other.yaml#/Thing"}}}}}}}}},
+     "points into another document"),
+])
+def test_a_spec_tether_cannot_read_is_named_with_the_place_and_what_to_do(
+        doc: dict[str, Any], said: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_spec(json.dumps(doc), "api.json")
+    assert said in e.value.paragraph()
+    assert e.value.paragraph().startswith("api.json")
+
+
+def test_a_broken_spec_stops_build_with_a_clear_error_and_keeps_what_was_published(
+        project: Path, tmp_path: Path, desk_port: tuple[HelpDesk, int]) -> None:
+    root = built(tmp_path / "p", desk_port[1])
+    before = tools_of(root)
+    (root / "helpdesk.yaml").write_text("openapi: 3.1.0\npaths: [\n")
+    res = run_cli("check", "--project", str(root))
+    assert res.returncode == 2
+    assert "helpdesk.yaml is neither JSON nor YAML" in res.stderr and "Traceback" not in res.stderr
+    assert tools_of(root) == before
+
+
+# --- generation ------------------------------------------------------------------------------------
+
+
+def test_generated_tools_carry_the_spec_and_the_sample_with_their_sources(project: Path) -> None:
+    tools = tools_of(project)
+    api = {n: t for n, t in tools.items() if t["_meta"]["tether/context"]["kind"] == "api"}
+    assert set(api) == {"tickets_by_status", "ticket_by_id", "agents_by_since"}
+    assert not any(m in json.dumps(tools) for m in MUTATING)
+    t = api["tickets_by_status"]
+    props = t["inputSchema"]["properties"]
+    assert props["status"]["enum"] == ["open", "pending", "closed", "void"]
+    assert props["opened_since"]["format"] == "date-time"
+    assert "cursor" in props and props["limit"]["maximum"] == 200
+    assert "limit" not in {k for k in props if k != "limit"}  # the API's page size is tether's
+    rows = t["outputSchema"]["properties"]["rows"]["items"]["properties"]
+    assert rows["amount_cents"]["description"] == "Amount claimed, in cents; unit: USD cents."
+    sources = t["_meta"]["tether/context"]["sources"]
+    assert sources["List the caller's tickets."] == "openapi"
+    void = next(s for s in sources if "'void'" in s)
+    assert void == "Status 'void' is documented, but no sampled response held it."
+    assert sources[void] == "samples"
+    assert any(v == "policy" and "own API credential" in s for s, v in sources.items())
+    assert t["annotations"]["readOnlyHint"] is True
+    one = api["ticket_by_id"]
+    assert one["inputSchema"]["required"] == ["ticket_id"]
+    assert one["inputSchema"]["properties"]["ticket_id"]["pattern"] == "^TK-[0-9]+$"
+    assert "cursor" not in one["inputSchema"]["properties"]
+    # an API's sampled rows are the sampling user's: no probe of them for everyone
+    probe = tools["explain_data_product"]
+    assert probe["inputSchema"]["properties"]["product"].get("enum", []) == []
+
+
+def test_the_lint_scores_every_generated_tool_ten(project: Path) -> None:
+    res = run_cli("lint", "--project", str(project), "--min-score", "10")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+# --- serving ---------------------------------------------------------------------------------------
+
+
+def test_each_caller_reads_with_their_own_credential_over_stdio(
+        project: Path, desk_port: tuple[HelpDesk, int]) -> None:
+    desk, _ = desk_port
+    desk.seen.clear()
+    names, (ann, ben_one) = stdio_calls(project, "ann", [
+        ("tickets_by_status", {"status": "closed", "limit": 50}),
+        ("ticket_by_id", {"ticket_id": "TK-1002"})])  # ben's ticket
+    assert "tickets_by_status" in names
+    assert not ann.is_error, ann.content
+    mine = [t for t in tickets() if t["owner"] == "ann" and t["status"] == "closed"]
+    got = ann.structured_content["rows"]
+    assert [r["id"] for r in got] == [t["id"] for t in mine]
+    assert ann.structured_content["as_of_basis"] == "the API response's Date header"
+    evidence = ann.meta["tether/evidence"]
+    # the page size the spec allows at most (20), not the 50 asked
+    assert evidence["requests"][0].endswith("/api/tickets?status=closed&limit=20 -> 200")
+    assert "tok-ann" not in json.dumps(ann.meta) + json.dumps(ann.structured_content)
+    assert ben_one.is_error and "404" in ben_one.content[0].text
+    assert {s["headers"]["authorization"] for s in desk.seen} == {"Bearer tok-ann"}
+    _, (cyd,) = stdio_calls(project, "cyd", [("tickets_by_status", {})])
+    assert cyd.is_error and "cyd holds no credential for source 'desk'" in cyd.content[0].text
+    assert cyd.meta["tether/refusal"]["reason"] == "no_credential"
+    names, _ = stdio_calls(project, "oz", [])  # a role denied the product sees no tool of it
+    assert "tickets_by_status" not in names and "agents_by_since" in names
+
+
+def test_pages_are_followed_with_a_cursor_bound_to_the_caller(project: Path) -> None:
+    config = load_project(project)
+    from conftest import call_tools
+
+    first, = call_tools(config, "ben", [("tickets_by_status", {"limit": 4})])
+    assert first.structured_content["truncated"] is True
+    seen = [r["id"] for r in first.structured_content["rows"]]
+    cursor = first.structured_content["next_cursor"]
+    while cursor:
+        nxt, = call_tools(config, "ben", [("tickets_by_status", {"limit": 4, "cursor": cursor})])
+        seen += [r["id"] for r in nxt.structured_content["rows"]]
+        cursor = nxt.structured_content["next_cursor"]
+    assert seen == [t["id"] for t in tickets() if t["owner"] == "ben"]
+    stolen, = call_tools(config, "ann", [("tickets_by_status", {
+        "limit": 4, "cursor": first.structured_content["next_cursor"]})])
+    assert stolen.is_error and "another user" in stolen.content[0].text
+    agents, = call_tools(config, "ann", [("agents_by_since", {"since": 2, "limit": 4})])
+    assert [r["number"] for r in agents.structured_content["rows"]] == [3, 4, 5, 6]
+
+
+def test_http_transport_passes_the_callers_credential(project: Path,
+                                                       desk_port: tuple[HelpDesk, int]) -> None:
+    desk, _ = desk_port
+    token = run_cli("token", "add", "ben", "--project", str(project)).stdout.strip()
+    port = free_port()
+    argv = [TETHER, "serve", "--project", str(project), "--transport", "http", "--port",
+            str(port)]
+
+    async def go() -> Any:
+        from mcp.client.streamable_http import streamable_http_client
+
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http, \
+                Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp",
+                                              http_client=http)) as c:
+            return await c.call_tool("tickets_by_status", {"status": "open"})
+
+    desk.seen.clear()
+    with http_process(argv, port, timeout=30):
+        r = anyio.run(go)
+    assert not r.is_error, r.content
+    assert {x["owner"] for x in r.structured_content["rows"]} == {"ben"}
+    assert {s["headers"]["authorization"] for s in desk.seen} == {"Bearer tok-ben"}
+
+
+def test_rate_limits_are_waited_out_and_said(project: Path,
+                                            desk_port: tuple[HelpDesk, int]) -> None:
+    desk, _ = desk_port
+    from conftest import call_tools
+
+    config = load_project(project)
+    desk.rate, desk.counts = 1, {}
+    try:
+        r, = call_tools(config, "ann", [("tickets_by_status", {"limit": 25})])
+    finally:
+        desk.rate = 1000
+    assert not r.is_error, r.content
+    assert r.structured_content["retried"] >= 1
+    assert any("-> 429" in x for x in r.meta["tether/evidence"]["requests"])
+
+
+def test_a_path_argument_cannot_reach_another_path(project: Path,
+                                                  desk_port: tuple[HelpDesk, int]) -> None:
+    desk, _ = desk_port
+    from conftest import call_tools
+
+    desk.seen.clear()
+    config = load_project(project)
+    out = call_tools(config, "ann", [("ticket_by_id", {"ticket_id": "../agents"}),
+                                     ("ticket_by_id", {"ticket_id": "TK-1?x=1"})])
+    assert all(r.is_error for r in out)  # refused by the pattern, before any request
+    assert desk.seen == []
+
+
+def test_the_policy_applies_to_the_rows_an_api_returns(
+        desk_port: tuple[HelpDesk, int], tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    write_project(root, desk_port[1])
+    data = yaml.safe_load((root / "tether.yaml").read_text())
+    data["policies"]["restricted"] = ["tickets.subject"]
+    data["policies"]["roles"]["staff"]["masks"] = {"tickets.owner": "redact"}
+    data["policies"]["roles"]["staff"]["row_filters"] = {"tickets": "amount_cents >= 1000"}
+    (root / "tether.yaml").write_text(yaml.safe_dump(data))
+    res = run_cli("token", "credential", "ann", "--source", "desk", "--project", str(root),
+                  input="tok-ann\n")
+    assert res.returncode == 0, res.stderr
+    res = run_cli("build", "--project", str(root))
+    assert res.returncode == 0, res.stdout + res.stderr
+    from conftest import call_tools
+
+    r, = call_tools(load_project(root), "ann", [("tickets_by_status", {"limit": 50})])
+    rows = r.structured_content["rows"]
+    assert rows and all("subject" not in x for x in rows)
+    assert {x["owner"] for x in rows} != {"ann"}  # redacted
+    assert all(x["amount_cents"] >= 1000 for x in rows)
+    assert r.meta["tether/evidence"]["policy_predicates"]
+    assert "subject" not in json.dumps(tools_of(root)["tickets_by_status"]["outputSchema"])
+
+
+# --- drift -----------------------------------------------------------------------------------------
+
+
+def test_a_changed_spec_goes_through_the_gate(desk_port: tuple[HelpDesk, int],
+                                              tmp_path: Path) -> None:
+    port = desk_port[1]
+    root = built(tmp_path / "p", port)
+    assert check(load_project(root)).exit_code == 0  # nothing moved
+    (root / "helpdesk.yaml").write_text(yaml.safe_dump(spec(add_status="escalated"),
+                                                       sort_keys=False))
+    added = check(load_project(root))
+    assert added.exit_code == 10
+    out = {o.tool: (o.outcome, o.version, o.change_level, o.change_kind)
+           for o in added.outcomes}
+    assert out["tickets_by_status"] == ("published", "1.1.0", "minor", "additive")
+    (root / "helpdesk.yaml").write_text(yaml.safe_dump(
+        spec(add_status="escalated", drop_field="owner"), sort_keys=False))
+    removed = check(load_project(root))
+    assert removed.exit_code == 11
+    out = {o.tool: (o.outcome, o.version, o.change_level, o.change_kind)
+           for o in removed.outcomes}
+    assert out["tickets_by_status"] == ("pending", "2.0.0", "major", "breaking")
+    registry = open_registry(load_project(root))
+    try:
+        assert registry.current()["tickets_by_status"].version == "1.1.0"
+    finally:
+        registry.close()
+
+
+def test_the_credential_command_reads_stdin_and_refuses_what_it_cannot_keep(
+        project: Path) -> None:
+    res = run_cli("token", "credential", "ann", "--source", "nope", "--project", str(project),
+                  input="x\n")
+    assert res.returncode == 2 and "'nope' is not an `openapi` source" in res.stderr
+    res = run_cli("token", "credential", "ann", "--source", "desk", "--project", str(project),
+                  input="\n")
+    assert res.returncode == 2 and "no credential was given" in res.stderr
+    mode = (project / ".tether" / "credentials.json").stat().st_mode & 0o777
+    assert mode == 0o600
+    assert "tok-ann" not in subprocess.run([TETHER, "token", "list", "--project", str(project)],
+                                           capture_output=True, text=True).stdout
