@@ -332,3 +332,19 @@ def test_the_credential_command_reads_stdin_and_refuses_what_it_cannot_keep(
     assert mode == 0o600
     assert "tok-ann" not in subprocess.run([TETHER, "token", "list", "--project", str(project)],
                                            capture_output=True, text=True).stdout
+
+
+def test_discovery_reaches_an_api_tool(project: Path) -> None:
+    """With no dedicated tools (a large API), search finds the operation and the generic
+    listing runs it with the caller's own credential."""
+    config = load_project(project)
+    from conftest import call_tools
+
+    found, rows = call_tools(config, "ben", [
+        ("find_data_for_question", {"question": "which tickets are closed"}),
+        ("rows_from_data_product", {"product": "tickets", "arguments": {"status": "closed"}})],
+        dedicated_tools="none")
+    assert not found.is_error and "tickets" in found.content[0].text
+    assert not rows.is_error, rows.content
+    assert {r["owner"] for r in rows.structured_content["rows"]} == {"ben"}
+    assert {r["status"] for r in rows.structured_content["rows"]} == {"closed"}

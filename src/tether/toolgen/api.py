@@ -302,4 +302,5 @@ def _generate(ctx: Ctx, before: list[GeneratedTool]) -> list[GeneratedTool]:
             if n in ctx.profiles and api_product(ctx.config, n)]
 
 
-API_KIND = register(Kind(API_KIND_NAME, generate=_generate, searchable=True, bare="get"))
+API_KIND = register(Kind(API_KIND_NAME, generate=_generate, listing=True, searchable=True,
+                             bare="get"))
