@@ -104,12 +104,29 @@ def api_tool_name(p: ProductConfig, op: Operation | None = None, title: str = ""
     return "_".join(name)[:64] or "api"
 
 
-def api_name(project: Project, name: str) -> str:
-    p = project.config.products[name]
-    if p.tool and p.tool.name:
-        return p.tool.name
-    op = operation_in(project, name)
-    return api_tool_name(p, op, spec_of(project, project.source_name(name)).title)
+def api_names(project: Project, names: list[str]) -> dict[str, str]:
+    """The tool name of each API product; where two would be named alike (get and list of one
+    thing), both keep their operation's every word (copilot_spaces_get_for_org), and what still
+    collides ends with its table's name."""
+    out: dict[str, str] = {}
+    for name in names:
+        p = project.config.products[name]
+        out[name] = p.tool.name if p.tool and p.tool.name else api_tool_name(
+            p, operation_in(project, name), spec_of(project, project.source_name(name)).title)
+    for _ in range(2):
+        seen: dict[str, list[str]] = {}
+        for name, tool in out.items():
+            seen.setdefault(tool, []).append(name)
+        for group in (g for g in seen.values() if len(g) > 1):
+            for name in group:
+                p = project.config.products[name]
+                if p.tool and p.tool.name:
+                    continue  # named in tether.yaml: a clash there is the person's to mend
+                if _ == 0:
+                    out[name] = "_".join(words(p.table or name))[:64]
+                else:
+                    out[name] = f"{out[name][:40]}_{safe_name(name)}"[:64]
+    return out
 
 
 def shared_data(ctx: Ctx, name: str) -> bool:

@@ -16,7 +16,7 @@ from tether.config import ProductConfig, Project
 from tether.context.config_model import api_product
 from tether.context.profile import ProductProfile
 from tether.errors import ConfigError
-from tether.toolgen.api import API_KIND, api_name
+from tether.toolgen.api import API_KIND, api_names
 from tether.toolgen.discovery import PROBE, ROWS_KIND, SEARCH_KIND
 from tether.toolgen.kinds import Kind
 from tether.toolgen.listing import LISTING_KIND
@@ -35,9 +35,10 @@ def generate_grounded(project: Project, profiles: dict[str, ProductProfile],
                       kinds: Sequence[Kind] = GROUNDED) -> list[GeneratedTool]:
     """Every grounded tool of the project, sorted by name."""
     ctx = Ctx(project, profiles)
+    apis = [n for n in project.config.products if api_product(project.config, n)]
+    named = api_names(project, apis) if apis else {}
     for name, p in project.config.products.items():
-        ctx.tool_names[name] = (api_name(project, name) if api_product(project.config, name)
-                                else product_tool_name(name, p))
+        ctx.tool_names[name] = named.get(name) or product_tool_name(name, p)
     for name, m in project.config.metrics.items():
         ctx.tool_names[f"metric:{name}"] = (m.tool.name if m.tool and m.tool.name else name)
     _no_duplicate_names(project, ctx.tool_names)
