@@ -229,18 +229,8 @@ class HelpDesk:
 @contextlib.contextmanager
 def running(port: int) -> Iterator[HelpDesk]:
     desk = HelpDesk()
-    server = uvicorn.Server(uvicorn.Config(desk.app(), host="127.0.0.1", port=port,
-                                           log_level="error", lifespan="off"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    try:
+    with serving(desk.app(), port):
         yield desk
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def write_project(root: Path, port: int, **change: Any) -> None:
@@ -279,3 +269,98 @@ policies:
     cyd: {{role: staff}}
     oz: {{role: outsider}}
 """)
+
+
+class Catalog:
+    """A second API, misbehaving on purpose: an API key in the query, Link-header pages that
+    copy the query (the key too), a cursor that points back at itself, a rate limit that asks
+    for no wait at all, an error that quotes the request, values of no declared type."""
+
+    KEY = "sk-live-SECRET123"
+
+    def __init__(self) -> None:
+        self.seen: list[dict[str, Any]] = []
+
+    def app(self) -> Starlette:
+        def ok(request: Request) -> JSONResponse | None:
+            self.seen.append({"path": request.url.path, "query": dict(request.query_params)})
+            if request.query_params.get("api_key") != self.KEY:
+                return JSONResponse({"message": "bad key"}, status_code=401)
+            return None
+
+        async def items(request: Request) -> JSONResponse:
+            if (refused := ok(request)) is not None:
+                return refused
+            page = int(request.query_params.get("page") or 1)
+            rows = [{"sku": f"S{page}{i}", "attrs": "plain text" if i else {"k": 1}, "ID": i}
+                    for i in range(2)]
+            headers = {}
+            if page < 3:
+                headers["Link"] = (f'<{request.url.scheme}://{request.url.netloc}/items?page='
+                                   f'{page + 1}&api_key={self.KEY}>; rel="next"')
+            return JSONResponse(rows, headers=headers)
+
+        async def loop(request: Request) -> JSONResponse:
+            if (refused := ok(request)) is not None:
+                return refused
+            return JSONResponse({"data": [{"sku": "same"}], "next_cursor": "again"})
+
+        async def busy(request: Request) -> JSONResponse:
+            if (refused := ok(request)) is not None:
+                return refused
+            return JSONResponse({"message": "slow down"}, status_code=429,
+                                headers={"Retry-After": "0"})
+
+        async def broken(request: Request) -> JSONResponse:
+            if (refused := ok(request)) is not None:
+                return refused
+            return JSONResponse({"message": f"bad request {request.url}"}, status_code=400)
+
+        return Starlette(routes=[Route("/items", items), Route("/loop", loop),
+                                 Route("/busy", busy), Route("/broken", broken)])
+
+
+def catalog_spec() -> dict[str, Any]:
+    item = {"type": "object", "properties": {
+        "sku": {"type": "string"}, "attrs": {}, "ID": {"type": "integer"},
+        "id": {"type": "integer"}}}
+
+    def op(op_id: str, body: dict[str, Any], params: list[dict[str, Any]] | None = None,
+           headers: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"get": {"operationId": op_id, "parameters": params or [], "responses": {
+            "200": {"description": "ok", "headers": headers or {},
+                    "content": {"application/json": {"schema": body}}},
+            "429": {"description": "slow down"}}}}
+
+    return {
+        "openapi": "3.0.3", "info": {"title": "Catalog", "version": "1"},
+        "security": [{"key": []}],
+        "components": {"securitySchemes": {"key": {"type": "apiKey", "in": "query",
+                                                   "name": "api_key"}}},
+        "paths": {
+            "/items": op("listItems", {"type": "array", "items": item},
+                         [{"name": "page", "in": "query", "schema": {"type": "integer"}}],
+                         {"Link": {"schema": {"type": "string"}}}),
+            "/loop": op("listLoop", {"type": "object", "properties": {
+                "data": {"type": "array", "items": item}, "next_cursor": {"type": "string"}}},
+                [{"name": "cursor", "in": "query", "schema": {"type": "string"}}]),
+            "/busy": op("listBusy", {"type": "array", "items": item}),
+            "/broken": op("listBroken", {"type": "array", "items": item}),
+        },
+    }
+
+
+@contextlib.contextmanager
+def serving(app: Starlette, port: int) -> Iterator[None]:
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="error", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        yield
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -24,13 +24,24 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 
-from apiserver import HelpDesk, running, spec, tickets, write_project
+from apiserver import (
+    Catalog,
+    HelpDesk,
+    catalog_spec,
+    running,
+    serving,
+    spec,
+    tickets,
+    write_project,
+)
 from conftest import free_port, http_process, run_cli
 from tether.config import load_project
 from tether.drift.check import check
 from tether.errors import ConfigError
 from tether.registry import open_registry
-from tether.sources.openapi import parse_spec
+from tether.sources.apiclient import ApiClient, ApiError, Credential
+from tether.sources.apisource import rows_table
+from tether.sources.openapi import item_columns, parse_spec
 
 TETHER = str(Path(sys.executable).parent / "tether")
 MUTATING = ("createTicket", "deleteTicket", "closeTicket", "create_ticket", "delete_ticket",
@@ -348,3 +359,207 @@ def test_discovery_reaches_an_api_tool(project: Path) -> None:
     assert not rows.is_error, rows.content
     assert {r["owner"] for r in rows.structured_content["rows"]} == {"ben"}
     assert {r["status"] for r in rows.structured_content["rows"]} == {"closed"}
+
+
+# --- an API that misbehaves ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Iterator[tuple[Catalog, int]]:
+    port = free_port()
+    cat = Catalog()
+    with serving(cat.app(), port):
+        yield cat, port
+
+
+def _client_rows(port: int, table: str, want: int = 10, state: Any = None) -> Any:
+    s = parse_spec(json.dumps(catalog_spec()), "catalog.json")
+    op = s.operations[table]
+    cred = Credential(Catalog.KEY, s.schemes["key"])
+    client = ApiClient(f"http://127.0.0.1:{port}", 5.0)
+    try:
+        return client.rows(op.plan(), {}, cred, want, state)
+    finally:
+        client.close()
+
+
+def test_link_pages_that_copy_the_key_are_followed_without_keeping_it(
+        catalog: tuple[Catalog, int]) -> None:
+    cat, port = catalog
+    cat.seen.clear()
+    first = _client_rows(port, "listItems", want=3)
+    assert [r["sku"] for r in first.rows] == ["S10", "S11", "S20"]  # page 2, not page 1 again
+    assert [q["query"].get("page") for q in cat.seen] == [None, "2"]
+    assert Catalog.KEY not in json.dumps(first.next_state)
+    assert Catalog.KEY not in json.dumps(first.requests)
+    assert all("api_key=%3Ccredential%3E" in r for r in first.requests), first.requests
+    rest = _client_rows(port, "listItems", want=10, state=first.next_state)
+    assert [r["sku"] for r in rest.rows] == ["S21", "S30", "S31"] and rest.next_state is None
+
+
+def test_a_cursor_that_repeats_ends_the_pages(catalog: tuple[Catalog, int]) -> None:
+    cat, port = catalog
+    cat.seen.clear()
+    got = _client_rows(port, "listLoop", want=10)
+    assert len(cat.seen) == 2 and got.next_state is None
+
+
+def test_a_rate_limit_asking_no_wait_is_retried_a_few_times_then_said(
+        catalog: tuple[Catalog, int]) -> None:
+    cat, port = catalog
+    cat.seen.clear()
+    with pytest.raises(ApiError) as e:
+        _client_rows(port, "listBusy")
+    assert len(cat.seen) == 4  # the request and three retries, half a second apart at least
+    assert "answered 429 (rate limited; retried 3 times)" in e.value.message
+
+
+def test_an_error_that_quotes_the_request_never_shows_the_key(
+        catalog: tuple[Catalog, int]) -> None:
+    _, port = catalog
+    with pytest.raises(ApiError) as e:
+        _client_rows(port, "listBroken")
+    assert "answered 400" in e.value.message and Catalog.KEY not in e.value.paragraph()
+
+
+def test_values_of_no_declared_type_are_kept_as_json_and_names_alike_are_one_column(
+        catalog: tuple[Catalog, int]) -> None:
+    s = parse_spec(json.dumps(catalog_spec()), "catalog.json")
+    op = s.operations["listItems"]
+    columns = item_columns(op)
+    assert [c.name for c in columns] == ["sku", "attrs", "ID"]
+    con = rows_table(columns, [{"sku": "a", "attrs": "plain text", "ID": 1},
+                               {"sku": "b", "attrs": {"k": 1}, "ID": 2}])
+    try:
+        got = con.execute('SELECT attrs FROM api_rows ORDER BY sku').fetchall()
+    finally:
+        con.close()
+    assert [json.loads(v) for (v,) in got] == ["plain text", {"k": 1}]
+
+
+@pytest.mark.parametrize("name, schema, kind", [
+    ("max_price", {"type": "integer"}, "none"), ("min_count", {"type": "integer"}, "none"),
+    ("start_year", {"type": "integer"}, "none"), ("updated_after", {"type": "string"}, "none"),
+    ("from", {"type": "string"}, "none"), ("key", {"type": "string"}, "none"),
+    ("page_token", {"type": "string"}, "cursor"), ("starting_after", {"type": "string"},
+                                                   "cursor"),
+    ("offset", {"type": "integer"}, "offset"), ("pageNumber", {"type": "integer"}, "page"),
+])
+def test_a_filter_is_never_taken_for_a_paging_parameter(name: str, schema: dict[str, Any],
+                                                        kind: str) -> None:
+    doc = {"openapi": "3.0.3", "info": {"title": "t", "version": "1"}, "paths": {"/x": {"get": {
+        "operationId": "listX",
+        "parameters": [{"name": name, "in": "query", "schema": schema},
+                       {"name": "limit", "in": "query", "schema": {"type": "integer"}}],
+        "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {
+            "type": "object", "properties": {
+                "data": {"type": "array", "items": {"type": "object", "properties": {
+                    "a": {"type": "string"}}}},
+                "next_page_token": {"type": "string"}}}}}}}}}}}
+    paging = parse_spec(json.dumps(doc), "x.json").operations["listX"].paging
+    assert paging.kind == kind
+    assert paging.size == "limit"
+    assert (paging.param == name) == (kind != "none")
+
+
+@pytest.mark.parametrize("doc, said", [
+    ({"openapi": "3.0.0", "info": "x", "paths": {},
+      "components": {"securitySchemes": ["x"]}}, None),
+    ({"openapi": "3.0.0", "paths": {"/x": {"get": {"responses": {"200": {"content": {
+        "application/json": {"schema": {"$ref": "#/components/schemas/S0"}}}}}}}},
+      "components": {"schemas": {f"S{i}": {"$ref": f"#/components/schemas/S{i + 1}"}
+                                 for i in range(5000)} | {"S5000": {"type": "object"}}}},
+     "nests its schemas deeper than tether follows"),
+])
+def test_odd_specs_are_read_or_refused_without_a_traceback(doc: dict[str, Any],
+                                                           said: str | None) -> None:
+    if said is None:
+        assert parse_spec(json.dumps(doc), "odd.json").operations == {}
+        return
+    with pytest.raises(ConfigError) as e:
+        parse_spec(json.dumps(doc), "odd.json")
+    assert said in e.value.message
+
+
+def test_a_diamond_of_refs_resolves_once() -> None:
+    schemas = {f"S{i}": {"type": "object", "properties": {
+        "a": {"$ref": f"#/components/schemas/S{i + 1}"},
+        "b": {"$ref": f"#/components/schemas/S{i + 1}"}}} for i in range(24)}
+    schemas["S24"] = {"type": "object", "properties": {"x": {"type": "string"}}}
+    doc = {"openapi": "3.0.0", "components": {"schemas": schemas}, "paths": {"/x": {"get": {
+        "responses": {"200": {"content": {"application/json": {"schema": {
+            "$ref": "#/components/schemas/S0"}}}}}}}}}
+    import time
+
+    t0 = time.perf_counter()
+    assert parse_spec(json.dumps(doc), "d.json").operations
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_a_shared_key_in_the_query_never_reaches_a_caller(
+        catalog: tuple[Catalog, int], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shared credential (`env:`) travels in the query and the API copies it into its Link
+    header: the cursor, the result, the evidence and the call log never hold it."""
+    import base64
+
+    _, port = catalog
+    root = tmp_path / "cat"
+    root.mkdir()
+    (root / "catalog.json").write_text(json.dumps(catalog_spec()))
+    (root / "tether.yaml").write_text(f"""\
+sources:
+  cat:
+    kind: openapi
+    spec: catalog.json
+    base_url: http://127.0.0.1:{port}
+    auth: {{scheme: key, credential: "env:CAT_KEY"}}
+    sample_calls: 1
+products:
+  items: {{table: listItems}}
+policies:
+  roles: {{all: {{tools: ["*"]}}}}
+  users: {{amy: {{role: all}}}}
+""")
+    monkeypatch.setenv("CAT_KEY", Catalog.KEY)
+    res = run_cli("build", "--project", str(root), env={"CAT_KEY": Catalog.KEY})
+    assert res.returncode == 0, res.stdout + res.stderr
+    from conftest import call_tools
+
+    config = load_project(root)
+    first, = call_tools(config, "amy", [("catalog_items", {"limit": 3})])
+    assert not first.is_error, first.content
+    cursor = first.structured_content["next_cursor"]
+    body = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))[16:].decode()
+    second, = call_tools(config, "amy", [("catalog_items", {"limit": 3, "cursor": cursor})])
+    assert [r["sku"] for r in second.structured_content["rows"]] == ["S21", "S30", "S31"]
+    registry = open_registry(config)
+    try:
+        logged = json.dumps([dict(r) for r in registry.calls(None)], default=str)
+    finally:
+        registry.close()
+    said = body + json.dumps(first.structured_content) + json.dumps(first.meta) + \
+        json.dumps(second.meta) + logged + json.dumps(tools_of(root))
+    assert Catalog.KEY not in said
+
+
+def test_the_bytes_cap_cuts_a_page_and_the_cursor_goes_on_from_there(
+        desk_port: tuple[HelpDesk, int], tmp_path: Path) -> None:
+    root = built(tmp_path / "p", desk_port[1])
+    data = yaml.safe_load((root / "tether.yaml").read_text())
+    data["serve"] = {"max_result_bytes": 1024}  # serving only: the tools stay as built
+    (root / "tether.yaml").write_text(yaml.safe_dump(data))
+    from conftest import call_tools
+
+    config = load_project(root)
+    seen: list[str] = []
+    cursor = None
+    for _ in range(30):
+        args: dict[str, Any] = {"limit": 20} | ({"cursor": cursor} if cursor else {})
+        r, = call_tools(config, "ann", [("tickets_by_status", args)])
+        assert not r.is_error, r.content
+        assert len(json.dumps(r.structured_content["rows"])) <= 1024
+        seen += [x["id"] for x in r.structured_content["rows"]]
+        cursor = r.structured_content["next_cursor"]
+        if not cursor:
+            break
+    assert seen == [t["id"] for t in tickets() if t["owner"] == "ann"]

@@ -20,6 +20,7 @@ from sqlglot import exp
 
 from tether.context.meta import MASK_KEY_SHOWN, Evidence
 from tether.context.schema import Column
+from tether.errors import TetherError
 from tether.policy.entitle import MASK_KEY_PARAMS, entitle
 from tether.serve import pagination
 from tether.serve.executor import Executor, jsonable
@@ -50,11 +51,16 @@ def run(ex: Executor, call: Call) -> Answered:
                                  call.version, call.args)
         state = json.loads(kept[0]) if kept and isinstance(kept[0], str) else None
     try:
-        credential = source.credential(call.user, list(req.get("security") or []))
+        credential = source.credential(call.user, list(req.get("security") or []),
+                                       req.get("scheme"))
     except ApiError as e:
         raise ToolError(e.paragraph(), refusal={"reason": "no_credential",
                                                 "detail": e.message}) from None
-    client = ApiClient(source.base_url(), ex.timeout)
+    try:
+        base = source.base_url(req.get("server"))
+    except TetherError as e:
+        raise ToolError(e.paragraph()) from None
+    client = ApiClient(base, ex.timeout)
     asked = dt.datetime.now(dt.UTC)
     try:
         fetched = client.rows(req, api_args, credential, limit, state)
@@ -83,10 +89,14 @@ def run(ex: Executor, call: Call) -> Answered:
             break
         rows.append(row)
     more = fetched.next_state is not None or capped
+    resume = fetched.next_state
+    if capped:  # the bytes cap: go on from the first row not given, where rows map one to one
+        resume = (fetched.marks[len(rows)] if rel.row_filter is None
+                  and len(fetched.marks) == len(fetched.rows) else None)
     next_cursor = None
-    if fetched.next_state is not None and not capped:
+    if resume is not None:
         next_cursor = pagination.encode(ex.cursor_key, call.user, call.tool, call.version,
-                                        call.args, [json.dumps(fetched.next_state)])
+                                        call.args, [json.dumps(resume)])
     when = min(fetched.date, ex.project.now()) if fetched.date else asked
     out: dict[str, Any] = {"rows": rows, "row_count": len(rows), "truncated": more,
                            "next_cursor": next_cursor,

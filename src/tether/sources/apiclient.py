@@ -16,11 +16,12 @@ import base64
 import contextlib
 import datetime as dt
 import email.utils
+import json
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urljoin, urlsplit
+from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urljoin, urlsplit, urlunsplit
 
 import httpx2 as httpx
 
@@ -30,6 +31,12 @@ MAX_PAGES = 50
 """Pages one call follows at most, whatever the rows cap leaves."""
 MAX_WAIT = 10.0
 """Seconds one Retry-After may ask before the call gives up instead of waiting."""
+MIN_WAIT = 0.5
+"""Seconds waited at least before a retry (a Retry-After of 0 is no invitation to hammer)."""
+MAX_RETRIES = 3
+"""Retries of one request at most."""
+MAX_BODY = 32 << 20
+"""Bytes of one response read at most."""
 SHOWN_SECRET = "<credential>"
 
 
@@ -43,6 +50,21 @@ class Credential:
 
     secret: str
     scheme: dict[str, Any]
+
+    @property
+    def query_name(self) -> str | None:
+        """The query parameter the secret travels in (an API key in the query), else None."""
+        if str(self.scheme.get("type", "")).lower() == "apikey" and self.scheme.get(
+                "in") == "query":
+            return str(self.scheme.get("name") or "")
+        return None
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the secret (as given and URL-encoded) replaced."""
+        for form in {self.secret, quote(self.secret, safe=""), quote_plus(self.secret)}:
+            if form:
+                text = text.replace(form, SHOWN_SECRET)
+        return text
 
     def apply(self, headers: dict[str, str],
               query: list[tuple[str, str | int | float | bool | None]]) -> str | None:
@@ -81,6 +103,9 @@ class Fetch:
     rows: list[dict[str, Any]]
     next_state: dict[str, Any] | None
     requests: list[str] = field(default_factory=list)
+    marks: list[dict[str, Any]] = field(default_factory=list)
+    """For each row, the state that resumes at it (a call cut short by the bytes cap goes on
+    from the first row it could not give)."""
     date: dt.datetime | None = None
     retries: int = 0
 
@@ -125,7 +150,8 @@ class ApiClient:
              want: int, state: dict[str, Any] | None = None, max_pages: int = MAX_PAGES
              ) -> Fetch:
         """Up to ``want`` rows of the operation, following its pages from ``state`` (where an
-        earlier call stopped: the next request and the rows of it already given)."""
+        earlier call stopped: the next request and the rows of it already given). A page that
+        repeats one already read, or a short page of page numbers or offsets, is the last."""
         deadline = time.monotonic() + self.timeout
         paging = plan.get("paging") or {}
         kind = paging.get("kind", "none")
@@ -145,24 +171,36 @@ class ApiClient:
         skip = int(state.get("skip", 0))
         out = Fetch([], None)
         pages = 0
+        visited: set[str] = set()
         while True:
             if "url" in state:
                 url, extra = str(state["url"]), []
             else:
                 extra = [(paging["param"], str(state["value"]))] if "value" in state else []
                 if kind in ("page", "offset") and "value" not in state:
-                    extra = [(paging["param"], str(paging.get("first", 1 if kind == "page" else 0)))]
+                    first = paging.get("first", 1 if kind == "page" else 0)
+                    extra = [(paging["param"], str(first))]
                 url = base_url
-            page = self.get(plan, url, [*query, *extra] if "url" not in state else [],
-                            credential, deadline, out)
+            sent = [*query, *extra] if "url" not in state else []
+            visited.add(json.dumps([url, sent]))
+            page = self.get(plan, url, sent, credential, deadline, out)
             pages += 1
             got = _rows(page.body, plan.get("items"))
-            nxt = self.next_state(plan, page, got, state, extra)
+            nxt = self.next_state(plan, page, got, extra, credential)
+            if nxt is not None and kind in ("page", "offset") and per and len(got) < per:
+                nxt = None  # a short page is the last
+            if nxt is not None and json.dumps(
+                    [nxt.get("url", base_url), [*query, (paging.get("param"), str(
+                        nxt["value"]))] if "value" in nxt else []]) in visited:
+                nxt = None  # the API pointed back at a page already read
             taken = got[skip:]
             room = want - len(out.rows)
+            here = _bare(state)
+            out.marks += [{**here, "skip": skip + j, "size": per}
+                          for j in range(min(len(taken), room))]
             if len(taken) > room:
                 out.rows += taken[:room]
-                out.next_state = {**_bare(state), "skip": skip + room, "size": per}
+                out.next_state = {**here, "skip": skip + room, "size": per}
                 return out
             out.rows += taken
             skip = 0
@@ -175,17 +213,25 @@ class ApiClient:
                 return out
 
     def next_state(self, plan: dict[str, Any], page: Page, got: list[Any],
-                   state: dict[str, Any], sent: list[tuple[str, str]]) -> dict[str, Any] | None:
-        """The request after ``page``, or None at the last page."""
+                   sent: list[tuple[str, str]], credential: Credential | None
+                   ) -> dict[str, Any] | None:
+        """The request after ``page``, or None at the last page. A next URL is kept without
+        the caller's credential (it is added again when the page is asked for)."""
         paging = plan.get("paging") or {}
         kind = paging.get("kind", "none")
-        if kind == "link":
-            m = re.search(r'<([^>]+)>\s*;[^,]*rel="?next"?', page.headers.get("link", ""))
-            return self.same_origin(urljoin(page.url, m.group(1))) if m else None
-        if kind == "next_url":
-            value = _at(page.body, paging.get("field") or [])
-            return self.same_origin(urljoin(page.url, value)) if isinstance(
-                value, str) and value else None
+        if kind in ("link", "next_url"):
+            if kind == "link":
+                m = re.search(r'<([^>]+)>\s*;[^,]*rel="?next"?', page.headers.get("link", ""))
+                value: Any = m.group(1) if m else None
+            else:
+                value = _at(page.body, paging.get("field") or [])
+            if not isinstance(value, str) or not value:
+                return None
+            try:
+                url = urljoin(page.url, value)
+            except ValueError:
+                raise ApiError("the API's next-page link is not a URL.") from None
+            return self.same_origin(_without(url, credential))
         if kind == "cursor":
             value = _at(page.body, paging.get("field") or [])
             return {"value": value} if isinstance(value, str | int) and value != "" else None
@@ -197,10 +243,13 @@ class ApiClient:
         return None
 
     def same_origin(self, url: str) -> dict[str, Any]:
-        if _origin(url) != self.origin:
-            raise ApiError(f"the API sent the next page to {_origin(url)}, not to "
-                           f"{self.origin}; tether does not send the caller's credential "
-                           "elsewhere.")
+        try:
+            there = _origin(url)
+        except ValueError:
+            raise ApiError("the API's next-page link is not a URL.") from None
+        if there != self.origin:
+            raise ApiError(f"the API sent the next page to {there}, not to {self.origin}; "
+                           "tether does not send the caller's credential elsewhere.")
         return {"url": url}
 
     def get(self, plan: dict[str, Any], url: str, given: list[tuple[str, str]],
@@ -208,53 +257,74 @@ class ApiClient:
         headers = {"Accept": "application/json"}
         query: list[tuple[str, str | int | float | bool | None]] = list(given)
         secret_param = credential.apply(headers, query) if credential else None
-        shown = _shown(url, query, secret_param)
+        scrub = credential.scrub if credential else (lambda t: t)
+        shown = scrub(_shown(url, query, secret_param))
+        target = httpx.URL(url).copy_merge_params(httpx.QueryParams(query)) if query else url
         method = str(plan.get("method", "GET"))
         retry_on = set(plan.get("retry") or [])
+        retries = 0
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ApiError(f"{method} {shown} did not answer within the call's time.")
             try:
-                r = self.http.request(method, url, headers=headers, timeout=left,
-                                      params=httpx.QueryParams(query) if query else None)
+                status, r_headers, data, final = self._read(method, target, headers, left,
+                                                            deadline)
             except httpx.TimeoutException:
                 raise ApiError(f"{method} {shown} did not answer within the call's time "
                                f"({self.timeout:g} s).") from None
             except httpx.HTTPError as e:
                 raise ApiError(f"{method} {shown} failed: {e.__class__.__name__}.",
                                hint="Check that the API is up and base_url is right.") from None
-            out.requests.append(f"{method} {shown} -> {r.status_code}")
-            if r.status_code in (429, 503):
-                wait = _retry_after(r.headers.get("retry-after"))
-                may = method in ("GET", "QUERY", "HEAD") and (
-                    wait is not None or r.status_code in retry_on)
-                wait = 1.0 if wait is None else wait
+            out.requests.append(f"{method} {shown} -> {status}")
+            if status in (429, 503):
+                wait = _retry_after(r_headers.get("retry-after"))
+                may = method in ("GET", "QUERY", "HEAD") and retries < MAX_RETRIES and (
+                    wait is not None or status in retry_on)
+                wait = max(MIN_WAIT, 1.0 if wait is None else wait)
                 if may and wait <= MAX_WAIT and time.monotonic() + wait < deadline:
+                    retries += 1
                     out.retries += 1
                     time.sleep(wait)
                     continue
-                raise ApiError(f"{method} {shown} answered {r.status_code} "
-                               f"({'rate limited' if r.status_code == 429 else 'unavailable'}"
-                               f"{f'; it asks to wait {wait:g} s' if wait else ''}).",
+                raise ApiError(f"{method} {shown} answered {status} "
+                               f"({'rate limited' if status == 429 else 'unavailable'}"
+                               f"{'; retried ' + str(retries) + ' times' if retries else ''}).",
                                hint="Call again later.")
-            if r.status_code in (401, 403):
-                raise ApiError(f"{method} {shown} answered {r.status_code}: the API refused "
+            if status in (401, 403):
+                raise ApiError(f"{method} {shown} answered {status}: the API refused "
                                "the caller's credential.",
                                hint="Set a valid one with `tether token credential`.")
-            if r.status_code >= 400:
-                raise ApiError(f"{method} {shown} answered {r.status_code}: "
-                               f"{_said(r)}")
+            if status >= 400:
+                raise ApiError(f"{method} {shown} answered {status}: "
+                               f"{scrub(_said(data, r_headers))}")
             try:
-                body = r.json()
+                body = json.loads(data)
             except ValueError:
-                raise ApiError(f"{method} {shown} answered {r.status_code} with a body that is "
+                raise ApiError(f"{method} {shown} answered {status} with a body that is "
                                "not JSON.") from None
-            date = r.headers.get("date")
+            date = r_headers.get("date")
             if date:
                 with contextlib.suppress(TypeError, ValueError):
-                    out.date = email.utils.parsedate_to_datetime(date).astimezone(dt.UTC)
-            return Page(r.status_code, body, r.headers, str(r.url))
+                    when = email.utils.parsedate_to_datetime(date).astimezone(dt.UTC)
+                    out.date = when if out.date is None else min(out.date, when)
+            return Page(status, body, r_headers, final)
+
+    def _read(self, method: str, target: Any, headers: dict[str, str], left: float,
+              deadline: float) -> tuple[int, httpx.Headers, bytes, str]:
+        """One response, its body read within the call's time and at most MAX_BODY bytes."""
+        with self.http.stream(method, target, headers=headers, timeout=left) as r:
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in r.iter_bytes():
+                size += len(chunk)
+                if size > MAX_BODY:
+                    raise ApiError(f"the API's answer is larger than {MAX_BODY >> 20} MiB; "
+                                   "ask for fewer rows.")
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout("the body took longer than the call's time")
+                chunks.append(chunk)
+            return r.status_code, r.headers, b"".join(chunks), str(r.url)
 
 
 def _origin(url: str) -> str:
@@ -290,17 +360,29 @@ def _retry_after(raw: str | None) -> float | None:
             return None
 
 
-def _said(r: httpx.Response) -> str:
+def _said(data: bytes, headers: httpx.Headers) -> str:
     """What an error response says, short: its message field or the start of its text."""
     try:
-        body = r.json()
+        body = json.loads(data)
     except ValueError:
         body = None
     if isinstance(body, dict):
         for k in ("message", "error", "detail", "title"):
             if isinstance(body.get(k), str):
                 return str(body[k])[:200]
-    return (r.text or r.reason_phrase or "no reason given")[:200].strip()
+    text = data[:400].decode("utf-8", "replace").strip()
+    return text[:200] or "no reason given"
+
+
+def _without(url: str, credential: Credential | None) -> str:
+    """``url`` less the credential's query parameter (and any value equal to the secret)."""
+    if credential is None:
+        return url
+    s = urlsplit(url)
+    name = credential.query_name
+    pairs = [(k, v) for k, v in parse_qsl(s.query, keep_blank_values=True)
+             if k != name and v != credential.secret]
+    return urlunsplit((s.scheme, s.netloc, s.path, urlencode(pairs), s.fragment))
 
 
 def _at(body: Any, path: list[str] | tuple[str, ...]) -> Any:

@@ -50,16 +50,19 @@ def load_rows(con: Any, columns: list[Column], rows: list[dict[str, Any]], table
                 + ", ".join(f"{q} VARCHAR" for q in quoted) + ")")
     if rows:
         con.executemany(f"INSERT INTO tether_raw VALUES ({', '.join('?' for _ in columns)})",
-                        [[_text(r.get(c.name)) for c in columns] for r in rows])
+                        [[_text(r.get(c.name), c.kind == "json") for c in columns]
+                         for r in rows])
     casts = ", ".join(f"TRY_CAST({q} AS {c.type}) AS {q}"
                       for q, c in zip(quoted, columns, strict=True))
     con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT {casts} FROM tether_raw")
     con.execute("DROP TABLE tether_raw")
 
 
-def _text(v: Any) -> str | None:
+def _text(v: Any, as_json: bool = False) -> str | None:
     if v is None:
         return None
+    if as_json:  # text, numbers and objects alike, as JSON (a bare string is no JSON text)
+        return json.dumps(v, sort_keys=True, default=str)
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, dict | list):
@@ -76,24 +79,32 @@ def base_url_of(name: str, cfg: SourceConfig, spec: Spec | None) -> str:
                       hint="Set `base_url:` on the source.")
 
 
-def credential_for(name: str, cfg: SourceConfig, root: Path, serve: ServeConfig, spec_schemes:
-                   dict[str, Any], user: str | None, security: list[str]) -> Credential | None:
-    """The credential a request of ``user`` carries: theirs from the token store, or the
-    shared one the project names; None where the operation needs none. A caller without one
-    where one is needed: ApiError (a refusal)."""
+def scheme_of(name: str, cfg: SourceConfig, spec_schemes: dict[str, Any]) -> dict[str, Any] | None:
+    """The security scheme ``auth.scheme`` names in the spec (None without `auth:`)."""
+    if cfg.auth is None:
+        return None
+    scheme = spec_schemes.get(cfg.auth.scheme)
+    if not isinstance(scheme, dict):
+        raise ConfigError(f"source {name!r}: auth.scheme {cfg.auth.scheme!r} is not a security "
+                          "scheme of the spec.", hint="Schemes there: "
+                          + (", ".join(sorted(spec_schemes)) or "(none)") + ".")
+    return scheme
+
+
+def credential_for(name: str, cfg: SourceConfig, root: Path, serve: ServeConfig,
+                   scheme: dict[str, Any] | None, user: str | None, security: list[str]
+                   ) -> Credential | None:
+    """The credential a request of ``user`` carries, placed as ``scheme`` says: theirs from
+    the token store, or the shared one the project names; None where the operation needs none.
+    A caller without one where one is needed: ApiError (a refusal)."""
     auth = cfg.auth
-    if auth is None:
+    if auth is None or scheme is None:
         if security:
             raise ConfigError(f"source {name!r}: the API asks for {', '.join(security)} but "
                               "the source has no `auth:`.",
                               hint="Add `auth: {scheme: NAME}` (each caller's credential from "
                               "the token store).")
         return None
-    scheme = spec_schemes.get(auth.scheme)
-    if scheme is None:
-        raise ConfigError(f"source {name!r}: auth.scheme {auth.scheme!r} is not a security "
-                          "scheme of the spec.", hint="Schemes there: "
-                          + (", ".join(sorted(spec_schemes)) or "(none)") + ".")
     if auth.credential.startswith("env:"):
         var = auth.credential[4:]
         secret = os.environ.get(var)
@@ -163,12 +174,25 @@ class OpenAPISource(Source):
         return {t.name: self.spec.operations[t.name].digest for t in tables
                 if t.name in self.spec.operations}
 
-    def base_url(self) -> str:
-        return base_url_of(self.name, self.cfg, self._spec if self.cfg.base_url else self.spec)
+    def base_url(self, published: str | None = None) -> str:
+        """tether.yaml's base_url, else the server a published tool recorded (a server moved in
+        the spec reaches callers only through the gate), else the spec's (profiling)."""
+        if self.cfg.base_url:
+            return self.cfg.base_url
+        if published:
+            return published
+        if self.serving:
+            raise ConfigError(f"source {self.name!r}: the tool records no server and the "
+                              "source has no base_url.", hint="Set `base_url:` on the source.")
+        return base_url_of(self.name, self.cfg, self.spec)
 
-    def credential(self, user: str | None, security: list[str]) -> Credential | None:
-        schemes = self.spec.schemes if self.cfg.auth is not None else {}
-        return credential_for(self.name, self.cfg, self.root, self.serve_cfg, schemes, user,
+    def credential(self, user: str | None, security: list[str],
+                   scheme: dict[str, Any] | None = None) -> Credential | None:
+        """The credential ``user`` sends, placed as ``scheme`` says (a published tool's
+        record; profiling reads the spec's)."""
+        if scheme is None and not self.serving:
+            scheme = scheme_of(self.name, self.cfg, self.spec.schemes)
+        return credential_for(self.name, self.cfg, self.root, self.serve_cfg, scheme, user,
                               security)
 
     # --- profiling's sample ---

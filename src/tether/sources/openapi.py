@@ -31,14 +31,27 @@ READ_METHODS = ("get", "query")
 """HTTP methods that are safe by definition: the only operations a read-only source serves."""
 ALL_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace", "query")
 
-SIZE_WORDS = frozenset({"limit", "size", "per", "take", "top", "first", "max", "count"})
-"""Words of a page-size parameter's name (limit, per_page, page_size, pageSize, maxResults)."""
+# A paging parameter's name is made of paging words only (a filter such as max_price,
+# start_year or updated_after has a word of its own), and holds one of the words that say
+# which kind it is.
+SIZE_WORDS = frozenset({"limit", "size", "per", "page", "max", "results", "result", "take",
+                        "top", "items", "num", "count"})
+SIZE_MARKS = frozenset({"limit", "size", "per", "take", "top", "results"})
+"""A page size: limit, per_page, page_size, pageSize, maxResults, top."""
 CURSOR_WORDS = frozenset({"cursor", "after", "token", "continuation", "marker", "next",
-                          "starting", "since", "from", "key"})
-"""Words of an opaque continuation parameter (cursor, after, page_token, starting_after)."""
-PAGE_WORDS = frozenset({"page"})
-OFFSET_WORDS = frozenset({"offset", "skip", "start"})
+                          "starting", "page", "start", "from"})
+CURSOR_MARKS = frozenset({"cursor", "after", "token", "continuation", "marker", "starting"})
+"""An opaque continuation: cursor, after, page_token, starting_after, continuation."""
+PAGE_WORDS = frozenset({"page", "number", "num", "no", "index"})
+OFFSET_WORDS = frozenset({"offset", "skip", "start", "index"})
+OFFSET_MARKS = frozenset({"offset", "skip"})
 LINK_WORDS = frozenset({"url", "uri", "href", "link", "links"})
+
+
+def _named(name: str, allowed: frozenset[str], marks: frozenset[str]) -> bool:
+    """A name of ``allowed`` words only, holding one of ``marks``."""
+    w = set(words(name))
+    return bool(w) and w <= allowed and bool(w & marks)
 
 
 class SpecError(ConfigError):
@@ -177,7 +190,11 @@ def parse_spec(text: str, where: str) -> Spec:
         raise SpecError(f"{where}: {said} is not a version tether reads (OpenAPI 3.0, 3.1 or "
                         "3.2).", hint="Convert a Swagger 2.0 description to OpenAPI 3 (for "
                         "example with swagger2openapi) and name the converted file.")
-    return _Reader(doc, where).spec()
+    try:
+        return _Reader(doc, where).spec()
+    except RecursionError:
+        raise SpecError(f"{where} nests its schemas deeper than tether follows.",
+                        hint="Flatten the deepest $ref chains.") from None
 
 
 def load_spec(ref: str, root: Path) -> Spec:
@@ -189,6 +206,8 @@ class _Reader:
     def __init__(self, doc: dict[str, Any], where: str):
         self.doc = doc
         self.where = where
+        self.resolved: dict[str, Any] = {}  # a $ref's whole resolution, once (no cycle in it)
+        self.cut = False
 
     # --- $ref ---
 
@@ -202,10 +221,18 @@ class _Reader:
         ref = node.get("$ref")
         if isinstance(ref, str):
             if ref in seen:
+                self.cut = True
                 return {"type": "object", "description": node.get("description")}
-            target = self.pointer(ref, at)
             rest = {k: v for k, v in node.items() if k != "$ref"}
-            out = self.deref(target, ref, (*seen, ref))
+            if ref in self.resolved:
+                out = self.resolved[ref]
+            else:
+                target = self.pointer(ref, at)
+                outer, self.cut = self.cut, False
+                out = self.deref(target, ref, (*seen, ref))
+                if not self.cut:  # a resolution that met no cycle is the same everywhere
+                    self.resolved[ref] = out
+                self.cut = self.cut or outer
             return {**out, **self.deref(rest, at, seen)} if rest and isinstance(out, dict) else out
         return {k: self.deref(v, f"{at}/{_escaped(str(k))}", seen) for k, v in node.items()}
 
@@ -229,12 +256,13 @@ class _Reader:
     # --- the spec ---
 
     def spec(self) -> Spec:
-        info = self.doc.get("info") or {}
-        servers = [str(s.get("url")) for s in self.doc.get("servers") or []
+        info = _dict(self.doc.get("info"))
+        servers = [str(s.get("url")) for s in _list(self.doc.get("servers"))
                    if isinstance(s, dict) and s.get("url")]
-        comps = self.doc.get("components") or {}
-        schemes = {str(k): self.deref(v, f"#/components/securitySchemes/{k}")
-                   for k, v in (comps.get("securitySchemes") or {}).items()}
+        comps = _dict(self.doc.get("components"))
+        schemes = {str(k): v for k, v in (
+            (k, self.deref(v, f"#/components/securitySchemes/{k}"))
+            for k, v in _dict(comps.get("securitySchemes")).items()) if isinstance(v, dict)}
         out = Spec(self.where, str(info.get("title") or "API"), str(info.get("version") or ""),
                    servers, schemes)
         paths = self.doc.get("paths")
@@ -242,11 +270,11 @@ class _Reader:
             raise SpecError(f"{self.where} has no `paths:`; there is nothing to read.")
         default_security = self.doc.get("security")
         taken: dict[str, str] = {}
-        for path, item in paths.items():
-            if not isinstance(item, dict):
+        for path, raw_item in paths.items():
+            if not isinstance(raw_item, dict):
                 continue
-            item = self.deref(item, f"#/paths/{_escaped(str(path))}")
-            shared = item.get("parameters") or []
+            item = self.deref(raw_item, f"#/paths/{_escaped(str(path))}")
+            shared = _list(item.get("parameters"))
             for method in ALL_METHODS:
                 op = item.get(method)
                 if not isinstance(op, dict):
@@ -257,11 +285,15 @@ class _Reader:
                 o = self.operation(path, method, op, shared, default_security)
                 if o is None:
                     continue
-                if o.table in taken:
-                    raise SpecError(f"{self.where}: operations {taken[o.table]!r} and "
-                                    f"{o.op_id!r} would both be read as table {o.table!r}.",
-                                    hint="Give them operation ids that differ in letters or "
-                                    "digits.")
+                # what the operation is, as written: itself, its path's parameters and every
+                # definition it reaches, each once (a resolved schema may be far larger)
+                o = replace(o, digest=self.digest(o, [raw_item.get("parameters"),
+                                                      raw_item.get(method)]))
+                if o.table in taken:  # ids alike but for punctuation: numbered, in order
+                    n = 2
+                    while f"{o.table}_{n}" in taken:
+                        n += 1
+                    o = replace(o, table=f"{o.table}_{n}")
                 taken[o.table] = o.op_id
                 out.operations[o.table] = o
         return out
@@ -271,7 +303,7 @@ class _Reader:
         at = f"{method.upper()} {path}"
         op_id = str(op.get("operationId") or "_".join([method, *words(path)]))
         params: dict[tuple[str, str], ApiParam] = {}
-        for raw in [*shared, *(op.get("parameters") or [])]:
+        for raw in [*shared, *_list(op.get("parameters"))]:
             if not isinstance(raw, dict) or raw.get("in") not in ("query", "path"):
                 continue  # headers and cookies: the server sets what it must (the credential)
             schema = raw.get("schema") or {}
@@ -279,7 +311,7 @@ class _Reader:
                 str(raw.get("name")), str(raw["in"]), bool(raw.get("required")) or
                 raw["in"] == "path", schema if isinstance(schema, dict) else {},
                 raw.get("description"))
-        responses = op.get("responses") or {}
+        responses = _dict(op.get("responses"))
         ok = next((responses[c] for c in sorted(responses, key=str)
                    if str(c).startswith("2") and isinstance(responses[c], dict)), None)
         body = _json_schema(ok)
@@ -290,13 +322,37 @@ class _Reader:
         names = tuple(sorted({str(k) for req in security if isinstance(req, dict) for k in req}))
         retry = tuple(sorted(int(c) for c in responses if str(c) in ("429", "503")))
         plist = tuple(params.values())
-        o = Operation(op_id, table_name(op_id), method, path, op.get("summary"),
-                      op.get("description"), plist, items, item,
-                      _paging(plist, body, items, ok or {}), retry, names)
-        blob = json.dumps([o.plan(), [p.schema for p in plist], item, o.summary, o.description,
-                           [p.description for p in plist]], sort_keys=True, default=str)
         del at
-        return Operation(**{**o.__dict__, "digest": hashlib.sha256(blob.encode()).hexdigest()[:16]})
+        return Operation(op_id, table_name(op_id), method, path, op.get("summary"),
+                         op.get("description"), plist, items, item,
+                         _paging(plist, body, items, ok or {}), retry, names)
+
+    def digest(self, o: Operation, raw: list[Any]) -> str:
+        reached: dict[str, Any] = {}
+        todo = list(raw)
+        while todo:
+            node = todo.pop()
+            if isinstance(node, list):
+                todo += node
+            elif isinstance(node, dict):
+                ref = node.get("$ref")
+                if isinstance(ref, str) and ref.startswith("#") and ref not in reached:
+                    try:
+                        reached[ref] = self.pointer(ref, ref)
+                    except SpecError:
+                        reached[ref] = None
+                    todo.append(reached[ref])
+                todo += [v for k, v in node.items() if k != "$ref"]
+        blob = json.dumps([o.plan(), raw, reached], sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _list(v: Any) -> list[Any]:
+    return v if isinstance(v, list) else []
 
 
 def _escaped(key: str) -> str:
@@ -383,20 +439,24 @@ def _paging(params: tuple[ApiParam, ...], body: dict[str, Any], items: tuple[str
     # an opaque token: text with no enum, format or pattern of its own (a date is a filter)
     strings = [p for p in query if "string" in types_of(p.schema) and not (
         {"enum", "format", "pattern"} & set(p.schema))]
-    size = next((p for p in ints if set(words(p.name)) & SIZE_WORDS
-                 and not set(words(p.name)) <= PAGE_WORDS), None)
+    size = next((p for p in ints if _named(p.name, SIZE_WORDS, SIZE_MARKS)), None)
     size_max = size.schema.get("maximum") if size else None
     base = Paging(size=size.name if size else None,
                   size_max=int(size_max) if isinstance(size_max, int | float) else None)
-    headers = {str(h).lower() for h in (ok.get("headers") or {})}
+    # with Link headers or next URLs the API writes the page parameter into the URL itself:
+    # it is the server's, not an argument
+    mark = next((p.name for p in query if _named(p.name, CURSOR_WORDS, CURSOR_MARKS)
+                 or _named(p.name, PAGE_WORDS, frozenset({"page"}))
+                 or _named(p.name, OFFSET_WORDS, OFFSET_MARKS)), None)
+    headers = {str(h).lower() for h in _dict(ok.get("headers"))}
     if "link" in headers:
-        return replace(base, kind="link")
+        return replace(base, kind="link", param=mark)
     env = envelope_fields(body, items)
     text = [(path, s) for path, s in env if "string" in types_of(s)]
     pairs = []  # (overlap, -order, param, field path, field schema): the best-matched pair
     for i, p in enumerate(strings):
         pw = set(words(p.name))
-        if not pw & CURSOR_WORDS:
+        if not _named(p.name, CURSOR_WORDS, CURSOR_MARKS):
             continue
         for path, s in text:
             fw = set(words(path[-1]))
@@ -405,19 +465,19 @@ def _paging(params: tuple[ApiParam, ...], body: dict[str, Any], items: tuple[str
     if pairs:
         _n, _i, p, path, s = max(pairs, key=lambda x: (x[0], x[1]))
         if set(words(path[-1])) & LINK_WORDS or s.get("format") in ("uri", "url"):
-            return replace(base, kind="next_url", field=path)
+            return replace(base, kind="next_url", field=path, param=mark)
         return replace(base, kind="cursor", param=p.name, field=path)
     for path, s in text:
         fw = set(words(path[-1])) | (set(words(path[0])) if len(path) > 1 else set())
         if "next" in fw and (fw & LINK_WORDS or s.get("format") in ("uri", "url")):
-            return replace(base, kind="next_url", field=path)
-    page = next((p for p in ints if set(words(p.name)) & PAGE_WORDS
-                 and not set(words(p.name)) & SIZE_WORDS), None)
+            return replace(base, kind="next_url", field=path, param=mark)
+    page = next((p for p in ints if p is not size
+                 and _named(p.name, PAGE_WORDS, frozenset({"page"}))), None)
     if page is not None:
         low = page.schema.get("minimum", page.schema.get("default", 1))
         return replace(base, kind="page", param=page.name,
                        first=int(low) if isinstance(low, int) else 1)
-    offset = next((p for p in ints if set(words(p.name)) & OFFSET_WORDS), None)
+    offset = next((p for p in ints if _named(p.name, OFFSET_WORDS, OFFSET_MARKS)), None)
     if offset is not None:
         return replace(base, kind="offset", param=offset.name, first=0)
     return base
@@ -448,11 +508,13 @@ def column_type(schema: dict[str, Any]) -> tuple[str, TypeKind]:
 
 def item_columns(op: Operation) -> list[Column]:
     """One column per field of an item, in the spec's order; nested objects and lists are JSON."""
-    required = set(op.item.get("required") or [])
+    required = set(_list(op.item.get("required")))
     out = []
-    for name, schema in (op.item.get("properties") or {}).items():
-        if not isinstance(schema, dict):
-            continue
+    seen: set[str] = set()
+    for name, schema in _dict(op.item.get("properties")).items():
+        if not isinstance(schema, dict) or str(name).lower() in seen:
+            continue  # id and ID: one column (an engine reads names without case)
+        seen.add(str(name).lower())
         type_, kind = column_type(schema)
         nullable = (name not in required or bool(schema.get("nullable"))
                     or "null" in types_of(schema))

@@ -20,6 +20,7 @@ from tether.context.config_model import api_product
 from tether.context.profile import ColumnProfile
 from tether.errors import ConfigError
 from tether.policy.model import values_scoped
+from tether.sources.apisource import scheme_of
 from tether.sources.openapi import Operation, Spec, field_schema, load_spec, words
 from tether.toolgen.describe import grain_noun, join_words, sentence, split_sentences
 from tether.toolgen.kinds import Kind, register
@@ -239,7 +240,12 @@ def api_tool(ctx: Ctx, name: str) -> GeneratedTool:
     out["properties"].pop("total_rows", None)  # an API seldom says how many in all
     sentences = _sentences(ctx, name, p, op, prof.columns, max_rows, public)
     description, sources = join_sentences(sentences)
+    spec = spec_of(ctx.project, ctx.project.source_name(name))
+    src_cfg = ctx.config.sources[ctx.project.source_name(name)]
+    server = next((s for s in spec.servers if s.startswith(("http://", "https://"))), None)
     plan_request = op.plan() | {
+        "server": server,  # where requests go when tether.yaml names no base_url
+        "scheme": scheme_of(ctx.project.source_name(name), src_cfg, spec.schemes),
         "args": args,
         "columns": [{"name": c.column.name, "type": c.column.type, "kind": c.column.kind}
                     for c in prof.columns if not c.column.nested]}
