@@ -104,6 +104,8 @@ START_UP = {
         "an engine's driver loads when a source of that engine is opened, not with every command",
     ("tether.sources", "tether.sources.sqlalchemy"):
         "SQLAlchemy loads only for a project with a SQLAlchemy source",
+    ("tether.sources", "tether.sources.apisource"):
+        "the HTTP client loads only for a project with an API source",
     ("tether.sources", "tether.sources.spark"):
         "the Spark Connect client (grpc, Arrow) loads only for a project with a Spark source",
     ("tether.demo.drift", "tether.sources.sqlalchemy"):

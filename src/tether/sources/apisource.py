@@ -27,7 +27,7 @@ from tether.errors import ConfigError, QueryError, SourceError
 from tether.sources.apiclient import ApiClient, ApiError, Credential
 from tether.sources.base import Source, first_line, trace_statement
 from tether.sources.credentials import CredentialStore
-from tether.sources.openapi import Operation, Spec, item_columns, load_spec
+from tether.sources.openapi import Operation, Spec, item_columns, load_spec, scheme_of
 
 
 def rows_table(columns: list[Column], rows: list[dict[str, Any]], table: str = "api_rows"
@@ -77,18 +77,6 @@ def base_url_of(name: str, cfg: SourceConfig, spec: Spec | None) -> str:
         return spec.servers[0]
     raise ConfigError(f"source {name!r}: the spec names no absolute server URL.",
                       hint="Set `base_url:` on the source.")
-
-
-def scheme_of(name: str, cfg: SourceConfig, spec_schemes: dict[str, Any]) -> dict[str, Any] | None:
-    """The security scheme ``auth.scheme`` names in the spec (None without `auth:`)."""
-    if cfg.auth is None:
-        return None
-    scheme = spec_schemes.get(cfg.auth.scheme)
-    if not isinstance(scheme, dict):
-        raise ConfigError(f"source {name!r}: auth.scheme {cfg.auth.scheme!r} is not a security "
-                          "scheme of the spec.", hint="Schemes there: "
-                          + (", ".join(sorted(spec_schemes)) or "(none)") + ".")
-    return scheme
 
 
 def credential_for(name: str, cfg: SourceConfig, root: Path, serve: ServeConfig,

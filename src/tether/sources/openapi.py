@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from tether.context.config_model import SourceConfig
 from tether.context.schema import Column, TypeKind
 from tether.errors import ConfigError
 
@@ -345,6 +346,18 @@ class _Reader:
                 todo += [v for k, v in node.items() if k != "$ref"]
         blob = json.dumps([o.plan(), raw, reached], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def scheme_of(name: str, cfg: SourceConfig, spec_schemes: dict[str, Any]) -> dict[str, Any] | None:
+    """The security scheme ``auth.scheme`` names in the spec (None without `auth:`)."""
+    if cfg.auth is None:
+        return None
+    scheme = spec_schemes.get(cfg.auth.scheme)
+    if not isinstance(scheme, dict):
+        raise ConfigError(f"source {name!r}: auth.scheme {cfg.auth.scheme!r} is not a security "
+                          "scheme of the spec.", hint="Schemes there: "
+                          + (", ".join(sorted(spec_schemes)) or "(none)") + ".")
+    return scheme
 
 
 def _dict(v: Any) -> dict[str, Any]:

@@ -20,8 +20,7 @@ from tether.context.config_model import api_product
 from tether.context.profile import ColumnProfile
 from tether.errors import ConfigError
 from tether.policy.model import values_scoped
-from tether.sources.apisource import scheme_of
-from tether.sources.openapi import Operation, Spec, field_schema, load_spec, words
+from tether.sources.openapi import Operation, Spec, field_schema, load_spec, scheme_of, words
 from tether.toolgen.describe import grain_noun, join_words, sentence, split_sentences
 from tether.toolgen.kinds import Kind, register
 from tether.toolgen.model import READ_ONLY, GeneratedTool, QueryPlan, Sentence, join_sentences
