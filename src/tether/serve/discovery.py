@@ -180,7 +180,8 @@ class Index:
     """BM25 over one caller's documents, by SQLite's FTS5: one row per field of each document
     (its name, each column, each value, each term, each piece of prose), so a word's rarity is
     measured over all fields and a short field that holds it counts for more than a long one; a
-    document scores the sum of its fields' BM25, each times the field's boost."""
+    document scores, for each of the question's terms, the BM25 of the field that holds it best
+    (times the field's boost): a common word repeated in many fields counts once."""
 
     def __init__(self, docs: list[Doc]) -> None:
         self.docs = docs
@@ -204,13 +205,16 @@ class Index:
         phrases = sorted(terms) + sorted(pairs)
         if not phrases:
             return terms, {}
-        query = " OR ".join('"' + w + '"' for w in phrases)
-        with self._lock:
-            found = self._db.execute("SELECT doc, kind, -bm25(f) FROM f WHERE f MATCH ?",
-                                     (query,)).fetchall()
         out: dict[int, float] = {}
-        for doc, field_kind, score in found:
-            out[doc] = out.get(doc, 0.0) + BOOST[field_kind] * max(score, 0.0)
+        with self._lock:
+            for phrase in phrases:  # each term counts once per document: in its best field
+                best: dict[int, float] = {}
+                for doc, field_kind, score in self._db.execute(
+                        "SELECT doc, kind, -bm25(f) FROM f WHERE f MATCH ?",
+                        ('"' + phrase + '"',)):
+                    best[doc] = max(best.get(doc, 0.0), BOOST[field_kind] * max(score, 0.0))
+                for doc, value in best.items():
+                    out[doc] = out.get(doc, 0.0) + value
         return terms, out
 
 
