@@ -563,3 +563,34 @@ def test_the_bytes_cap_cuts_a_page_and_the_cursor_goes_on_from_there(
         if not cursor:
             break
     assert seen == [t["id"] for t in tickets() if t["owner"] == "ann"]
+
+
+def test_init_writes_a_project_from_a_spec_that_builds_and_serves(
+        desk_port: tuple[HelpDesk, int], tmp_path: Path) -> None:
+    desk, port = desk_port
+    (tmp_path / "helpdesk.yaml").write_text(yaml.safe_dump(spec(), sort_keys=False))
+    root = tmp_path / "proj"
+    res = run_cli("init", str(root), "--openapi", "helpdesk.yaml", "--base-url",
+                  f"http://127.0.0.1:{port}/api", "--user", "ann", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "3 products, one per read operation; 3 operations that change state left out" in \
+        res.stdout
+    text = (root / "tether.yaml").read_text()
+    assert "spec: \"../helpdesk.yaml\"" in text or str(tmp_path / "helpdesk.yaml") in text
+    assert "auth: {scheme: bearerAuth, credential: token_store, sample_as: ann}" in text
+    assert "  list_tickets:  # GET /tickets: List the caller's tickets." in text
+    assert "createTicket" not in text
+    res = run_cli("token", "credential", "ann", "--source", "api", "--project", str(root),
+                  input="tok-ann\n")
+    assert res.returncode == 0, res.stderr
+    res = run_cli("build", "--project", str(root))
+    assert res.returncode == 0, res.stdout + res.stderr
+    _, (r,) = stdio_calls(root, "ann", [("tickets_by_status", {"status": "open"})])
+    assert not r.is_error, r.content
+    assert {x["owner"] for x in r.structured_content["rows"]} == {"ann"}
+    again = run_cli("init", str(root), "--openapi", "helpdesk.yaml", cwd=tmp_path)
+    assert again.returncode != 0 and "already exists" in again.stderr
+    bad = run_cli("init", str(tmp_path / "other"), "--openapi", "helpdesk.yaml", "--source",
+                  "x.duckdb", cwd=tmp_path)
+    assert bad.returncode == 2 and "takes no --source" in bad.stderr
+    assert not (tmp_path / "other").exists()

@@ -14,7 +14,12 @@ from tether.cli.output import err, out
 from tether.config import PROJECT_FILE, SourceConfig, parse_project
 from tether.errors import ConfigError, ProjectExistsError
 from tether.profiling.joins import infer_references
-from tether.profiling.starter import infer_products, render_starter, starter_url
+from tether.profiling.starter import (
+    infer_products,
+    render_api_starter,
+    render_starter,
+    starter_url,
+)
 from tether.sources import open_source, resolve_duckdb_path
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -31,14 +36,27 @@ def init(
     user: str = typer.Option(None, "--user", help="The example user tether.yaml names "
                              "(default: TETHER_USER, else the login name)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing tether.yaml."),
+    openapi: str = typer.Option(None, "--openapi", help="An OpenAPI 3 description (a file, "
+                                "JSON or YAML, or an http(s) URL) instead of --source: one "
+                                "product per read operation (docs/openapi.md)."),
+    base_url: str = typer.Option(None, "--base-url", help="With --openapi: where the API is "
+                                 "(default: the spec's first server)."),
 ) -> None:
     """Write a commented tether.yaml that serves as written: one product per table (inferences
-    marked for a person), one example role that sees everything, and you as its user."""
+    marked for a person), or with --openapi one per read operation of an HTTP API; one example
+    role that sees everything, and you as its user."""
     root = (directory or project or Path(".")).resolve()
     target = root / PROJECT_FILE
     if target.exists() and not force:
         raise ProjectExistsError(f"{target} already exists.",
                                  hint="Edit it, or pass --force to write a new one over it.")
+    if openapi is not None:
+        if source is not None or schema is not None:
+            raise ConfigError("--openapi reads an API: it takes no --source or --schema.")
+        _init_openapi(root, target, openapi, base_url, user)
+        return
+    if base_url is not None:
+        raise ConfigError("--base-url goes with --openapi.")
     if source is None:
         found = sorted(root.glob("*.duckdb")) if root.is_dir() else []
         if len(found) != 1:
@@ -85,6 +103,42 @@ def init(
     if env_var:
         err.print(f"the password was replaced by ${{{env_var}}}: export {env_var} before running "
                   "tether.")
+
+
+def _init_openapi(root: Path, target: Path, ref: str, base_url: str | None,
+                  user: str | None) -> None:
+    from tether.sources.openapi import load_spec
+
+    remote = ref.startswith(("http://", "https://"))
+    spec = load_spec(ref, Path.cwd())  # a file as the user typed it: from here
+    if not spec.operations:
+        raise ConfigError(f"--openapi {ref}: the API has no read operation with a JSON "
+                          "response; there is nothing to serve.")
+    if remote:
+        spec_ref = ref
+    else:
+        path = (Path.cwd() / ref).resolve()
+        try:
+            spec_ref = str(path.relative_to(root))
+        except ValueError:
+            spec_ref = str(path)
+    if base_url is None and not any(s.startswith(("http://", "https://")) for s in spec.servers):
+        raise ConfigError(f"--openapi {ref}: the spec names no absolute server URL.",
+                          hint="Pass --base-url URL (where the API is).")
+    name, _ = default_user(user)
+    created = not root.exists()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        text = render_api_starter(spec_ref, base_url, spec, name)
+        _validate(text, target, None)
+        target.write_text(text, encoding="utf-8")
+    except BaseException:
+        if created:
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+    out.print(f"wrote {target} ({len(spec.operations)} products, one per read operation; "
+              f"{len(spec.left_out)} operations that change state left out; user {name!r} in "
+              "an example role that sees everything).")
 
 
 def _expand(url: str) -> str:

@@ -23,6 +23,8 @@ from tether.context.timeformat import pattern as time_pattern
 from tether.errors import QueryError
 from tether.profiling import shapes
 from tether.sources import Source, resolve_duckdb_path
+from tether.sources.openapi import Spec
+from tether.sources.openapi import words as openapi_words
 from tether.sources.sqlalchemy import redact
 
 if TYPE_CHECKING:
@@ -361,29 +363,87 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
                          f"of {parent})")
         lines.append("")
     if user:
-        lines += [
-            "policies:",
-            "  roles:",
-            "    # An example role: every tool, every row, no masks, and a reviewer (it decides",
-            "    # reviews: a change of this policy that widens access waits for a reviewer who did",
-            "    # not make it, so add a second person with a reviewer role before the first such",
-            "    # change). Narrow it (tools, tables, row_filters, masks; docs/config.md) before",
-            "    # anyone else uses this project.",
-            "    everything:",
-            "      description: Sees every tool and every row (the example role of `tether init`).",
-            '      tools: ["*"]',
-            "      reviewer: true",
-            "  users:",
-            "    # The person who ran `tether init`; add one entry per person or program.",
-            f"    {_q(user)}: {{role: everything}}",
-            "",
-        ]
+        lines += example_policy(user)
     lines += [
         "# glossary:, metrics:, calendars:, lineage: -- add what your business means;",
         "# see docs/config.md and the demo's tether.yaml (`tether demo init`) for a full example.",
         "",
     ]
     return "\n".join(lines)
+
+
+def example_policy(user: str) -> list[str]:
+    """The example access policy of a starter: one role that sees every tool and every row,
+    and the person who ran `tether init` in it."""
+    return [
+        "policies:",
+        "  roles:",
+        "    # An example role: every tool, every row, no masks, and a reviewer (it decides",
+        "    # reviews: a change of this policy that widens access waits for a reviewer who did",
+        "    # not make it, so add a second person with a reviewer role before the first such",
+        "    # change). Narrow it (tools, tables, row_filters, masks; docs/config.md) before",
+        "    # anyone else uses this project.",
+        "    everything:",
+        "      description: Sees every tool and every row (the example role of `tether init`).",
+        '      tools: ["*"]',
+        "      reviewer: true",
+        "  users:",
+        "    # The person who ran `tether init`; add one entry per person or program.",
+        f"    {_q(user)}: {{role: everything}}",
+        "",
+    ]
+
+
+def render_api_starter(spec_ref: str, base_url: str | None, spec: Spec, user: str) -> str:
+    """The commented starter tether.yaml of an HTTP API: the source, one product per read
+    operation (its summary beside it), each caller's own credential where the spec asks for
+    one, and the example policy."""
+    scheme = _first_scheme(spec)
+    lines = [
+        "# tether.yaml written by `tether init --openapi`: one product per read operation of",
+        "# the API (the operations that change state are never served). Reference: docs/openapi.md",
+        "",
+        "sources:",
+        "  api:",
+        "    kind: openapi",
+        f"    spec: {_json_str(spec_ref)}",
+    ]
+    if base_url:
+        lines.append(f"    base_url: {_json_str(base_url)}")
+    else:
+        lines.append("    # base_url: the spec's first server; set it where the API really is")
+    if scheme:
+        lines += [
+            f"    auth: {{scheme: {_q(scheme)}, credential: token_store, sample_as: {_q(user)}}}",
+            "    # each caller reads with their own credential: `echo \"$TOKEN\" | tether token",
+            f"    # credential {user} --source api`; then raise sample_calls to profile the",
+            "    # responses (observed enums, formats, patterns) as that user",
+        ]
+    lines += ["    sample_calls: 0", "", "products:"]
+    taken: set[str] = set()
+    for table, op in sorted(spec.operations.items()):
+        name = "_".join(openapi_words(table)) or table
+        base, n = name, 2
+        while name in taken:
+            name, n = f"{base}_{n}", n + 1
+        taken.add(name)
+        said = " ".join(str(op.summary or "").split())[:90]
+        lines.append(f"  {_q(name)}:  # {op.method.upper()} {op.path}"
+                     + (f": {said}" if said else ""))
+        lines.append(f"    table: {_q(table)}")
+    lines.append("")
+    lines += example_policy(user)
+    return "\n".join(lines)
+
+
+def _first_scheme(spec: Spec) -> str | None:
+    """The security scheme requests carry: the first the operations ask for, else the spec's
+    first."""
+    for op in spec.operations.values():
+        for name in op.security:
+            if name in spec.schemes:
+                return name
+    return next(iter(spec.schemes), None)
 
 
 def _scheme(schemes: dict[tuple[str, str], str], pattern: str, column: str) -> str:
