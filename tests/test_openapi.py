@@ -331,6 +331,18 @@ def test_a_changed_spec_goes_through_the_gate(desk_port: tuple[HelpDesk, int],
         registry.close()
 
 
+def test_a_renamed_parameter_is_breaking(desk_port: tuple[HelpDesk, int],
+                                         tmp_path: Path) -> None:
+    root = built(tmp_path / "p", desk_port[1])
+    (root / "helpdesk.yaml").write_text(yaml.safe_dump(spec(rename_param="state"),
+                                                       sort_keys=False))
+    renamed = check(load_project(root))
+    assert renamed.exit_code == 11
+    out = {o.tool: (o.outcome, o.change_kind) for o in renamed.outcomes}
+    # the name follows the first filter: the old tool is retired, the new one waits with it
+    assert ("pending", "breaking") in out.values(), out
+
+
 def test_the_credential_command_reads_stdin_and_refuses_what_it_cannot_keep(
         project: Path) -> None:
     res = run_cli("token", "credential", "ann", "--source", "nope", "--project", str(project),
