@@ -195,6 +195,8 @@ def test_each_caller_reads_with_their_own_credential_over_stdio(
     # the page size the spec allows at most (20), not the 50 asked
     assert evidence["requests"][0].endswith("/api/tickets?status=closed&limit=20 -> 200")
     assert "tok-ann" not in json.dumps(ann.meta) + json.dumps(ann.structured_content)
+    # the statement reads the product's own table, as a labeller maps any product's
+    assert 'FROM "listTickets" AS "tickets"' in evidence["sql"]
     assert ben_one.is_error and "404" in ben_one.content[0].text
     assert {s["headers"]["authorization"] for s in desk.seen} == {"Bearer tok-ann"}
     _, (cyd,) = stdio_calls(project, "cyd", [("tickets_by_status", {})])

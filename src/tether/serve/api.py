@@ -29,6 +29,7 @@ from tether.sources.apiclient import ApiClient, ApiError
 from tether.sources.apisource import OpenAPISource, rows_table
 
 ROWS_TABLE = "api_rows"
+"""The rows' table when the product names none (a plan from before)."""
 
 
 def run(ex: Executor, call: Call) -> Answered:
@@ -70,10 +71,14 @@ def run(ex: Executor, call: Call) -> Answered:
         client.close()
     columns = [Column(name=c["name"], type=c["type"], kind=c["kind"], nullable=True)
                for c in req.get("columns") or []]
-    con = rows_table(columns, fetched.rows, ROWS_TABLE)
+    # the rows' table is the product's own (its operation): the statement in the evidence reads
+    # as any product's does, so a labeller maps it to the product like a warehouse table
+    product_cfg = ex.project.config.products.get(product)
+    table = (product_cfg.table if product_cfg is not None and product_cfg.table else ROWS_TABLE)
+    con = rows_table(columns, fetched.rows, table)
     try:
         rel = entitle(ex.project.config, call.user, product, columns,
-                      exp.to_table(ROWS_TABLE), "duckdb", ex.keys())
+                      exp.table_(exp.to_identifier(table, quoted=True)), "duckdb", ex.keys())
         statement = rel.query.sql(dialect="duckdb")
         cur = con.execute(statement, rel.params)
         names = [d[0] for d in cur.description or []]
