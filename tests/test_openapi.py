@@ -80,7 +80,8 @@ def stdio_calls(root: Path, user: str, calls: list[tuple[str, dict[str, Any]]]
                 ) -> tuple[list[str], list[Any]]:
     params = StdioServerParameters(command=TETHER, args=["serve", "--project", str(root),
                                                          "--as-user", user],
-                                   env={"PATH": os.environ["PATH"]})
+                                   env={k: v for k, v in os.environ.items()
+                                        if k in ("PATH", "PYTHONPATH")})
 
     async def go() -> tuple[list[str], list[Any]]:
         async with Client(params) as c:
@@ -581,7 +582,7 @@ def test_the_bytes_cap_cuts_a_page_and_the_cursor_goes_on_from_there(
 
 def test_init_writes_a_project_from_a_spec_that_builds_and_serves(
         desk_port: tuple[HelpDesk, int], tmp_path: Path) -> None:
-    desk, port = desk_port
+    _, port = desk_port
     (tmp_path / "helpdesk.yaml").write_text(yaml.safe_dump(spec(), sort_keys=False))
     root = tmp_path / "proj"
     res = run_cli("init", str(root), "--openapi", "helpdesk.yaml", "--base-url",
