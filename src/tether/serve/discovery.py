@@ -37,10 +37,12 @@ STOP = frozenset(
     "you your all".split()
     # the words every definition here uses of itself, which tell one product from none
     + "data product row record table tool call result field".split())
-BOOST = {"name": 8.0, "term": 6.0, "exact": 5.0, "column": 3.0, "value": 2.0, "text": 1.0}
+BOOST = {"name": 8.0, "term": 6.0, "exact": 5.0, "title": 4.0, "column": 3.0, "value": 2.0,
+         "text": 1.0}
 """Each field's weight in a document's score (BM25F-style boosts): what a product is called
 counts most, then the glossary's words for it, then a value it holds written whole in the
-question (``CLOSED_LOST``, ``Run Off``), then its columns, then a word of one of its values, then
+question (``CLOSED_LOST``, ``Run Off``), then its title (one line saying what the whole product
+answers: an API operation's summary), then its columns, then a word of one of its values, then
 the prose about it. A word the question shares with a product's name outranks the same word as
 another product's value."""
 RUN = re.compile(r"[A-Za-z0-9]+(?:[_\-./:][A-Za-z0-9]+)*")
@@ -152,7 +154,7 @@ def _doc(v: _Shaped, listed: bool, config: TetherConfig) -> Doc:
     if v.name != name:
         called += doc.add(v.name.replace("_", " "), "name", f"tool {v.name}", row=False)
     doc.rows.append(("name", called))
-    doc.add(str(d.get("title") or ""), "text", "title")
+    doc.add(str(d.get("title") or ""), "title", "title")
     doc.add(description, "text", "description")
     props = (d.get("inputSchema") or {}).get("properties", {})
     for param, prop in props.items():
