@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import uvicorn
 import yaml
 from starlette.applications import Starlette
@@ -316,8 +317,13 @@ class Catalog:
                 return refused
             return JSONResponse({"message": f"bad request {request.url}"}, status_code=400)
 
+        async def slow(request: Request) -> JSONResponse:
+            await anyio.sleep(3)
+            return JSONResponse([])
+
         return Starlette(routes=[Route("/items", items), Route("/loop", loop),
-                                 Route("/busy", busy), Route("/broken", broken)])
+                                 Route("/busy", busy), Route("/broken", broken),
+                                 Route("/slow", slow)])
 
 
 def catalog_spec() -> dict[str, Any]:
@@ -346,6 +352,7 @@ def catalog_spec() -> dict[str, Any]:
                 [{"name": "cursor", "in": "query", "schema": {"type": "string"}}]),
             "/busy": op("listBusy", {"type": "array", "items": item}),
             "/broken": op("listBroken", {"type": "array", "items": item}),
+            "/slow": op("listSlow", {"type": "array", "items": item}),
         },
     }
 

@@ -129,7 +129,7 @@ def test_a_spec_tether_cannot_read_is_named_with_the_place_and_what_to_do(
 
 
 def test_a_broken_spec_stops_build_with_a_clear_error_and_keeps_what_was_published(
-        project: Path, tmp_path: Path, desk_port: tuple[HelpDesk, int]) -> None:
+        tmp_path: Path, desk_port: tuple[HelpDesk, int]) -> None:
     root = built(tmp_path / "p", desk_port[1])
     before = tools_of(root)
     (root / "helpdesk.yaml").write_text("openapi: 3.1.0\npaths: [\n")
@@ -152,7 +152,8 @@ def test_generated_tools_carry_the_spec_and_the_sample_with_their_sources(projec
     assert props["status"]["enum"] == ["open", "pending", "closed", "void"]
     assert props["opened_since"]["format"] == "date-time"
     assert "cursor" in props and props["limit"]["maximum"] == 200
-    assert "limit" not in {k for k in props if k != "limit"}  # the API's page size is tether's
+    # the API's own cursor and page size (limit, at most 20) are the server's, not arguments
+    assert set(props) == {"status", "opened_since", "limit", "cursor"}
     rows = t["outputSchema"]["properties"]["rows"]["items"]["properties"]
     assert rows["amount_cents"]["description"] == "Amount claimed, in cents; unit: USD cents."
     sources = t["_meta"]["tether/context"]["sources"]
@@ -429,6 +430,21 @@ def test_a_rate_limit_asking_no_wait_is_retried_a_few_times_then_said(
     assert "answered 429 (rate limited; retried 3 times)" in e.value.message
 
 
+def test_an_api_that_does_not_answer_in_time_is_a_clear_error(
+        catalog: tuple[Catalog, int]) -> None:
+    _, port = catalog
+    s = parse_spec(json.dumps(catalog_spec()), "catalog.json")
+    client = ApiClient(f"http://127.0.0.1:{port}", 1.0)
+    try:
+        with pytest.raises(ApiError) as e:
+            client.rows(s.operations["listSlow"].plan(), {},
+                        Credential(Catalog.KEY, s.schemes["key"]), 10)
+    finally:
+        client.close()
+    assert "did not answer within the call's time" in e.value.message
+    assert Catalog.KEY not in e.value.paragraph()
+
+
 def test_an_error_that_quotes_the_request_never_shows_the_key(
         catalog: tuple[Catalog, int]) -> None:
     _, port = catalog
@@ -609,3 +625,17 @@ def test_init_writes_a_project_from_a_spec_that_builds_and_serves(
                   "x.duckdb", cwd=tmp_path)
     assert bad.returncode == 2 and "takes no --source" in bad.stderr
     assert not (tmp_path / "other").exists()
+
+
+def test_a_credential_set_or_revoked_by_another_process_holds_at_the_next_call(
+        tmp_path: Path) -> None:
+    from tether.sources.credentials import CredentialStore
+
+    path = tmp_path / "credentials.json"
+    server, admin = CredentialStore(path), CredentialStore(path)
+    assert server.get("desk", "ann") is None
+    admin.set("desk", "ann", "tok-1")
+    assert server.get("desk", "ann") == "tok-1"
+    admin.set("desk", "ann", "tok-2")
+    assert server.get("desk", "ann") == "tok-2"
+    assert admin.remove("desk", "ann") and server.get("desk", "ann") is None

@@ -14,22 +14,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
 
 from sqlglot import exp
 
-from tether.context.meta import MASK_KEY_SHOWN, Evidence
 from tether.context.schema import Column
 from tether.errors import TetherError
-from tether.policy.entitle import MASK_KEY_PARAMS, entitle
+from tether.policy.entitle import entitle
 from tether.serve import pagination
 from tether.serve.executor import Executor, jsonable
 from tether.serve.kinds import Answered, Call, Runner, ToolError, register
 from tether.sources.apiclient import ApiClient, ApiError
 from tether.sources.apisource import OpenAPISource, rows_table
-
-ROWS_TABLE = "api_rows"
-"""The rows' table when the product names none (a plan from before)."""
 
 
 def run(ex: Executor, call: Call) -> Answered:
@@ -61,7 +56,7 @@ def run(ex: Executor, call: Call) -> Answered:
         base = source.base_url(req.get("server"))
     except TetherError as e:
         raise ToolError(e.paragraph()) from None
-    client = ApiClient(base, ex.timeout)
+    client = ApiClient(base, ex.timeout)  # one a call: no cookie or connection outlives a caller
     asked = dt.datetime.now(dt.UTC)
     try:
         fetched = client.rows(req, api_args, credential, limit, state)
@@ -73,8 +68,7 @@ def run(ex: Executor, call: Call) -> Answered:
                for c in req.get("columns") or []]
     # the rows' table is the product's own (its operation): the statement in the evidence reads
     # as any product's does, so a labeller maps it to the product like a warehouse table
-    product_cfg = ex.project.config.products.get(product)
-    table = (product_cfg.table if product_cfg is not None and product_cfg.table else ROWS_TABLE)
+    table = ex.project.product(product).table or product
     con = rows_table(columns, fetched.rows, table)
     try:
         rel = entitle(ex.project.config, call.user, product, columns,
@@ -102,24 +96,17 @@ def run(ex: Executor, call: Call) -> Answered:
     if resume is not None:
         next_cursor = pagination.encode(ex.cursor_key, call.user, call.tool, call.version,
                                         call.args, [json.dumps(resume)])
+    out = ex.result(call, rows, [product], paged=True, truncated=more, next_cursor=next_cursor)
     when = min(fetched.date, ex.project.now()) if fetched.date else asked
-    out: dict[str, Any] = {"rows": rows, "row_count": len(rows), "truncated": more,
-                           "next_cursor": next_cursor,
-                           "as_of": when.isoformat(),
-                           "as_of_basis": "the API response's Date header" if fetched.date
-                           else "the time of the request"}
+    out["as_of"] = when.isoformat()  # the API's answer, not a column of it
+    out["as_of_basis"] = ("the API response's Date header" if fetched.date
+                          else "the time of the request")
     if capped:
         out["capped"] = "bytes"
-    if plan.units:
-        out["units"] = plan.units
     if fetched.retries:
         out["retried"] = fetched.retries
-    bound = {k: MASK_KEY_SHOWN if k in MASK_KEY_PARAMS else jsonable(v)
-             for k, v in rel.params.items()}
-    evidence = Evidence(tool=call.tool, version=call.version, sql=statement, params=bound,
-                        tables=[product], policy_predicates=rel.policy_sql(
-                            lambda e: e.sql(dialect="duckdb")),
-                        dialect="duckdb", requests=fetched.requests)
+    evidence = ex.evidence(call, source, statement, rel.params, [product])
+    evidence.requests = fetched.requests
     return Answered(out, evidence)
 
 

@@ -67,30 +67,24 @@ class Credential:
         return text
 
     def apply(self, headers: dict[str, str],
-              query: list[tuple[str, str | int | float | bool | None]]) -> str | None:
-        """Put the secret in the request; the query parameter it went into, if any."""
+              query: list[tuple[str, str | int | float | bool | None]]) -> None:
+        """Put the secret in the request (in the query at :attr:`query_name`, if there)."""
         kind = str(self.scheme.get("type", "")).lower()
-        if kind == "apikey":
-            name = str(self.scheme.get("name") or "")
-            where = self.scheme.get("in")
-            if where == "query":
-                query.append((name, self.secret))
-                return name
-            if where == "cookie":
-                headers["Cookie"] = f"{name}={self.secret}"
-            else:
-                headers[name] = self.secret
-            return None
-        if kind == "http" and str(self.scheme.get("scheme", "")).lower() == "basic":
+        name = str(self.scheme.get("name") or "")
+        if self.query_name is not None:
+            query.append((self.query_name, self.secret))
+        elif kind == "apikey" and self.scheme.get("in") == "cookie":
+            headers["Cookie"] = f"{name}={self.secret}"
+        elif kind == "apikey":
+            headers[name] = self.secret
+        elif kind == "http" and str(self.scheme.get("scheme", "")).lower() == "basic":
             headers["Authorization"] = "Basic " + base64.b64encode(self.secret.encode()).decode()
-            return None
-        headers["Authorization"] = f"Bearer {self.secret}"  # bearer, oauth2, openIdConnect
-        return None
+        else:  # bearer, oauth2, openIdConnect
+            headers["Authorization"] = f"Bearer {self.secret}"
 
 
 @dataclass
 class Page:
-    status: int
     body: Any
     headers: httpx.Headers
     url: str
@@ -128,11 +122,11 @@ def query_value(value: Any) -> list[str]:
 class ApiClient:
     """Requests to one API at ``base_url``; ``timeout`` bounds one call's requests together."""
 
-    def __init__(self, base_url: str, timeout: float, client: httpx.Client | None = None):
+    def __init__(self, base_url: str, timeout: float):
         self.base = base_url.rstrip("/")
         self.origin = _origin(self.base)
         self.timeout = timeout
-        self.http = client or httpx.Client(follow_redirects=False)
+        self.http = httpx.Client(follow_redirects=False)
 
     def close(self) -> None:
         self.http.close()
@@ -172,16 +166,19 @@ class ApiClient:
         out = Fetch([], None)
         pages = 0
         visited: set[str] = set()
+
+        def request(at: dict[str, Any]) -> tuple[str, list[tuple[str, str]], list[Any]]:
+            """The URL and query of the page ``at`` names, and its own paging parameter."""
+            if "url" in at:
+                return str(at["url"]), [], []
+            extra = [(paging["param"], str(at["value"]))] if "value" in at else []
+            if kind in ("page", "offset") and "value" not in at:
+                first = paging.get("first", 1 if kind == "page" else 0)
+                extra = [(paging["param"], str(first))]
+            return base_url, [*query, *extra], extra
+
         while True:
-            if "url" in state:
-                url, extra = str(state["url"]), []
-            else:
-                extra = [(paging["param"], str(state["value"]))] if "value" in state else []
-                if kind in ("page", "offset") and "value" not in state:
-                    first = paging.get("first", 1 if kind == "page" else 0)
-                    extra = [(paging["param"], str(first))]
-                url = base_url
-            sent = [*query, *extra] if "url" not in state else []
+            url, sent, extra = request(state)
             visited.add(json.dumps([url, sent]))
             page = self.get(plan, url, sent, credential, deadline, out)
             pages += 1
@@ -189,9 +186,7 @@ class ApiClient:
             nxt = self.next_state(plan, page, got, extra, credential)
             if nxt is not None and kind in ("page", "offset") and per and len(got) < per:
                 nxt = None  # a short page is the last
-            if nxt is not None and json.dumps(
-                    [nxt.get("url", base_url), [*query, (paging.get("param"), str(
-                        nxt["value"]))] if "value" in nxt else []]) in visited:
+            if nxt is not None and json.dumps(request(nxt)[:2]) in visited:
                 nxt = None  # the API pointed back at a page already read
             taken = got[skip:]
             room = want - len(out.rows)
@@ -256,9 +251,10 @@ class ApiClient:
             credential: Credential | None, deadline: float, out: Fetch) -> Page:
         headers = {"Accept": "application/json"}
         query: list[tuple[str, str | int | float | bool | None]] = list(given)
-        secret_param = credential.apply(headers, query) if credential else None
+        if credential is not None:
+            credential.apply(headers, query)
         scrub = credential.scrub if credential else (lambda t: t)
-        shown = scrub(_shown(url, query, secret_param))
+        shown = scrub(_shown(url, query, credential.query_name if credential else None))
         target = httpx.URL(url).copy_merge_params(httpx.QueryParams(query)) if query else url
         method = str(plan.get("method", "GET"))
         retry_on = set(plan.get("retry") or [])
@@ -308,7 +304,7 @@ class ApiClient:
                 with contextlib.suppress(TypeError, ValueError):
                     when = email.utils.parsedate_to_datetime(date).astimezone(dt.UTC)
                     out.date = when if out.date is None else min(out.date, when)
-            return Page(status, body, r_headers, final)
+            return Page(body, r_headers, final)
 
     def _read(self, method: str, target: Any, headers: dict[str, str], left: float,
               deadline: float) -> tuple[int, httpx.Headers, bytes, str]:

@@ -14,11 +14,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import sqlglot
 from sqlglot import exp
 
 from tether.config import ServeConfig, SourceConfig
@@ -70,16 +72,7 @@ def _text(v: Any, as_json: bool = False) -> str | None:
     return str(v)
 
 
-def base_url_of(name: str, cfg: SourceConfig, spec: Spec | None) -> str:
-    if cfg.base_url:
-        return cfg.base_url
-    if spec is not None and spec.servers and spec.servers[0].startswith(("http://", "https://")):
-        return spec.servers[0]
-    raise ConfigError(f"source {name!r}: the spec names no absolute server URL.",
-                      hint="Set `base_url:` on the source.")
-
-
-def credential_for(name: str, cfg: SourceConfig, root: Path, serve: ServeConfig,
+def credential_for(name: str, cfg: SourceConfig, store: CredentialStore,
                    scheme: dict[str, Any] | None, user: str | None, security: list[str]
                    ) -> Credential | None:
     """The credential a request of ``user`` carries, placed as ``scheme`` says: theirs from
@@ -103,7 +96,7 @@ def credential_for(name: str, cfg: SourceConfig, root: Path, serve: ServeConfig,
     if user is None:
         raise ApiError(f"source {name!r} answers each caller with their own credential, and "
                        "this call has no caller.")
-    secret = CredentialStore(root / serve.credentials_file).get(name, user)
+    secret = store.get(name, user)
     if secret is None:
         raise ApiError(f"{user} holds no credential for source {name!r}: the API is read "
                        "with each caller's own.",
@@ -128,6 +121,7 @@ class OpenAPISource(Source):
         self._loaded: set[str] = set()
         self._lock = threading.RLock()
         self.sampled_at: dt.datetime | None = None
+        self.credentials = CredentialStore(root / self.serve_cfg.credentials_file)
 
     @property
     def spec(self) -> Spec:
@@ -172,7 +166,11 @@ class OpenAPISource(Source):
         if self.serving:
             raise ConfigError(f"source {self.name!r}: the tool records no server and the "
                               "source has no base_url.", hint="Set `base_url:` on the source.")
-        return base_url_of(self.name, self.cfg, self.spec)
+        servers = self.spec.servers
+        if servers and servers[0].startswith(("http://", "https://")):
+            return servers[0]
+        raise ConfigError(f"source {self.name!r}: the spec names no absolute server URL.",
+                          hint="Set `base_url:` on the source.")
 
     def credential(self, user: str | None, security: list[str],
                    scheme: dict[str, Any] | None = None) -> Credential | None:
@@ -180,8 +178,7 @@ class OpenAPISource(Source):
         record; profiling reads the spec's)."""
         if scheme is None and not self.serving:
             scheme = scheme_of(self.name, self.cfg, self.spec.schemes)
-        return credential_for(self.name, self.cfg, self.root, self.serve_cfg, scheme, user,
-                              security)
+        return credential_for(self.name, self.cfg, self.credentials, scheme, user, security)
 
     # --- profiling's sample ---
 
@@ -215,42 +212,29 @@ class OpenAPISource(Source):
             finally:
                 client.close()
         self.sampled_at = dt.datetime.now(dt.UTC)
-        if self._con is None:
-            self._con = duckdb.connect(":memory:")
         load_rows(self._con, item_columns(op), rows, table)
         self._loaded.add(table)
 
     def run_named(self, sql: str, params: dict[str, Any] | None = None,
                   timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Profiling: the statement over the operations' samples, each read on first mention.
+        A server: over the operations' tables with no row in them (it compiles its policy's
+        predicates against their columns, and reads no data through SQL here)."""
         with self._lock:
-            if self.serving:  # no data and no credential: the operations' tables, empty
-                return self._empty(sql, params)
-            for t in self.spec.operations:
-                if t not in self._loaded and _mentions(sql, t):
-                    self._sample(t)
             if self._con is None:
                 self._con = duckdb.connect(":memory:")
+                if self.serving:
+                    for table, op in self.spec.operations.items():
+                        load_rows(self._con, item_columns(op), [], table)
+            if not self.serving:
+                for t in sorted((_mentioned(sql) & set(self.spec.operations)) - self._loaded):
+                    self._sample(t)
             trace_statement(self.name, self.dialect, sql)
             try:
                 cur = self._con.execute(sql, params or {})
-                names = [d[0] for d in cur.description or []]
-                return names, cur.fetchall()
+                return [d[0] for d in cur.description or []], cur.fetchall()
             except duckdb.Error as e:
                 raise QueryError(self.name, first_line(e)) from None
-
-    def _empty(self, sql: str, params: dict[str, Any] | None
-               ) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """A statement over the operations' tables with no row in them: a server compiles its
-        policy's predicates against their columns, and reads no data through SQL here."""
-        if self._con is None:
-            self._con = duckdb.connect(":memory:")
-            for table, op in self.spec.operations.items():
-                load_rows(self._con, item_columns(op), [], table)
-        try:
-            cur = self._con.execute(sql, params or {})
-            return [d[0] for d in cur.description or []], cur.fetchall()
-        except duckdb.Error as e:
-            raise QueryError(self.name, first_line(e)) from None
 
     def loaded_at(self) -> dt.datetime | None:
         return self.sampled_at
@@ -265,5 +249,9 @@ def _q(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql("duckdb")
 
 
-def _mentions(sql: str, table: str) -> bool:
-    return f'"{table}"' in sql or table in sql
+def _mentioned(sql: str) -> set[str]:
+    """The tables a statement names (every word of it, where it does not parse)."""
+    try:
+        return {t.name for t in sqlglot.parse_one(sql, dialect="duckdb").find_all(exp.Table)}
+    except sqlglot.errors.ParseError:
+        return set(re.findall(r"\w+", sql))

@@ -20,9 +20,16 @@ from tether.keyfile import private_file
 class CredentialStore:
     def __init__(self, path: Path):
         self.path = path
+        self._read: tuple[tuple[int, int, int], dict[str, dict[str, str]]] | None = None
 
     def _load(self) -> dict[str, dict[str, str]]:
+        """The file's credentials, read again only when the file changes (a server reads
+        them on every call; another process sets and revokes them)."""
         try:
+            st = self.path.stat()
+            mark = (st.st_mtime_ns, st.st_size, st.st_ino)
+            if self._read is not None and self._read[0] == mark:
+                return {s: dict(u) for s, u in self._read[1].items()}
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return {}
@@ -34,7 +41,8 @@ class CredentialStore:
                               "credentials again.") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{self.path} does not hold credentials tether wrote.")
-        return data
+        self._read = (mark, data)
+        return {s: dict(u) for s, u in data.items()}
 
     def get(self, source: str, user: str) -> str | None:
         found = self._load().get(source, {}).get(user)

@@ -15,6 +15,7 @@ response schema.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -199,8 +200,23 @@ def parse_spec(text: str, where: str) -> Spec:
 
 
 def load_spec(ref: str, root: Path) -> Spec:
-    text, where = read_spec_text(ref, root)
-    return parse_spec(text, where)
+    """The spec ``ref`` names (relative to ``root``). A file is read once per version of it in
+    a process (profiling and generation read the same spec: a large one takes a while); a URL
+    is fetched on every call, so a spec that moved there is seen."""
+    if ref.startswith(("http://", "https://")):
+        return parse_spec(*read_spec_text(ref, root))
+    path = Path(ref).expanduser()
+    path = path if path.is_absolute() else root / path
+    try:
+        st = path.stat()
+    except OSError:
+        return parse_spec(*read_spec_text(ref, root))  # says what is wrong with the file
+    return _file_spec(ref, str(root), (st.st_mtime_ns, st.st_size, st.st_ino))
+
+
+@functools.lru_cache(maxsize=16)
+def _file_spec(ref: str, root: str, stamp: tuple[int, int, int]) -> Spec:
+    return parse_spec(*read_spec_text(ref, Path(root)))
 
 
 class _Reader:

@@ -11,8 +11,8 @@ every caller reads the same data (a shared credential) and no policy scopes them
 
 from __future__ import annotations
 
-import functools
-from pathlib import Path
+from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from tether.config import ProductConfig, Project
@@ -23,6 +23,7 @@ from tether.policy.model import values_scoped
 from tether.sources.openapi import Operation, Spec, field_schema, load_spec, scheme_of, words
 from tether.toolgen.describe import grain_noun, join_words, sentence, split_sentences
 from tether.toolgen.kinds import Kind, register
+from tether.toolgen.listing import column_units
 from tether.toolgen.model import READ_ONLY, GeneratedTool, QueryPlan, Sentence, join_sentences
 from tether.toolgen.provenance import note_said
 from tether.toolgen.shared import (
@@ -45,24 +46,10 @@ PAGING_WORDS = {"link": "its Link header", "next_url": "the next-page URL it ret
                 "offset": "offsets"}
 
 
-@functools.lru_cache(maxsize=16)
-def _spec(ref: str, root: str, stamp: tuple[int, int] | None) -> Spec:
-    return load_spec(ref, Path(root))
-
-
 def spec_of(project: Project, source: str) -> Spec:
     cfg = project.config.sources[source]
     assert cfg.spec is not None
-    path = Path(cfg.spec) if Path(cfg.spec).is_absolute() else project.root / cfg.spec
-    stamp = None
-    if not cfg.spec.startswith(("http://", "https://")) and path.exists():
-        st = path.stat()
-        stamp = (st.st_mtime_ns, st.st_size)
-    return _spec(cfg.spec, str(project.root), stamp)
-
-
-def operation_of(ctx: Ctx, name: str) -> Operation:
-    return operation_in(ctx.project, name)
+    return load_spec(cfg.spec, project.root)
 
 
 def operation_in(project: Project, name: str) -> Operation:
@@ -83,21 +70,16 @@ VERBS = frozenset({"get", "list", "read", "fetch", "find", "search", "retrieve",
 """Words of an operation id that name the request, not what it answers."""
 
 
-def api_tool_name(p: ProductConfig, op: Operation | None = None, title: str = "") -> str:
-    """The tool's name: the one tether.yaml gives, else what the operation answers and what
-    picks its rows: its words less the request's verb, ``_by_`` its first filter
-    (listInvoices(status) -> invoices_by_status, getInvoice(invoice_id) -> invoice_by_id); one
-    word alone takes the API's title before it (help_desk_agents)."""
-    if p.tool and p.tool.name:
-        return p.tool.name
+def api_tool_name(p: ProductConfig, op: Operation, title: str) -> str:
+    """What the operation answers and what picks its rows: its words less the request's verb,
+    ``_by_`` its first filter (listInvoices(status) -> invoices_by_status,
+    getInvoice(invoice_id) -> invoice_by_id); one word alone takes the API's title before it
+    (help_desk_agents)."""
     noun = [w for w in words(p.table or "api") if w not in VERBS] or words(p.table or "api")
-    by: list[str] = []
-    if op is not None:
-        driven = op.paging.server_params()
-        first = next((x for x in sorted(op.params, key=lambda x: x.where != "path")
-                      if x.name not in driven), None)
-        if first is not None:
-            by = [w for w in words(first.name) if w not in noun] or words(first.name)
+    driven = op.paging.server_params()
+    first = next((x for x in sorted(op.params, key=lambda x: x.where != "path")
+                  if x.name not in driven), None)
+    by = ([w for w in words(first.name) if w not in noun] or words(first.name)) if first else []
     name = noun + (["by", *by] if by else [])
     if len(name) == 1:
         name = [w for w in words(title) if w not in noun][:3] + name
@@ -109,23 +91,21 @@ def api_names(project: Project, names: list[str]) -> dict[str, str]:
     thing), both keep their operation's every word (copilot_spaces_get_for_org), and what still
     collides ends with its table's name."""
     out: dict[str, str] = {}
+    given = {n for n in names if (t := project.config.products[n].tool) and t.name}
     for name in names:
         p = project.config.products[name]
-        out[name] = p.tool.name if p.tool and p.tool.name else api_tool_name(
+        out[name] = p.tool.name if name in given and p.tool and p.tool.name else api_tool_name(
             p, operation_in(project, name), spec_of(project, project.source_name(name)).title)
-    for _ in range(2):
-        seen: dict[str, list[str]] = {}
-        for name, tool in out.items():
-            seen.setdefault(tool, []).append(name)
-        for group in (g for g in seen.values() if len(g) > 1):
-            for name in group:
-                p = project.config.products[name]
-                if p.tool and p.tool.name:
-                    continue  # named in tether.yaml: a clash there is the person's to mend
-                if _ == 0:
-                    out[name] = "_".join(words(p.table or name))[:64]
-                else:
-                    out[name] = f"{out[name][:40]}_{safe_name(name)}"[:64]
+
+    def rename(how: Callable[[str], str]) -> None:
+        """Each product whose tool shares its name with another's (a clash of names given in
+        tether.yaml is the person's to mend) renamed by ``how``."""
+        count = Counter(out.values())
+        for name in [n for n in names if count[out[n]] > 1 and n not in given]:
+            out[name] = how(name)[:64]
+
+    rename(lambda n: "_".join(words(project.config.products[n].table or n)))
+    rename(lambda n: f"{out[n][:40]}_{safe_name(n)}")
     return out
 
 
@@ -148,7 +128,7 @@ def key_field(op: Operation, param: str) -> str | None:
     return None
 
 
-def _param_schema(op: Operation, raw: dict[str, Any], description: str | None,
+def _param_schema(raw: dict[str, Any], description: str | None,
                   seen: ColumnProfile | None, public: bool, key: tuple[str, str | None,
                   str | None] | None = None) -> dict[str, Any]:
     schema = {k: raw[k] for k in SPEC_KEYS if k in raw}
@@ -183,7 +163,7 @@ def api_tool(ctx: Ctx, name: str) -> GeneratedTool:
     if p.sql is not None:
         raise ConfigError(f"product {name!r} reads an API: it takes `table: OPERATION`, not "
                           "`sql:`.", where=ctx.project.where("products", name, "sql"))
-    op = operation_of(ctx, name)
+    op = operation_in(ctx.project, name)
     prof = ctx.profiles[name]
     cols = visible_columns(ctx, name)
     by_name = {c.column.name: c for c in prof.columns}
@@ -197,7 +177,7 @@ def api_tool(ctx: Ctx, name: str) -> GeneratedTool:
     for param in op.params:
         if param.name in driven:
             continue
-        pname = safe_name(param.name) if param.name != safe_name(param.name) else param.name
+        pname = safe_name(param.name)
         if pname in props or pname in ("limit", "cursor"):
             pname = f"{param.where}_{pname}"
         seen = by_name.get(param.name)
@@ -211,7 +191,7 @@ def api_tool(ctx: Ctx, name: str) -> GeneratedTool:
             if pattern is None and scheme in ctx.config.identifier_schemes:
                 pattern = ctx.config.identifier_schemes[scheme].pattern
             key = (field, scheme, pattern)
-        props[pname] = _param_schema(op, param.schema, param.description, seen,
+        props[pname] = _param_schema(param.schema, param.description, seen,
                                      public and not values_scoped(ctx.config, name, param.name),
                                      key)
         args[pname] = param.name
@@ -248,7 +228,7 @@ def api_tool(ctx: Ctx, name: str) -> GeneratedTool:
         "args": args,
         "columns": [{"name": c.column.name, "type": c.column.type, "kind": c.column.kind}
                     for c in prof.columns if not c.column.nested]}
-    units = {c: f.unit for c, f in p.columns.items() if f.unit}
+    units = column_units(p, cols)
     plan = QueryPlan(kind=API_KIND_NAME, product=name, source=ctx.project.source_name(name),
                      dialect="duckdb", max_rows=max_rows, default_rows=min(50, max_rows),
                      masks_apply_to=name, units=units,

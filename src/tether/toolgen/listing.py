@@ -118,7 +118,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                      order_by=[ref(name, k) for k in (p.primary_key or _sortable(cols))],
                      paging="keyset" if p.primary_key else "offset",
                      max_rows=max_rows, default_rows=min(50, max_rows),
-                     masks_apply_to=name, window=window, units=_column_units(p, cols),
+                     masks_apply_to=name, window=window, units=column_units(p, cols),
                      aggregates=summable, counts=countable, orderable=orderable)
     meta = tool_meta(ctx, "list", sentences, sources, [name],
                  source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
@@ -145,7 +145,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
 _NUMERIC = ("integer", "decimal", "float")
 
 
-def _column_units(p: ProductConfig, cols: list[ColumnProfile]) -> dict[str, str]:
+def column_units(p: ProductConfig, cols: list[ColumnProfile]) -> dict[str, str]:
     """The unit of each top-level numeric field, as results state it (keys have none, and
     neither has a value declared dimensionless or a column no evidence gives a unit)."""
     return {c.column.name: c.unit_hint for c in cols
