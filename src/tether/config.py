@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from tether.context.config_model import (
     PII_SELECTOR,
+    ActionConfig,
     CalendarConfig,
     ColumnFacts,
     DriftConfig,
@@ -61,7 +62,7 @@ from tether.layers.model import (
 from tether.textfiles import check_yaml_aliases, read_text
 
 __all__ = [
-    "PII_SELECTOR", "PROJECT_FILE", "CalendarConfig",
+    "PII_SELECTOR", "PROJECT_FILE", "ActionConfig", "CalendarConfig",
     "ColumnFacts", "DriftConfig", "EvalConfig", "Freshness", "GlossaryTerm", "IdentifierScheme",
     "LineageEdge", "MetricConfig", "MetricOutput", "Model", "PageConfig", "PoliciesConfig",
     "ProductConfig", "ProfilingConfig", "Project", "RegistryConfig", "Relationship",

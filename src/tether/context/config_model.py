@@ -74,6 +74,10 @@ class SourceConfig(Model):
     sample_calls: int = Field(
         default=5, ge=0, le=1000, description="openapi: at most how many requests profiling "
         "makes per operation (0: none; the tools then say only what the spec says).")
+    writer_url: str | None = Field(
+        default=None, description="sql: where write tools write (`products.P.actions`): a DSN "
+        "of its own, with a role that may UPDATE the tables the actions change; the serving "
+        "connection (`url`) stays read-only. A DuckDB source names its file again (docs/write.md).")
 
     @model_validator(mode="after")
     def _kind_fields(self) -> SourceConfig:
@@ -86,9 +90,9 @@ class SourceConfig(Model):
         else:
             if self.spec is None:
                 raise ValueError("an `openapi` source needs `spec:` (a file or URL)")
-            if self.url is not None or self.schema_ is not None:
+            if self.url is not None or self.schema_ is not None or self.writer_url is not None:
                 raise ValueError("an `openapi` source takes `spec:` and `base_url:`, not "
-                                 "`url:` or `schema:`")
+                                 "`url:`, `schema:` or `writer_url:`")
         return self
 
 
@@ -172,6 +176,33 @@ class ToolSpec(Model):
         return v
 
 
+class ActionConfig(Model):
+    """A change a write tool makes to a product's rows (docs/write.md)."""
+
+    description: str | None = Field(
+        default=None, description="What the action does, in business words (the tool's first "
+        "sentence).")
+    set_: list[str] = Field(alias="set", min_length=1, description="The columns it may change.")
+    transitions: dict[str, dict[str, list[str]]] = Field(
+        default_factory=dict, description="For a status column of `set`: from each value, the "
+        "values it may move to (`{status: {NEW: [ON_HOLD]}}`); a row in any other state is "
+        "refused with the moves allowed from it.")
+    require: list[str] = Field(
+        default_factory=list, description="SQL predicates over the product's columns that must "
+        "hold for every row changed, before and after the change (checked in the dry run and "
+        "again inside the write's transaction).")
+    consequences: list[str] = Field(
+        default_factory=list, description="What reacts downstream, beside what lineage, metrics "
+        "and the glossary show: words (`the nightly billing run invoices them`) or the name of "
+        "a metric, product or lineage node.")
+    roles: list[str] = Field(min_length=1, description="The roles that may do it (their row "
+                             "filters bound the rows it may touch).")
+    inverse: str | None = Field(
+        default=None, description="The action of this product that undoes it (it must allow "
+        "every move back); a write's result names the calls that restore the before values.")
+    max_rows: int = Field(default=50, ge=1, le=1000, description="Most rows one call changes.")
+
+
 class ProductConfig(Model):
     source: str | None = Field(default=None, description="Source name (default: the only source).")
     table: str | None = Field(default=None, description="Table or view, optionally schema.table.")
@@ -202,6 +233,9 @@ class ProductConfig(Model):
     notes: list[str] = Field(
         default_factory=list, description="Sentences on how to call the product's tool, added "
         "to its description (what `tether learn --apply` writes, or typed here).")
+    actions: dict[str, ActionConfig] = Field(
+        default_factory=dict, description="Write tools over this product's rows, by the name "
+        "of the business action (docs/write.md).")
 
     @field_validator("primary_key", mode="before")
     @classmethod
@@ -419,6 +453,9 @@ class ServeConfig(Model):
         default=8000, ge=500, description="Most tokens a tools/list may hold (name, "
         "description and schemas, counted with cl100k_base); a project whose dedicated tools "
         "alone exceed it is an error.")
+    confirmation_seconds: int = Field(
+        default=300, ge=10, le=86400, description="How long a write tool's dry-run "
+        "confirmation stays valid.")
     session_tools: bool = Field(
         default=True, description="A product a caller finds (find_data_for_question), "
         "explains (explain_data_product) or reads by name (rows_from_data_product) joins that "

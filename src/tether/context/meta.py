@@ -128,6 +128,9 @@ class ToolContext(BaseModel):
     upstream: dict[str, str] = Field(
         default_factory=dict, description="Versioned transforms above the tool's products "
         "(a dbt model) -> their fingerprint (the model's SQL checksum).")
+    write: dict[str, Any] = Field(
+        default_factory=dict, description="For a write tool: {roles, transitions, require}, "
+        "who may call it and what it checks; a change here is semantic (a named reviewer).")
 
     @classmethod
     def of(cls, definition: Any) -> ToolContext:

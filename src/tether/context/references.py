@@ -8,6 +8,7 @@ naming the file and line. Plain checks over the model, no I/O.
 from __future__ import annotations
 
 import difflib
+import re
 import zoneinfo
 from collections.abc import Callable
 from typing import Any
@@ -162,8 +163,94 @@ def restricted_refer(c: TetherConfig) -> list[Problem]:
     return problems
 
 
+def actions_refer(c: TetherConfig) -> list[Problem]:
+    """A write action (docs/write.md) changes a keyed table of a SQL source that names a writer,
+    moves only the columns it sets, names declared roles and an inverse that can move every row
+    back, and requires predicates that parse as one condition over the product's own row."""
+    problems: list[Problem] = []
+    names: dict[str, str] = {}
+    for pname, p in c.products.items():
+        for aname, a in p.actions.items():
+            loc: Loc = ("products", pname, "actions", aname)
+            problems += [(loc, msg) for msg in _action_problems(c, pname, aname)]
+            if aname in names:
+                problems.append((loc, f"action {aname!r} is declared for {names[aname]!r} too: "
+                                 "an action's name is its tool's, one per project"))
+            names.setdefault(aname, pname)
+            problems += [((*loc, "require", i), f"require {text!r} of action {aname!r}: {why}")
+                         for i, text in enumerate(a.require)
+                         if (why := predicate_problem(text, pname)) is not None]
+    return problems
+
+
+def _action_problems(c: TetherConfig, pname: str, aname: str) -> list[str]:
+    p = c.products[pname]
+    a = p.actions[aname]
+    out: list[str] = []
+    if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", aname):
+        out.append(f"action name {aname!r} must be a tool name: lower case letters, digits and "
+                   "underscores, starting with a letter")
+    source = c.sources.get(p.source or next(iter(c.sources), ""))
+    if p.table is None:
+        out.append(f"action {aname!r}: product {pname!r} is defined by SQL; an action changes a "
+                   "table (`table:`)")
+    if not p.primary_key:
+        out.append(f"action {aname!r}: product {pname!r} has no primary_key, so a call could "
+                   "not say which rows it changes")
+    if source is not None and (source.kind != "sql" or not source.writer_url):
+        out.append(f"action {aname!r}: its source has no writer_url (a DSN and role of its own "
+                   "for writes); the serving url stays read-only")
+    for col in sorted(set(a.set_) & set(p.primary_key)):
+        out.append(f"action {aname!r} may not set {col!r}: it is part of the primary key")
+    for col in a.transitions:
+        if col not in a.set_:
+            out.append(f"action {aname!r} has transitions for {col!r}, which it does not set")
+    for role in a.roles:
+        if role not in c.policies.roles:
+            out.append(f"action {aname!r} names unknown role {role!r}. "
+                       + did_you_mean(role, c.policies.roles))
+    if a.inverse is not None:
+        back = p.actions.get(a.inverse)
+        if back is None:
+            out.append(f"action {aname!r} names inverse {a.inverse!r}, which is no action of "
+                       f"{pname!r}. " + did_you_mean(a.inverse, p.actions))
+        else:
+            out += [f"inverse {a.inverse!r} does not set {col!r}, which {aname!r} changes"
+                    for col in a.set_ if col not in back.set_]
+            for col, moves in a.transitions.items():
+                allowed = back.transitions.get(col)
+                missing = [f"{to} -> {frm}" for frm, tos in moves.items() for to in tos
+                           if allowed is not None and frm not in allowed.get(to, [])]
+                if missing:
+                    out.append(f"inverse {a.inverse!r} cannot undo {aname!r}: it does not allow "
+                               f"{', '.join(missing)}")
+    return out
+
+
+def predicate_problem(text: str, product: str) -> str | None:
+    """Why ``text`` is not one condition over a row of ``product`` (None when it is): it must
+    parse, compare or test rather than select, read no other table and aggregate nothing."""
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(text)
+    except sqlglot.errors.ParseError as e:
+        return f"does not parse ({str(e).splitlines()[0][:120]})"
+    if isinstance(tree, exp.Query | exp.Command) or tree.find(exp.Query, exp.Table):
+        return "must be a condition on the row, not a query"
+    if tree.find(exp.AggFunc):
+        return "must be a condition on one row; it aggregates"
+    others = sorted({col.table for col in tree.find_all(exp.Column)
+                     if col.table and col.table != product})
+    if others:
+        return f"names {', '.join(others)}; it may only read the product's own columns"
+    return None
+
+
 RULES: tuple[Rule, ...] = (sources_declared, products_refer, metrics_refer, relationships_refer,
-                           measures_aggregate, users_have_roles, roles_refer, restricted_refer)
+                           measures_aggregate, users_have_roles, roles_refer, restricted_refer,
+                           actions_refer)
 
 
 def problems(c: TetherConfig, rules: tuple[Rule, ...] = RULES) -> list[Problem]:

@@ -47,11 +47,15 @@ def require_reviewer(config: TetherConfig, user: str) -> str:
     return role_name
 
 
-def tool_visible(config: TetherConfig, user: str | None, tool: str) -> bool:
-    """Whether ``user`` sees ``tool`` (no user: every tool, for the project owner)."""
+def tool_visible(config: TetherConfig, user: str | None, tool: str,
+                 roles: list[str] | None = None) -> bool:
+    """Whether ``user`` sees ``tool`` (no user: every tool, for the project owner): the role's
+    tool globs, and for a write tool the roles its action names (``roles``)."""
     if user is None:
         return True
-    _, role = role_of(config, user)
+    name, role = role_of(config, user)
+    if roles is not None and name not in roles:
+        return False
     return any(fnmatchcase(tool, pattern) for pattern in role.tools)
 
 

@@ -26,7 +26,7 @@ from tether.policy.versions import POLICY_KIND
 from tether.registry.announce import Listener, announce
 from tether.sources.sqlalchemy import driver_url
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _PUBLISH_LOCK = 0x7E7E_0001  # the advisory lock a PostgreSQL publication holds to its commit
 _EVENTS_LOCK = 0x7E7E_0002  # the same for recording drift events
 _MIGRATIONS = [
@@ -74,6 +74,13 @@ _UPGRADES: dict[int, list[str]] = {
              status VARCHAR(20) NOT NULL, support INTEGER NOT NULL, newest VARCHAR(40),
              body TEXT NOT NULL, created_at VARCHAR(40) NOT NULL, updated_at VARCHAR(40) NOT NULL,
              decided_by VARCHAR(200), decided_at VARCHAR(40), publication INTEGER)"""],
+    # each write a write tool applied (or is applying): its key is claimed before the write,
+    # so a replayed key applies once whichever replica takes it (registry/writes.py)
+    6: ["""CREATE TABLE writes (
+             write_id VARCHAR(40) PRIMARY KEY, write_key VARCHAR(64) NOT NULL UNIQUE,
+             username VARCHAR(200) NOT NULL, tool VARCHAR(200) NOT NULL, version VARCHAR(40),
+             status VARCHAR(20) NOT NULL, arguments TEXT NOT NULL, body TEXT,
+             created_at VARCHAR(40) NOT NULL, updated_at VARCHAR(40) NOT NULL)"""],
 }
 
 VOLATILE_KEYS = ("version", "supersedes", "generated_at", "change_level", "change_kind",

@@ -79,8 +79,10 @@ def as_declared(call: Call) -> Call:
     one; a value given twice counts once. The other way round, a list of one for a parameter
     that takes one value (count_by, sum_and_average_of, a filter on one identifier) is that
     value: it asks the same."""
-    several = {f.param for f in call.plan.filters if f.several}
     props = (call.definition.get("inputSchema") or {}).get("properties") or {}
+    several = {f.param for f in call.plan.filters if f.several} | {
+        k for k, v in call.args.items() if not isinstance(v, list | dict) and isinstance(
+            props.get(k), dict) and props[k].get("type") == "array"}
     one = [k for k, v in call.args.items() if isinstance(v, list) and len(v) == 1 and (
         k in SHAPING or (isinstance(props.get(k), dict) and props[k].get("type") in _SCALAR))]
     if not several & set(call.args) and not one:

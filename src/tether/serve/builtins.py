@@ -2,4 +2,4 @@
 would be): listings, metrics, the generic catalog and SQL, the probe, search. tether.serve loads
 this module, so every runner is registered before any call is answered."""
 
-from tether.serve import api, discovery, generic, listing, metric, probe  # noqa: F401
+from tether.serve import api, discovery, generic, listing, metric, probe, write  # noqa: F401

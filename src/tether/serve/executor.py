@@ -42,11 +42,13 @@ from tether.policy.entitle import (
     require_table,
 )
 from tether.policy.model import role_of
+from tether.registry import Registry
 from tether.serve import pagination, sqlguard
 from tether.serve.arguments import SHAPING, definition_products, definition_units, shown
 from tether.serve.kinds import Answered, Call, ToolError
 from tether.serve.pipeline import Pending, Steps
 from tether.sources import Fetched, Source, open_source
+from tether.sources.writer import Writer
 from tether.toolgen.plan import ArgumentError, chosen_route
 
 
@@ -99,6 +101,10 @@ class Executor:
     cursor_key: bytes
     mask_key: MaskKey | None = None
     sources: dict[str, Source] = field(default_factory=dict)
+    writers: dict[str, Writer] = field(default_factory=dict)
+    """source -> its writer connection (write tools only; serve/write.py)"""
+    registry: Registry | None = None
+    """where writes are logged and their keys claimed (opened on the first write if None)"""
     steps: Steps = field(default_factory=Steps)
     caches: Caches = field(default_factory=Caches)
     freshness_ttl: float = 2.0
@@ -118,6 +124,9 @@ class Executor:
         for s in self.sources.values():
             s.close()
         self.sources.clear()
+        for w in self.writers.values():
+            w.close()
+        self.writers.clear()
 
     # --- the policy path ---
 

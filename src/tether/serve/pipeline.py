@@ -76,7 +76,9 @@ class Visible:
     name = "visible"
 
     def __call__(self, ex: Executor, p: Pending) -> None:
-        if not tool_visible(ex.project.config, p.call.user, p.call.tool):
+        plan = p.call.plan
+        if not tool_visible(ex.project.config, p.call.user, p.call.tool,
+                            plan.action.roles if plan.action is not None else None):
             raise ToolError(f"unknown tool {p.call.tool!r} for this user")
         p.call = without_blanks(p.call)
 

@@ -120,7 +120,8 @@ class TetherServer:
         self.cursor_key = load_key(project.root / serve.cursor_key_file)
         self.executor = Executor(self.project, self.cursor_key,
                                  MaskKey.from_secret(load_secret(project.root
-                                                                 / serve.mask_key_file)))
+                                                                 / serve.mask_key_file)),
+                                 registry=self.registry)
         self.withheld: dict[tuple[str, str], list[str]] = {}
         self._shaped: dict[tuple[Any, ...], tuple[float, dict[str, Any]]] = {}
         self._visible: dict[str, tuple[int, float, list[Version]]] = {}
@@ -200,7 +201,8 @@ class TetherServer:
         old = self.executor
         # the open connections are kept; nothing computed under the old policy is
         self.executor = Executor(self.project, self.cursor_key, old.mask_key,
-                                 sources=old.sources)
+                                 sources=old.sources, writers=old.writers,
+                                 registry=self.registry)
         # new dicts rather than cleared ones: a call in flight keeps the ones it holds
         self._shaped, self._visible, self._tools, self._indexes, self._docs = {}, {}, {}, {}, {}
         log(f"tether: now enforcing access policy {self.policy_version}")
@@ -355,7 +357,7 @@ class TetherServer:
         now = self.clock()
         for name, v in sorted(self.current.items()):
             routed = kind(v.plan.kind).routed  # a route to the listings, below
-            if not routed and not tool_visible(config, user, name):
+            if not routed and not tool_visible(config, user, name, writers_of(v.plan)):
                 continue
             if v.served_until is not None and now > v.served_until:  # retired, window over
                 continue
@@ -860,6 +862,11 @@ class TetherServer:
                 tg.cancel_scope.cancel()
         finally:
             self.close()
+
+
+def writers_of(plan: QueryPlan) -> list[str] | None:
+    """The roles a write tool's action names (None for a tool that reads)."""
+    return plan.action.roles if plan.action is not None else None
 
 
 def over_products(v: Version) -> bool:

@@ -29,6 +29,75 @@ POOL = 8
 """Idle connections a source keeps for its next statements (more are opened while busy)."""
 
 _SERVING: weakref.WeakSet[DuckDBSource] = weakref.WeakSet()
+_OPEN: weakref.WeakSet[DuckDBSource] = weakref.WeakSet()
+"""Every source holding a file open in this process (a writer closes them for its turn)."""
+
+
+class Turns:
+    """Turns on one DuckDB file in this process: statements read side by side; a writer waits
+    for those running, has the file alone (DuckDB will not open a file for writing while this
+    process holds it read-only), and the readers open it again after. A reader never waits on a
+    writer that is only waiting, so a statement inside another cannot deadlock."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writing = False
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        with self._cond:
+            while self._writing:
+                self._cond.wait()
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._readers -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def writing(self, timeout: float) -> Iterator[None]:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._writing or self._readers:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise SourceError("the DuckDB file stayed busy with reads; nothing was "
+                                      "written", hint="Try again in a moment.")
+                self._cond.wait(left)
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+
+
+_TURNS: dict[str, Turns] = {}
+_TURNS_LOCK = threading.Lock()
+
+
+def turns(path: Path) -> Turns:
+    """The turns on ``path`` (one object per file in this process)."""
+    key = str(path.resolve())
+    with _TURNS_LOCK:
+        return _TURNS.setdefault(key, Turns())
+
+
+@contextlib.contextmanager
+def alone(path: Path, timeout: float) -> Iterator[None]:
+    """This process's hold on ``path`` released for a writer: running statements finish, every
+    source on the file closes its connections (each opens them again on its next statement),
+    and none reads until the writer is done."""
+    with turns(path).writing(timeout):
+        key = path.resolve()
+        for src in list(_OPEN):
+            if src.path.resolve() == key:
+                src.suspend()
+        yield
 _ARMING = threading.Lock()
 _armed: list[Any] = []  # [an instance of no data that sets the allocator; when it last did]
 REARM_SECONDS = 5.0
@@ -92,16 +161,37 @@ class DuckDBSource(Source):
         self._use: list[str] = []  # what each new connection runs before its first statement
         self._pool: list[Any] = []
         self._pool_lock = threading.Lock()
-        self.con = self._open_bounded(serve) if serve is not None else self._open()
+        self.turns = turns(path)
+        self._con: Any = self._open_bounded(serve) if serve is not None else self._open()
         self._catalog: dict[tuple[str, str], list[Column]] | None = None
         self._catalog_wanted = False
         self._catalog_lock = threading.Lock()  # profiles are described from threads
         self._types: dict[str, Any] = {}
         for statement in self._use:
-            self.con.execute(statement)
+            self._con.execute(statement)
+        _OPEN.add(self)
         if serve is not None:
             _SERVING.add(self)
             return_freed_memory(force=True)
+
+    @property
+    def con(self) -> Any:
+        """The connection, opened again after a writer had the file (call while reading)."""
+        if self._con is None:
+            self._con = self._open_bounded(self.serve) if self.serve is not None else self._open()
+            for statement in self._use:
+                self._con.execute(statement)
+        return self._con
+
+    def suspend(self) -> None:
+        """Close every connection to the file, for a writer's turn (see :func:`alone`)."""
+        with self._pool_lock:
+            idle, self._pool = self._pool, []
+        for cur in idle:
+            cur.close()
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
     def _open(self) -> Any:
         try:
@@ -153,12 +243,18 @@ class DuckDBSource(Source):
         ``timeout`` seconds. Connections are reused (opening one and setting its catalog cost
         more than a small query); one that was interrupted or failed is closed instead, so a
         late interrupt can never reach the next statement."""
-        with self._pool_lock:
-            cur = self._pool.pop() if self._pool else None
-        if cur is None:
-            cur = self.con.cursor()
-            for statement in self._use:
-                cur.execute(statement)
+        with self.turns.reading():
+            with self._pool_lock:
+                cur = self._pool.pop() if self._pool else None
+            if cur is None:
+                cur = self.con.cursor()
+                for statement in self._use:
+                    cur.execute(statement)
+            with self._statement(cur, timeout) as held:
+                yield held
+
+    @contextlib.contextmanager
+    def _statement(self, cur: Any, timeout: float | None) -> Iterator[Any]:
         lock = threading.Lock()
         state = {"live": True, "stopped": False}
 
@@ -243,22 +339,24 @@ class DuckDBSource(Source):
             raise self._failed(e, timeout) from None
 
     def tables(self) -> list[str]:
-        rows = self.con.execute(
+        with self.turns.reading():
+            rows = self.con.execute(
             "SELECT schema_name, table_name FROM duckdb_tables() WHERE NOT internal "
             "AND database_name = current_database() UNION ALL "
             "SELECT schema_name, view_name FROM duckdb_views() WHERE NOT internal "
             "AND database_name = current_database() ORDER BY 1, 2"
-        ).fetchall()
+            ).fetchall()
         default = self.schema or "main"
         return [t if s == default else f"{s}.{t}" for s, t in rows]
 
     def primary_key(self, table: str) -> list[str]:
         t = self.table_expr(table)
-        rows = self.con.execute(
-            "SELECT constraint_column_names FROM duckdb_constraints() "
-            "WHERE constraint_type = 'PRIMARY KEY' AND table_name = $t AND schema_name = $s",
-            {"t": t.name, "s": t.db or self.schema or "main"},
-        ).fetchall()
+        with self.turns.reading():
+            rows = self.con.execute(
+                "SELECT constraint_column_names FROM duckdb_constraints() "
+                "WHERE constraint_type = 'PRIMARY KEY' AND table_name = $t AND schema_name = $s",
+                {"t": t.name, "s": t.db or self.schema or "main"},
+            ).fetchall()
         return list(rows[0][0]) if rows else []
 
     @contextlib.contextmanager
@@ -334,10 +432,11 @@ class DuckDBSource(Source):
 
     def catalog_signatures(self, tables: list[exp.Table]) -> dict[str, str]:
         names = {(t.db or self.schema or "main", t.name) for t in tables}
-        rows = self.con.execute(
-            "SELECT schema_name, table_name, list(column_name || ':' || data_type || ':' || "
-            "is_nullable::VARCHAR ORDER BY column_index) FROM duckdb_columns() "
-            "WHERE database_name = current_database() GROUP BY 1, 2").fetchall()
+        with self.turns.reading():
+            rows = self.con.execute(
+                "SELECT schema_name, table_name, list(column_name || ':' || data_type || ':' || "
+                "is_nullable::VARCHAR ORDER BY column_index) FROM duckdb_columns() "
+                "WHERE database_name = current_database() GROUP BY 1, 2").fetchall()
         return {t: "|".join(cols) for s, t, cols in rows if (s, t) in names}
 
     def checksum(self, columns: list[exp.Expr]) -> exp.Expr | None:
@@ -348,8 +447,11 @@ class DuckDBSource(Source):
             idle, self._pool = self._pool, []
         for cur in idle:
             cur.close()
-        self.con.close()
+        if self._con is not None:
+            self._con.close()
+            self._con = None
         _SERVING.discard(self)
+        _OPEN.discard(self)
         return_freed_memory(force=True)  # this close turned them off for every instance
 
 

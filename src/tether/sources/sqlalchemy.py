@@ -51,6 +51,19 @@ def driver_url(url: str) -> str:
     return re.sub(r"^postgres(ql)?://", "postgresql+psycopg://", url)
 
 
+def bound_text(expr: exp.Expr, dialect: str) -> str:
+    """SQL for SQLAlchemy's text(), which binds ``:name`` portably and escapes % for pyformat
+    drivers. Every other colon (in a string literal, a quoted name, a cast) is escaped, so that
+    text written in a query is never taken for a bound parameter."""
+    def to_named(node: exp.Expr) -> exp.Expr:
+        if isinstance(node, exp.Placeholder) and node.name:
+            return exp.var(f"{_BIND}{node.name}")
+        return node
+
+    text = expr.transform(to_named).sql(dialect=dialect)
+    return text.replace(":", "\\:").replace(_BIND, ":")
+
+
 class SQLAlchemySource(Source):
     def __init__(self, name: str, url: str, schema: str | None = None):
         super().__init__(name, redact(url))
@@ -100,16 +113,7 @@ class SQLAlchemySource(Source):
             tx.rollback()
 
     def render(self, expr: exp.Expr) -> str:  # unescaped() reverses it
-        """SQL for SQLAlchemy's text(), which binds ``:name`` portably and escapes % for
-        pyformat drivers. Every other colon (in a string literal, a quoted name, a cast) is
-        escaped, so that text written in a query is never taken for a bound parameter."""
-        def to_named(node: exp.Expr) -> exp.Expr:
-            if isinstance(node, exp.Placeholder) and node.name:
-                return exp.var(f"{_BIND}{node.name}")
-            return node
-
-        text = expr.transform(to_named).sql(dialect=self.dialect)
-        return text.replace(":", "\\:").replace(_BIND, ":")
+        return bound_text(expr, self.dialect)
 
     def run_named(self, sql: str, params: dict[str, Any] | None = None,
                   timeout: float | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:

@@ -24,9 +24,10 @@ from tether.toolgen.metric import METRIC_KIND, predicate_values
 from tether.toolgen.model import GeneratedTool
 from tether.toolgen.probe import NOT_AVAILABLE, PROBE_KIND
 from tether.toolgen.shared import Ctx, size_words
+from tether.toolgen.write import WRITE_KIND
 
-GROUNDED: tuple[Kind, ...] = (LISTING_KIND, API_KIND, METRIC_KIND, PROBE_KIND, SEARCH_KIND,
-                              ROWS_KIND)
+GROUNDED: tuple[Kind, ...] = (LISTING_KIND, API_KIND, METRIC_KIND, WRITE_KIND, PROBE_KIND,
+                              SEARCH_KIND, ROWS_KIND)
 """The kinds a grounded build generates, in order (a kind may read the tools made before it:
 the generic listing names the products that have a listing)."""
 
@@ -41,6 +42,9 @@ def generate_grounded(project: Project, profiles: dict[str, ProductProfile],
         ctx.tool_names[name] = named.get(name) or product_tool_name(name, p)
     for name, m in project.config.metrics.items():
         ctx.tool_names[f"metric:{name}"] = (m.tool.name if m.tool and m.tool.name else name)
+    for name, p in project.config.products.items():
+        for action in p.actions:
+            ctx.tool_names[f"action:{name}.{action}"] = action
     _no_duplicate_names(project, ctx.tool_names)
     tools: list[GeneratedTool] = []
     for k in kinds:

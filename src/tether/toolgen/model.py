@@ -18,7 +18,11 @@ AGGREGATE = "sum_and_average_of"
 ``aggregates`` lists the columns it takes)."""
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
              "openWorldHint": False}
-"""The annotations of every generated tool: tether's tools only read."""
+"""The annotations of every generated reading tool."""
+WRITES = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True,
+          "openWorldHint": False}
+"""A write tool's: it overwrites values (destructive); the same call again changes nothing more
+(its confirmation applies once, and a replayed idempotency key returns the first result)."""
 
 
 class _M(BaseModel):
@@ -79,6 +83,43 @@ class Window(_M):
         default=None, description="With format: whether the column is an integer or text.")
 
 
+class Consequence(_M):
+    """Something downstream of a write: what reacts when the action changes its columns."""
+
+    kind: Literal["metric", "term", "product", "lineage", "words"] = Field(
+        description="What it is: a governed metric (its change is computed in the dry run), a "
+        "glossary term, a product or lineage node built from this one, or words a person wrote.")
+    name: str | None = Field(default=None, description="The metric, term, product or node.")
+    text: str = Field(description="The words the description and the dry run say.")
+    measure: str | None = Field(default=None, description="For a metric over this product "
+                                "alone: its aggregate, computed over the rows before and after.")
+    predicate: str | None = Field(default=None, description="The metric's filter, if any.")
+    unit: str | None = Field(default=None, description="The metric's unit.")
+    columns: list[str] = Field(default_factory=list, description="The product's columns it "
+                               "reads (not computed for a caller who may not read them all).")
+
+
+class ActionPlan(_M):
+    """How a write tool changes rows (docs/write.md): kept with the version, so a changed
+    transition, precondition or consequence reaches callers only through the gate."""
+
+    name: str = Field(description="The action (tether.yaml products.P.actions.NAME).")
+    table: str = Field(description="The table it updates.")
+    keys: dict[str, str] = Field(description="Argument -> primary-key column picking the rows.")
+    sets: dict[str, str] = Field(description="Argument -> column it sets.")
+    kinds: dict[str, str] = Field(default_factory=dict, description="Column -> type kind, for "
+                                  "reading arguments as the column holds them.")
+    transitions: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
+    require: list[str] = Field(default_factory=list)
+    consequences: list[Consequence] = Field(default_factory=list)
+    roles: list[str] = Field(default_factory=list)
+    inverse: str | None = Field(default=None, description="The tool that undoes it.")
+    max_rows: int = 50
+    reads: list[str] = Field(default_factory=list, description="Every column the write reads "
+                             "(keys, set, required, consequences): the rows' version a "
+                             "confirmation is bound to is taken over these.")
+
+
 class QueryPlan(_M):
     """How the server executes a tool. SQL is held as text of a sqlglot AST with placeholders
     (``:name``) and compiled per engine; argument values only ever travel as bound parameters."""
@@ -117,6 +158,8 @@ class QueryPlan(_M):
         "path, parameters, where the rows are, how it pages, which statuses it retries) and "
         "the columns of a row; kept with the version, so a changed spec reaches callers only "
         "through the gate.")
+    action: ActionPlan | None = Field(default=None, description="For a write tool: the change "
+                                      "it makes and what it checks.")
     counts: list[str] | None = Field(default=None, description="Parameters a listing may count "
                                      "by (count_by), checked by the server whatever the schema "
                                      "says; None in a plan from before: any plain filter.")

@@ -1,0 +1,565 @@
+"""Running a write tool: a dry run, a signed confirmation, then one transaction.
+
+The rows a call names are read from the product's table under the caller's row filter (the same
+template the entitled relation puts in its WHERE, ``policy.entitle.row_filter``): a key the
+caller may not see is refused exactly as one that does not exist. A column the write picks by
+or changes must not be masked for the caller. The dry run checks each row's move against the
+transitions and each precondition before and after, works out the consequences (a governed
+metric over this product is computed over the rows before and after), and signs a confirmation
+bound to the caller, the tool's version, the arguments and a digest of the rows as read.
+
+The real call checks the confirmation, claims its idempotency key in the registry, and in one
+transaction on the writer connection reads the rows again (locking them where the engine can),
+refuses if their digest moved, re-checks the moves, the preconditions and the row filter,
+updates with all of them in the UPDATE's WHERE, and checks after the update that every row
+still satisfies the preconditions and the caller's row filter; anything off rolls it all back.
+The registry keeps the rows before and after; the result names the inverse calls that undo it.
+Nothing here is reachable from run_sql: it runs only a published write tool's plan.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from tether.policy.entitle import Refusal, require_table, row_filter, user_params
+from tether.policy.model import restricted_columns, role_of
+from tether.registry import open_registry
+from tether.registry import writes as log
+from tether.serve.executor import Executor, jsonable
+from tether.serve.kinds import Answered, Call, Runner, ToolError, register
+from tether.sources.writer import Writer
+from tether.toolgen.describe import grain_noun, plural
+from tether.toolgen.model import ActionPlan, Consequence
+
+_SIG = 16
+
+
+# --- who may, which rows -------------------------------------------------------------------------
+
+
+def may_write(ex: Executor, user: str, act: ActionPlan, product: str) -> None:
+    """The caller's role is one the action names, it may read the product, and nothing the
+    write picks by or changes is masked or restricted for it."""
+    config = ex.project.config
+    role, _ = role_of(config, user)
+    if role not in act.roles:
+        raise Refusal("outside_entitlement", f"your role ({role}) may not {act.name}",
+                      hint=f"Roles that may: {', '.join(sorted(act.roles))}.")
+    require_table(config, user, product)
+    masks, _ = ex.policy_of(user, product)
+    touched = [*act.keys.values(), *act.sets.values()]
+    for col in touched:
+        if col in masks:
+            raise Refusal("masked_predicate", f"{col} is masked for your role, so a write may "
+                          "not pick or change it")
+    hidden = restricted_columns(config, product, touched)
+    if hidden:
+        raise Refusal("restricted", f"{', '.join(sorted(hidden))} is restricted: no write "
+                      "through this server may pick or change it")
+
+
+def _coerce(kind: str, value: Any) -> Any:
+    """An argument as its column holds it (a date column compared with a date, not text)."""
+    if value is None or not isinstance(value, str):
+        return value
+    try:
+        if kind == "date":
+            return dt.date.fromisoformat(value)
+        if kind == "timestamp":
+            return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ToolError(f"{value[:40]!r} is not a {kind} (use ISO 8601)") from None
+    return value
+
+
+def picked(act: ActionPlan, args: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """The key of each row the call names, in the order given, each once."""
+    params = list(act.keys)
+    if len(params) == 1:
+        given = args.get(params[0])
+        values = given if isinstance(given, list) else [given]
+        keys = [(_coerce(act.kinds.get(act.keys[params[0]], ""), v),) for v in values]
+    else:
+        keys = [tuple(_coerce(act.kinds.get(act.keys[p], ""), args.get(p)) for p in params)]
+    if any(v is None for k in keys for v in k):
+        raise ToolError(f"name the rows to change: {', '.join(params)}")
+    unique = list(dict.fromkeys(keys))
+    if len(unique) > act.max_rows:
+        raise ToolError(f"at most {act.max_rows} rows a call; split the call")
+    return unique
+
+
+def targets(call: Call, act: ActionPlan) -> dict[str, Any]:
+    """Column -> the value it is set to (a parameter's default where it has one)."""
+    props = (call.definition.get("inputSchema") or {}).get("properties") or {}
+    out: dict[str, Any] = {}
+    for param, col in act.sets.items():
+        if param in call.args:
+            out[col] = _coerce(act.kinds.get(col, ""), call.args[param])
+        elif isinstance(props.get(param), dict) and "default" in props[param]:
+            out[col] = props[param]["default"]
+        else:
+            raise ToolError(f"give {param}: the value {col} is set to")
+    return out
+
+
+# --- statements ----------------------------------------------------------------------------------
+
+
+class Statements:
+    """The statements of one write, over the product's table aliased by the product's name, with
+    the caller's row filter; every value a bound parameter."""
+
+    def __init__(self, ex: Executor, call: Call, keys: list[tuple[Any, ...]],
+                 dialect: str, schema_table: exp.Table):
+        self.ex, self.call = ex, call
+        self.act: ActionPlan = call.plan.action  # type: ignore[assignment]
+        self.product = call.plan.product or ""
+        self.dialect = dialect
+        self.table = schema_table
+        self.params: dict[str, Any] = {}
+        self.key_cols = list(self.act.keys.values())
+        ors = []
+        for i, key in enumerate(keys):
+            parts = []
+            for j, col in enumerate(self.key_cols):
+                self.params[f"k{i}_{j}"] = key[j]
+                parts.append(exp.EQ(this=self.col(col), expression=exp.Placeholder(
+                    this=f"k{i}_{j}")))
+            ors.append(exp.and_(*parts) if len(parts) > 1 else parts[0])
+        self.picked: exp.Expr = exp.or_(*ors) if len(ors) > 1 else ors[0]
+        config = ex.project.config
+        pred = row_filter(config, call.user, self.product, self.product, dialect)
+        self.scope: exp.Expr | None = pred
+        if pred is not None:
+            used = {p.name for p in pred.find_all(exp.Placeholder)}
+            self.params |= {k: v for k, v in user_params(config, call.user).items() if k in used}
+
+    def bound(self, expr: exp.Expr) -> dict[str, Any]:
+        """The values of the placeholders ``expr`` holds (an engine refuses any other)."""
+        used = {p.name for p in expr.find_all(exp.Placeholder)}
+        return {k: v for k, v in self.params.items() if k in used}
+
+    def col(self, name: str) -> exp.Column:
+        return exp.column(name, table=self.product, quoted=True)
+
+    def source(self) -> exp.Table:
+        t = self.table.copy()
+        t.set("alias", exp.TableAlias(this=exp.to_identifier(self.product, quoted=True)))
+        return t
+
+    def where(self) -> exp.Expr:
+        return exp.and_(self.picked, self.scope) if self.scope is not None else self.picked
+
+    def read(self, lock: bool = False) -> exp.Select:
+        """The rows named, as they are, in the caller's scope."""
+        q = exp.select(*[self.col(c) for c in self.act.reads]).from_(self.source()).where(
+            self.where()).order_by(*[self.col(c) for c in self.key_cols])
+        return q.lock(update=True) if lock and self.dialect == "postgres" else q
+
+    def rows_as(self, after: dict[str, Any] | None) -> exp.Select:
+        """The rows named, with the set columns at their new values (``after``) or as they are."""
+        cols: list[exp.Expr] = []
+        for c in self.act.reads:
+            if after is not None and c in after:
+                self.params[f"to_{c}"] = after[c]
+                cols.append(exp.Placeholder(this=f"to_{c}").as_(c, quoted=True))
+            else:
+                cols.append(self.col(c).as_(c, quoted=True))
+        return exp.select(*cols).from_(self.source()).where(self.where())
+
+    def require(self, after: dict[str, Any] | None) -> exp.Select:
+        """Each row's key and, per precondition, whether it holds (before, or with ``after``)."""
+        inner = self.rows_as(after).subquery(self.product)
+        checks: list[exp.Expr] = [exp.column(c, table=self.product, quoted=True)
+                                  for c in self.key_cols]
+        for i, text in enumerate(self.act.require):
+            pred = sqlglot.parse_one(text, read=self.dialect)
+            checks.append(exp.func("COALESCE", exp.paren(pred), exp.false()).as_(f"r{i}"))
+        return exp.select(*checks).from_(inner)
+
+    def metric(self, q: Consequence, after: dict[str, Any] | None) -> exp.Select:
+        """A metric's value and how many rows it counts, over the rows named."""
+        inner = self.rows_as(after).subquery(self.product)
+        assert q.measure is not None
+        measure = sqlglot.parse_one(q.measure, read=self.dialect)
+        sel = exp.select(measure.as_("v"), exp.func("COUNT", exp.Star()).as_("n")).from_(inner)
+        if q.predicate:
+            sel = sel.where(sqlglot.parse_one(q.predicate, read=self.dialect))
+        return sel
+
+    def update(self, to: dict[str, Any]) -> exp.Expr:
+        """The change, with every condition in its WHERE: the rows named in the caller's scope,
+        each in a state it may move from, each precondition holding now."""
+        conds: list[exp.Expr] = [self.where()]
+        for col, moves in self.act.transitions.items():
+            froms = sorted(frm for frm, tos in moves.items() if to.get(col) in tos)
+            for i, frm in enumerate(froms):
+                self.params[f"from_{col}_{i}"] = frm
+            conds.append(exp.In(this=self.col(col), expressions=[
+                exp.Placeholder(this=f"from_{col}_{i}") for i in range(len(froms))])
+                if froms else exp.false())
+        for text in self.act.require:
+            conds.append(exp.paren(sqlglot.parse_one(text, read=self.dialect)))
+        where = exp.and_(*conds)
+
+        def bare(node: exp.Expr) -> exp.Expr:  # one table: the alias's columns stand bare
+            if isinstance(node, exp.Column) and node.table == self.product:
+                return exp.column(node.name, quoted=True)
+            return node
+
+        sets = []
+        for col, value in to.items():
+            self.params[f"to_{col}"] = value
+            sets.append(exp.EQ(this=exp.column(col, quoted=True),
+                               expression=exp.Placeholder(this=f"to_{col}")))
+        return exp.Update(this=self.table.copy(), expressions=sets,
+                          where=exp.Where(this=where.transform(bare)))
+
+    def outside(self) -> exp.Select:
+        """How many of the rows named no longer satisfy a precondition or the caller's scope."""
+        ok: list[exp.Expr] = [exp.paren(sqlglot.parse_one(t, read=self.dialect))
+                              for t in self.act.require]
+        if self.scope is not None:
+            ok.append(exp.paren(self.scope.copy()))
+        cond = exp.and_(*ok) if ok else exp.true()
+        return exp.select(exp.func("COUNT", exp.Star()).as_("n")).from_(self.source()).where(
+            exp.and_(self.picked, exp.Not(this=exp.func("COALESCE", exp.paren(cond),
+                                                          exp.false()))))
+
+
+# --- checks --------------------------------------------------------------------------------------
+
+
+def _key_of(row: dict[str, Any], cols: list[str]) -> tuple[Any, ...]:
+    return tuple(row[c] for c in cols)
+
+
+def _shown(key: tuple[Any, ...]) -> str:
+    return "/".join(str(jsonable(v))[:60] for v in key)
+
+
+def found_all(st: Statements, keys: list[tuple[Any, ...]], rows: list[dict[str, Any]],
+              noun: str) -> None:
+    """Every key named is a row the caller may change (one outside the scope reads as absent)."""
+    have = {tuple(str(jsonable(v)) for v in _key_of(r, st.key_cols)) for r in rows}
+    missing = [k for k in keys if tuple(str(jsonable(v)) for v in k) not in have]
+    if missing:
+        raise Refusal("outside_entitlement", f"no {noun} with {'/'.join(st.key_cols)} "
+                      f"{', '.join(_shown(k) for k in missing[:10])} among the rows you may "
+                      "change", hint="Nothing was changed: the answer is that this is not "
+                      "permitted.")
+
+
+def moves_allowed(act: ActionPlan, rows: list[dict[str, Any]], to: dict[str, Any],
+                  key_cols: list[str]) -> None:
+    for col, moves in act.transitions.items():
+        for r in rows:
+            now = r.get(col)
+            allowed = moves.get(str(now)) if now is not None else None
+            if not allowed or to.get(col) not in allowed:
+                options = (f"from {now} it may move to {', '.join(allowed)}" if allowed
+                           else f"nothing moves a row out of {now}")
+                raise ToolError(
+                    f"Not allowed: {col} {now} -> {to.get(col)} for "
+                    f"{_shown(_key_of(r, key_cols))}; {options}. Allowed moves: " + "; ".join(
+                        f"{f} -> {', '.join(t)}" for f, t in sorted(moves.items())),
+                    refusal={"reason": "forbidden_transition",
+                             "detail": f"{col} {now} -> {to.get(col)}"})
+
+
+def preconditions(act: ActionPlan, before: list[dict[str, Any]], after: list[dict[str, Any]],
+                  key_cols: list[str]) -> list[dict[str, Any]]:
+    """Each precondition, checked on every row before and after; a row where one fails
+    refuses the write, naming the row and the rule."""
+    out = []
+    for i, text in enumerate(act.require):
+        for when, rows in (("before", before), ("after", after)):
+            bad = [_shown(_key_of(r, key_cols)) for r in rows if not r.get(f"r{i}")]
+            if bad:
+                raise ToolError(f"Not allowed: the precondition {text!r} does not hold {when} "
+                                f"the change for {', '.join(bad[:10])}",
+                                refusal={"reason": "precondition_failed", "detail": text})
+        out.append({"rule": text, "before": "holds", "after": "holds", "rows": len(before)})
+    return out
+
+
+def _number(v: Any) -> str:
+    v = jsonable(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    return str(v)
+
+
+def effects(st: Statements, run: Callable[[exp.Expr], list[dict[str, Any]]],
+            to: dict[str, Any], noun: str, masked: set[str]) -> list[str]:
+    """The consequences in words: each metric computed over the rows before and after (where
+    the caller may read every column it reads), then what else reacts."""
+    out = []
+    for q in st.act.consequences:
+        if q.measure is None or set(q.columns) & masked:
+            out.append(q.text[:1].upper() + q.text[1:] + ".")
+            continue
+        b = run(st.metric(q, None))[0]
+        a = run(st.metric(q, to))[0]
+        parts = []
+        nb, na = int(b.get("n") or 0), int(a.get("n") or 0)
+        if nb != na:
+            n = abs(nb - na)
+            parts.append(f"{n} {noun if n == 1 else plural(noun)} "
+                         f"{'leave' if nb > na else 'enter'} {q.name}")
+        vb, va = jsonable(b.get("v")) or 0, jsonable(a.get("v")) or 0
+        if isinstance(vb, float) or isinstance(va, float):  # one form for both
+            vb, va = float(vb), float(va)
+        unit = f" {q.unit}" if q.unit and q.unit != "none" else ""
+        if isinstance(vb, int | float) and isinstance(va, int | float):
+            delta = va - vb
+            moved = ("does not move" if delta == 0 else
+                     f"{'falls' if delta < 0 else 'rises'} by {_number(abs(delta))}{unit}")
+            parts.append(f"{q.name} {moved} (from {_number(vb)} to {_number(va)} over these "
+                         "rows)")
+        out.append("; ".join(parts)[:1].upper() + "; ".join(parts)[1:] + ".")
+    return out
+
+
+# --- the confirmation ----------------------------------------------------------------------------
+
+
+def _key(ex: Executor) -> bytes:
+    return hmac.new(ex.cursor_key, b"tether/write-confirmation", hashlib.sha256).digest()
+
+
+def digest(rows: list[dict[str, Any]]) -> str:
+    """The rows' version: what they held when read (a confirmation is bound to it)."""
+    text = json.dumps([{k: jsonable(v) for k, v in sorted(r.items())} for r in rows],
+                      sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def asked(keys: list[tuple[Any, ...]], to: dict[str, Any]) -> str:
+    text = json.dumps([[list(k) for k in keys], to], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def sign(ex: Executor, call: Call, what: str, rows: str, until: float) -> str:
+    body = json.dumps({"u": call.user, "t": call.tool, "v": call.version, "a": what, "d": rows,
+                       "x": int(until)}, separators=(",", ":")).encode()
+    sig = hmac.new(_key(ex), body, hashlib.sha256).digest()[:_SIG]
+    return base64.urlsafe_b64encode(sig + body).decode().rstrip("=")
+
+
+def confirmed(ex: Executor, call: Call, token: Any, what: str) -> str:
+    """The rows' digest a valid confirmation carries, else a refusal saying why."""
+    def bad(why: str) -> ToolError:
+        return ToolError(f"Not allowed: {why}; call {call.tool} again with dry_run true and "
+                         "use the confirmation it returns", refusal={
+                             "reason": "confirmation_invalid", "detail": why})
+
+    if not isinstance(token, str) or not token:
+        raise ToolError(f"Not allowed: a write needs the confirmation of a dry run; call "
+                        f"{call.tool} with dry_run true first, then again with dry_run false "
+                        "and that confirmation", refusal={"reason": "confirmation_required",
+                                                          "detail": "no confirmation given"})
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        sig, body = raw[:_SIG], raw[_SIG:]
+        data = json.loads(body)
+    except (ValueError, json.JSONDecodeError):
+        raise bad("the confirmation is not one this server issued") from None
+    if not hmac.compare_digest(sig, hmac.new(_key(ex), body, hashlib.sha256).digest()[:_SIG]):
+        raise bad("the confirmation's signature does not match")
+    if not isinstance(data, dict) or data.get("u") != call.user or data.get("t") != call.tool:
+        raise bad("the confirmation was issued to another user or for another tool")
+    if data.get("v") != call.version:
+        raise bad(f"the confirmation is for another version of {call.tool}")
+    if data.get("a") != what:
+        raise bad("the confirmation is for other arguments")
+    if not isinstance(data.get("x"), int) or time.time() > data["x"]:
+        raise bad("the confirmation has expired")
+    return str(data.get("d"))
+
+
+# --- running -------------------------------------------------------------------------------------
+
+
+def _shape(st: Statements, rows: list[dict[str, Any]], to: dict[str, Any]
+           ) -> list[dict[str, Any]]:
+    return [{"key": {c: jsonable(r[c]) for c in st.key_cols},
+             "before": {c: jsonable(r[c]) for c in to}, "after": {c: jsonable(v)
+                                                                 for c, v in to.items()}}
+            for r in rows]
+
+
+def undo(act: ActionPlan, st: Statements, shaped: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The inverse calls that put the before values back, one per distinct before state."""
+    if not act.inverse:
+        return []
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in shaped:
+        groups.setdefault(json.dumps(r["before"], sort_keys=True, default=str), []).append(r)
+    out = []
+    params = {c: p for p, c in act.sets.items()}
+    keys = {c: p for p, c in act.keys.items()}
+    for before, rows in groups.items():
+        args: dict[str, Any] = {params[c]: v for c, v in json.loads(before).items()}
+        if len(keys) == 1:
+            (col, param), = keys.items()
+            args[param] = [r["key"][col] for r in rows]
+        else:
+            args |= {param: rows[0]["key"][col] for col, param in keys.items()}
+        out.append({"tool": act.inverse, "arguments": {**args, "dry_run": True}})
+    return out
+
+
+def _writer(ex: Executor, source: str | None) -> Writer:
+    name = source or next(iter(ex.project.config.sources))
+    if name not in ex.writers:
+        ex.writers[name] = Writer(name, ex.project.config.sources[name], ex.project.root)
+    return ex.writers[name]
+
+
+def run(ex: Executor, call: Call) -> Answered:
+    plan = call.plan
+    act = plan.action
+    if act is None:
+        raise ToolError(f"{call.tool} has no action in its plan; run tether build")
+    product = plan.product or ""
+    may_write(ex, call.user, act, product)
+    keys = picked(act, call.args)
+    to = targets(call, act)
+    config = ex.project.config
+    noun = grain_noun(config.products[product].grain, product)
+    src = ex.source(plan.source)
+    st = Statements(ex, call, keys, src.dialect, src.table_expr(act.table))
+    masks, _ = ex.policy_of(call.user, product)
+    what = asked(keys, to)
+    if call.args.get("dry_run", True) is not False:
+        return _dry_run(ex, call, st, keys, to, noun, set(masks), what)
+    seen = confirmed(ex, call, call.args.get("confirmation"), what)
+    return _apply(ex, call, st, keys, to, noun, set(masks), what, seen)
+
+
+def _run_on(ex: Executor, src: Any, st: Statements) -> Callable[[exp.Expr], list[dict[str, Any]]]:
+    def go(q: exp.Expr) -> list[dict[str, Any]]:
+        fetched = ex.fetch(src, src.render(q), st.bound(q), st.act.max_rows + 1)
+        return [dict(zip(fetched.names, r, strict=True)) for r in fetched.rows]
+    return go
+
+
+def _dry_run(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...]],
+             to: dict[str, Any], noun: str, masked: set[str], what: str) -> Answered:
+    src = ex.source(call.plan.source)
+    read = _run_on(ex, src, st)
+    rows = read(st.read())
+    found_all(st, keys, rows, noun)
+    moves_allowed(st.act, rows, to, st.key_cols)
+    checks = preconditions(st.act, read(st.require(None)), read(st.require(to)), st.key_cols)
+    said = effects(st, read, to, noun, masked)
+    until = time.time() + ex.project.config.serve.confirmation_seconds
+    shaped = _shape(st, rows, to)
+    result = {"action": st.act.name, "dry_run": True, "applied": False, "rows": shaped,
+              "row_count": len(shaped), "preconditions": checks, "consequences": said,
+              "confirmation": sign(ex, call, what, digest(rows), until),
+              "confirmation_expires_at": dt.datetime.fromtimestamp(until, dt.UTC).isoformat(),
+              "as_of": dt.datetime.now(dt.UTC).isoformat()}
+    shown = st.read()
+    evidence = ex.evidence(call, src, src.display(shown), st.bound(shown), [st.product])
+    return Answered(result, evidence)
+
+
+def _registry(ex: Executor) -> Any:
+    if ex.registry is None:
+        ex.registry = open_registry(ex.project)
+    return ex.registry
+
+
+def _apply(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...]],
+           to: dict[str, Any], noun: str, masked: set[str], what: str, seen: str) -> Answered:
+    registry = _registry(ex)
+    token = str(call.args.get("confirmation"))
+    key = log.write_key(call.user, call.tool, str(call.args.get("idempotency_key") or token))
+    logged = {k: v for k, v in call.args.items() if k != "confirmation"}
+    wid, held = log.claim(registry, key, call.user, call.tool, call.version, logged,
+                          dt.datetime.now(dt.UTC))
+    if held is not None:
+        if held["status"] == "applied" and held["body"]:
+            replay = dict(held["body"])
+            replay["replayed"] = True
+            src = ex.source(call.plan.source)
+            return Answered(replay, ex.evidence(call, src, None, {}, [st.product]))
+        raise ToolError(f"Not allowed: write {wid} with this key is still being applied; "
+                        "ask again in a moment", refusal={"reason": "write_in_progress",
+                                                          "detail": wid})
+    writer = _writer(ex, call.plan.source)
+    try:
+        with writer.transaction(ex.timeout) as tx:
+            def on_tx(q: exp.Expr) -> list[dict[str, Any]]:
+                return tx.rows(q, st.bound(q))
+
+            rows = on_tx(st.read(lock=True))
+            found_all(st, keys, rows, noun)
+            if digest(rows) != seen:
+                raise ToolError(
+                    "Not allowed: the rows changed since the dry run; call again with dry_run "
+                    "true and confirm what it shows now",
+                    refusal={"reason": "confirmation_invalid", "detail": "the rows changed"})
+            moves_allowed(st.act, rows, to, st.key_cols)
+            checks = preconditions(st.act, on_tx(st.require(None)), on_tx(st.require(to)),
+                                   st.key_cols)
+            said = effects(st, on_tx, to, noun, masked)
+            change = st.update(to)
+            changed = tx.execute(change, st.bound(change))
+            if changed != len(rows):
+                raise ToolError(f"Not allowed: {changed} of {len(rows)} rows could be changed "
+                                "as checked; nothing was applied",
+                                refusal={"reason": "confirmation_invalid",
+                                         "detail": "the rows changed"})
+            left = on_tx(st.outside())
+            if left and int(left[0]["n"] or 0):
+                raise ToolError("Not allowed: after the change, a row would no longer satisfy "
+                                "the preconditions or your row filter; nothing was applied",
+                                refusal={"reason": "precondition_failed",
+                                         "detail": "after the change"})
+    except BaseException:  # nothing was committed: the key is free for a retry
+        log.release(registry, wid)
+        raise
+    shaped = _shape(st, rows, to)
+    result = {"action": st.act.name, "dry_run": False, "applied": True, "rows": shaped,
+              "row_count": len(shaped), "preconditions": checks, "consequences": said,
+              "write_id": wid, "undo": undo(st.act, st, shaped),
+              "as_of": dt.datetime.now(dt.UTC).isoformat()}
+    log.finish(registry, wid, result, dt.datetime.now(dt.UTC))
+    src = ex.source(call.plan.source)
+    evidence = ex.evidence(call, src, src.display(change), _shown_params(st.bound(change)),
+                           [st.product])
+    return Answered(result, evidence)
+
+
+def _shown_params(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: jsonable(v) for k, v in params.items()}
+
+
+def _opening(plan: Any, result: dict[str, Any]) -> str:
+    n = int(result.get("row_count") or 0)
+    rows = f"{n} row" + ("" if n == 1 else "s")
+    if result.get("replayed"):
+        return f"Already applied (write {result.get('write_id')}): {rows}; nothing more changed"
+    if result.get("applied"):
+        return f"Applied {result.get('action')} to {rows} (write {result.get('write_id')})"
+    return (f"Dry run of {result.get('action')}: {rows} would change; nothing changed yet. "
+            "To apply it, call again with dry_run false and the confirmation")
+
+
+RUNNER = register(Runner("write", run, opening=_opening, whole=True))
