@@ -78,6 +78,7 @@ _UPGRADES: dict[int, list[str]] = {
     # so a replayed key applies once whichever replica takes it (registry/writes.py)
     6: ["""CREATE TABLE writes (
              write_id VARCHAR(40) PRIMARY KEY, write_key VARCHAR(64) NOT NULL UNIQUE,
+             idem_key VARCHAR(64) UNIQUE,
              username VARCHAR(200) NOT NULL, tool VARCHAR(200) NOT NULL, version VARCHAR(40),
              status VARCHAR(20) NOT NULL, arguments TEXT NOT NULL, body TEXT,
              created_at VARCHAR(40) NOT NULL, updated_at VARCHAR(40) NOT NULL)"""],

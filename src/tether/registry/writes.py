@@ -1,9 +1,10 @@
 """The writes write tools applied, in the registry: one row per write, found by its key.
 
-A write claims its key (the caller, the tool and the idempotency key, or the confirmation)
-before it touches the data, in a row of its own whose key is unique: a second call with the same
-key, on this server or a replica, finds the row instead of writing again, and is answered with
-the first call's result once it is done. The row then holds the rows changed with their before
+A write claims its confirmation (the caller, the tool and the token) and, when given, its
+idempotency key before it touches the data, in a row whose two keys are unique: a second call
+with either, on this server or a replica, finds the row instead of writing again. The same
+idempotency key (or the same confirmation without one) is answered with the first call's result
+once it is done; a confirmation spent under another key is refused: it applies once. The row then holds the rows changed with their before
 and after values. A claim whose writer died is taken over after a while (the confirmation is
 bound to the rows as they were, so a write that did land is not applied twice).
 """
@@ -18,10 +19,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tether.errors import TetherError
 from tether.registry.store import Registry
 
 _COLUMNS = ("SELECT write_id, write_key, username, tool, version, status, arguments, body, "
-            "created_at, updated_at FROM writes")
+            "created_at, updated_at, idem_key FROM writes")
 STALE_SECONDS = 120.0
 """A pending claim older than this is taken to be a writer that died."""
 
@@ -33,30 +35,36 @@ def write_key(user: str, tool: str, key: str) -> str:
 def _row(r: Any) -> dict[str, Any]:
     return {"write_id": r[0], "key": r[1], "user": r[2], "tool": r[3], "version": r[4],
             "status": r[5], "arguments": json.loads(r[6]),
-            "body": json.loads(r[7]) if r[7] else None, "created_at": r[8], "updated_at": r[9]}
+            "body": json.loads(r[7]) if r[7] else None, "created_at": r[8], "updated_at": r[9],
+            "idem_key": r[10]}
 
 
-def claim(registry: Registry, key: str, user: str, tool: str, version: str,
-          args: dict[str, Any], at: dt.datetime) -> tuple[str, dict[str, Any] | None]:
-    """(write id, None) when this call holds the key now; (its id, the row) when another call
-    holds it or has written under it."""
+def claim(registry: Registry, key: str, idem: str | None, user: str, tool: str, version: str,
+          args: dict[str, Any], at: dt.datetime, tries: int = 3
+          ) -> tuple[str, dict[str, Any] | None]:
+    """(write id, None) when this call holds its confirmation ``key`` (and idempotency key
+    ``idem``) now; (the id, the row) of the write that holds either already."""
     stamp = at.astimezone(dt.UTC).isoformat()
     wid = "w-" + uuid.uuid4().hex[:16]
     try:
         with registry.engine.begin() as c:
             c.execute(sa.text(
-                "INSERT INTO writes (write_id, write_key, username, tool, version, status, "
-                "arguments, created_at, updated_at) VALUES (:id, :k, :u, :t, :v, 'pending', "
-                ":a, :at, :at)"), {"id": wid, "k": key, "u": user[:200], "t": tool[:200],
-                                   "v": version, "a": json.dumps(args, sort_keys=True,
-                                                                 default=str), "at": stamp})
+                "INSERT INTO writes (write_id, write_key, idem_key, username, tool, version, "
+                "status, arguments, created_at, updated_at) VALUES (:id, :k, :i, :u, :t, :v, "
+                "'pending', :a, :at, :at)"),
+                {"id": wid, "k": key, "i": idem, "u": user[:200], "t": tool[:200], "v": version,
+                 "a": json.dumps(args, sort_keys=True, default=str), "at": stamp})
         return wid, None
     except sa.exc.IntegrityError:
         pass
-    with registry.engine.begin() as c:
-        r = c.execute(sa.text(_COLUMNS + " WHERE write_key = :k"), {"k": key}).fetchone()
-    if r is None:  # released meanwhile: try once more
-        return claim(registry, key, user, tool, version, args, at)
+    with registry.engine.begin() as c:  # the idempotency key's write first: it answers
+        r = c.execute(sa.text(_COLUMNS + " WHERE idem_key = :i OR write_key = :k ORDER BY "
+                              "CASE WHEN idem_key = :i THEN 0 ELSE 1 END"),
+                      {"k": key, "i": idem}).fetchone()
+    if r is None:  # released meanwhile: try again
+        if tries <= 0:
+            raise TetherError("the write's key could not be claimed; try again")
+        return claim(registry, key, idem, user, tool, version, args, at, tries - 1)
     row = _row(r)
     held = dt.datetime.fromisoformat(row["updated_at"])
     if row["status"] == "pending" and (at - held).total_seconds() > STALE_SECONDS:

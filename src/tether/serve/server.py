@@ -905,13 +905,26 @@ def _details(turn: Turn, refusal: str | None) -> str | None:
     found = {"answered_by": turn.call.tool if turn.call is not None else None,
              "product": plan.product if plan is not None else None,
              "interpreted": turn.result.get("interpreted"),
-             "moved_values": turn.result.get("moved_values"), "refusal": refusal}
+             "moved_values": turn.result.get("moved_values"), "refusal": refusal,
+             "write": _write_details(turn.result)}
     kept = {k: v for k, v in found.items() if v}
     text = json.dumps(kept, sort_keys=True, default=str)
+    if len(text.encode()) > LOGGED_ARGUMENTS and kept.get("write"):  # the registry's writes
+        kept["write"] = {k: v for k, v in kept["write"].items() if k != "rows"}  # keep them
+        text = json.dumps(kept, sort_keys=True, default=str)
     if len(text.encode()) > LOGGED_ARGUMENTS:  # names a caller made up: capped like arguments
         kept = {k: v for k, v in kept.items() if k not in ("interpreted", "moved_values")}
         text = json.dumps(kept, sort_keys=True, default=str)
     return text if kept else None
+
+
+def _write_details(result: dict[str, Any]) -> dict[str, Any] | None:
+    """A write tool's call as the log keeps it: the write (its id in the registry's writes),
+    whether it was a dry run, applied or a replay, and each row's before and after values."""
+    if "action" not in result or "dry_run" not in result:
+        return None
+    return {k: result.get(k) for k in ("action", "write_id", "dry_run", "applied", "replayed",
+                                       "row_count", "rows") if result.get(k) is not None}
 
 
 def logged_arguments(args: dict[str, Any]) -> str:

@@ -489,11 +489,23 @@ def _apply(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...]]
            to: dict[str, Any], noun: str, masked: set[str], what: str, seen: str) -> Answered:
     registry = _registry(ex)
     token = str(call.args.get("confirmation"))
-    key = log.write_key(call.user, call.tool, str(call.args.get("idempotency_key") or token))
+    key = log.write_key(call.user, call.tool, token)
+    given = call.args.get("idempotency_key")
+    idem = log.write_key(call.user, call.tool, "key:" + str(given)) if given else None
     logged = {k: v for k, v in call.args.items() if k != "confirmation"}
-    wid, held = log.claim(registry, key, call.user, call.tool, call.version, logged,
+    wid, held = log.claim(registry, key, idem, call.user, call.tool, call.version, logged,
                           dt.datetime.now(dt.UTC))
     if held is not None:
+        if held["idem_key"] != idem or (idem is None and held["key"] != key):
+            raise ToolError(f"Not allowed: this confirmation was already spent (write {wid}); "
+                            "a confirmation applies once: call again with dry_run true for a "
+                            "new one", refusal={"reason": "confirmation_invalid",
+                                                "detail": "already used"})
+        if held["arguments"] != json.loads(json.dumps(logged, sort_keys=True, default=str)):
+            raise ToolError(f"Not allowed: idempotency key {str(given)[:80]!r} was used for "
+                            f"other arguments (write {wid}); use a new key",
+                            refusal={"reason": "confirmation_invalid",
+                                     "detail": "idempotency key reused"})
         if held["status"] == "applied" and held["body"]:
             replay = dict(held["body"])
             replay["replayed"] = True

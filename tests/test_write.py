@@ -1,0 +1,392 @@
+"""Write tools on DuckDB and PostgreSQL (a writer role of its own; the serving role only reads):
+the generated definition (destructive, the target an enum of the states the moves reach, the
+preconditions, consequences and roles said), the dry run (rows before and after, preconditions,
+a metric's change computed, nothing changed), the real call only with a fresh confirmation of
+the same user, arguments and rows, one transaction, a write outside the caller's row filter or
+a forbidden move refused, a replayed idempotency key applied once, undo restoring the before
+values, the call log and the registry keeping before and after, and a process killed in the
+middle of a write leaving nothing half-applied."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tether.config import load_project
+from tether.errors import ConfigError
+from tether.registry import open_registry
+from tether.registry.writes import writes
+from writeproject import (
+    NORTH,
+    NORTH2,
+    SOUTH,
+    VIEWER,
+    Made,
+    duckdb_project,
+    ok,
+    pg_project,
+    refused,
+    session,
+)
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def made(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Made]:
+    if request.param == "duckdb":
+        with duckdb_project(tmp_path) as m:
+            yield m
+    else:
+        with pg_project(tmp_path, request.getfixturevalue("pg_url")) as m:
+            yield m
+
+
+HOLD = "hold_shipment"
+RELEASE = "release_shipment"
+
+
+def test_the_definition_says_what_it_does_and_only_its_roles_see_it(made: Made) -> None:
+    async def steps(c: Any) -> Any:
+        return {t.name: t for t in (await c.list_tools()).tools}
+
+    tools = session(made.folder, NORTH, steps)
+    hold = tools[HOLD]
+    assert hold.annotations.destructive_hint is True
+    assert hold.annotations.read_only_hint is False
+    assert hold.annotations.idempotent_hint is True
+    props = hold.input_schema["properties"]
+    assert props["state"]["enum"] == ["HELD"]
+    assert props["dry_run"]["default"] is True
+    assert {"confirmation", "idempotency_key", "shipment_id"} <= set(props)
+    assert tools[RELEASE].input_schema["properties"]["state"]["enum"] == ["PACKED", "PENDING"]
+    text = hold.description
+    for said in ("PACKED -> HELD", "PENDING -> HELD", "weight_kg > 0", "open_value",
+                 "pickup list", "dispatcher", "dry_run", "release_shipment undoes it",
+                 "DELIVERED and HELD are in the data with no move out of them"):
+        assert said in text, said
+    # a role the action does not name never sees it, though its tool globs match
+    viewer = session(made.folder, VIEWER, steps)
+    assert HOLD not in viewer and RELEASE not in viewer and "open_value" in viewer
+
+    async def call(c: Any) -> Any:
+        return await c.call_tool(HOLD, {"shipment_id": "S001"})
+    assert "unknown tool" in refused(session(made.folder, VIEWER, call))[0]
+
+
+def test_dry_run_apply_replay_and_undo(made: Made) -> None:
+    before = made.states()
+
+    async def steps(c: Any) -> Any:
+        dry = ok(await c.call_tool(HOLD, {"shipment_id": ["S001", "S002"]}))
+        assert made.states() == before  # a dry run changes nothing
+        applied = await c.call_tool(HOLD, {"shipment_id": ["S001", "S002"], "dry_run": False,
+                                           "confirmation": dry["confirmation"],
+                                           "idempotency_key": "ticket-77"})
+        again = await c.call_tool(HOLD, {"shipment_id": ["S001", "S002"], "dry_run": False,
+                                         "confirmation": dry["confirmation"],
+                                         "idempotency_key": "ticket-77"})
+        return dry, applied, again
+
+    dry, applied, again = session(made.folder, NORTH, steps)
+    assert dry["dry_run"] is True and dry["applied"] is False
+    assert [(r["key"]["shipment_id"], r["before"], r["after"]) for r in dry["rows"]] == [
+        ("S001", {"state": "PENDING"}, {"state": "HELD"}),
+        ("S002", {"state": "PACKED"}, {"state": "HELD"})]
+    assert dry["preconditions"] == [{"rule": "weight_kg > 0", "before": "holds",
+                                     "after": "holds", "rows": 2}]
+    # the metric downstream, computed over the two rows: 40 + 60 EUR leave it
+    assert dry["consequences"][0] == ("2 shipments leave open_value; open_value falls by "
+                                      "100.00 EUR (from 100.00 to 0.00 over these rows).")
+    assert "pickup list" in dry["consequences"][1]
+    result = ok(applied)
+    assert result["applied"] is True and result["write_id"]
+    assert applied.content[0].text.startswith("Applied hold_shipment to 2 rows")
+    after = made.states()
+    assert after == {**before, "S001": "HELD", "S002": "HELD"}
+    replay = ok(again)
+    assert replay["replayed"] is True and replay["write_id"] == result["write_id"]
+    assert made.states() == after
+    # the evidence is the UPDATE that ran, with the caller's row filter in its WHERE
+    evidence = applied.meta["tether/evidence"]
+    assert evidence["sql"].startswith("UPDATE") and evidence["params"]["u_depot"] == "NORTH"
+    # the registry keeps the write once, with before and after; the call log names it
+    project = load_project(made.folder)
+    registry = open_registry(project)
+    try:
+        kept = [w for w in writes(registry) if w["tool"] == HOLD]
+        assert len(kept) == 1 and kept[0]["status"] == "applied"
+        assert kept[0]["body"]["rows"] == result["rows"]
+        assert "confirmation" not in kept[0]["arguments"]
+        logged = [json.loads(c["details"] or "{}").get("write") for c in registry.calls()
+                  if c["tool"] == HOLD]
+    finally:
+        registry.close()
+    applied_logs = [w for w in logged if w and w.get("applied")]
+    assert applied_logs and applied_logs[0]["rows"][0]["before"] == {"state": "PENDING"}
+    # undo: the inverse calls the result names put every row back as it was
+    assert sorted((u["tool"], u["arguments"]["state"]) for u in result["undo"]) == [
+        (RELEASE, "PACKED"), (RELEASE, "PENDING")]
+
+    async def undo(c: Any) -> Any:
+        for u in result["undo"]:
+            d = ok(await c.call_tool(u["tool"], u["arguments"]))
+            ok(await c.call_tool(u["tool"], {**u["arguments"], "dry_run": False,
+                                             "confirmation": d["confirmation"]}))
+    session(made.folder, NORTH, undo)
+    assert made.states() == before
+
+
+def test_outside_the_row_filter_or_absent_is_one_refusal(made: Made) -> None:
+    before = made.states()
+
+    async def steps(c: Any) -> Any:
+        return [await c.call_tool(HOLD, {"shipment_id": key}) for key in
+                ("S005", "S999", ["S001", "S006"])]
+
+    results = session(made.folder, NORTH, steps)
+    texts = []
+    for r in results:
+        text, reason = refused(r)
+        assert reason == "outside_entitlement" and text.startswith("Not permitted:")
+        texts.append(text.replace("S005", "X").replace("S999", "X").replace("S006", "X"))
+    assert texts[0] == texts[1]  # a row of another depot reads as one that does not exist
+    # the south dispatcher may: the row filter, not the tool, decides
+    dry = session(made.folder, SOUTH, lambda c: c.call_tool(HOLD, {"shipment_id": "S005"}))
+    assert ok(dry)["rows"][0]["key"] == {"shipment_id": "S005"}
+    # a north confirmation cannot be spent on a south row, nor by the south dispatcher
+    assert made.states() == before
+
+
+def test_a_forbidden_move_is_refused_with_the_allowed_ones(made: Made) -> None:
+    async def steps(c: Any) -> Any:
+        return [await c.call_tool(HOLD, {"shipment_id": "S003"}),
+                await c.call_tool(RELEASE, {"shipment_id": "S001", "state": "PACKED"}),
+                await c.call_tool(HOLD, {"shipment_id": "S001", "state": "DELIVERED"}),
+                await c.call_tool(HOLD, {"shipment_id": "S004"})]
+
+    delivered, not_held, outside_enum, no_weight = session(made.folder, NORTH, steps)
+    text, reason = refused(delivered)
+    assert reason == "forbidden_transition"
+    assert "nothing moves a row out of DELIVERED" in text and "PENDING -> HELD" in text
+    text, reason = refused(not_held)
+    assert reason == "forbidden_transition" and "HELD -> PENDING, PACKED" in text
+    text, _ = refused(outside_enum)  # the schema: HELD is the only state it moves to
+    assert "DELIVERED" in text and "HELD" in text
+    text, reason = refused(no_weight)
+    assert reason == "precondition_failed" and "weight_kg > 0" in text and "S004" in text
+
+
+def test_confirmation_bound_to_user_arguments_rows_and_time(made: Made,
+                                                          monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    before = made.states()
+
+    async def dry(c: Any) -> Any:
+        return ok(await c.call_tool(HOLD, {"shipment_id": "S001"}))["confirmation"]
+
+    token = session(made.folder, NORTH, dry)
+
+    def apply(user: str, args: dict[str, Any]) -> Any:
+        return session(made.folder, user, lambda c: c.call_tool(
+            HOLD, {"dry_run": False, "confirmation": token, **args}))
+
+    def reason(r: Any) -> tuple[str, str | None]:
+        text, why = refused(r)
+        return text, why
+
+    assert reason(apply(NORTH, {"shipment_id": "S001", "confirmation": ""}))[1] == \
+        "confirmation_required"
+    text, why = reason(apply(NORTH, {"shipment_id": "S002"}))
+    assert why == "confirmation_invalid" and "other arguments" in text
+    text, why = reason(apply(NORTH2, {"shipment_id": "S001"}))  # same depot, another user
+    assert why == "confirmation_invalid" and "another user" in text
+    forged = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    assert reason(apply(NORTH, {"shipment_id": "S001", "confirmation": forged}))[1] == \
+        "confirmation_invalid"
+    made.sql("UPDATE shipments SET weight_kg = 2.75 WHERE shipment_id = 'S001'")
+    text, why = reason(apply(NORTH, {"shipment_id": "S001"}))  # the rows moved since
+    assert why == "confirmation_invalid" and "changed since the dry run" in text
+    made.sql("UPDATE shipments SET weight_kg = 2.5 WHERE shipment_id = 'S001'")
+    import tether.serve.write as write
+
+    real = time.time
+    monkeypatch.setattr(write.time, "time", lambda: real() + 301)  # past its 300 s
+    text, why = reason(apply(NORTH, {"shipment_id": "S001"}))
+    assert why == "confirmation_invalid" and "expired" in text
+    monkeypatch.setattr(write.time, "time", real)
+    assert made.states() == before
+    ok(apply(NORTH, {"shipment_id": "S001"}))  # the same token, fresh and matching: applies
+    assert made.states() == {**before, "S001": "HELD"}
+
+
+def test_two_writers_race_on_one_row_and_one_wins(made: Made) -> None:
+    async def dry(c: Any) -> Any:
+        return ok(await c.call_tool(HOLD, {"shipment_id": "S007"}))["confirmation"]
+
+    tokens = [session(made.folder, NORTH, dry), session(made.folder, NORTH2, dry)]
+    out: list[Any] = [None, None]
+    gate = threading.Barrier(2)
+
+    def go(i: int, user: str) -> None:
+        async def steps(c: Any) -> Any:
+            gate.wait()
+            return await c.call_tool(HOLD, {"shipment_id": "S007", "dry_run": False,
+                                            "confirmation": tokens[i]})
+        out[i] = session(made.folder, user, steps)
+
+    threads = [threading.Thread(target=go, args=(i, u)) for i, u in enumerate((NORTH, NORTH2))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    won = [r for r in out if not r.is_error]
+    lost = [r for r in out if r.is_error]
+    assert len(won) == 1 and len(lost) == 1, [r.content[0].text for r in out]
+    assert refused(lost[0])[1] in ("confirmation_invalid", "forbidden_transition")
+    assert made.states()["S007"] == "HELD"
+
+
+def test_a_write_killed_before_its_commit_leaves_nothing(made: Made, tmp_path: Path) -> None:
+    """The server runs as its own process with the SQL log on a named pipe: each statement's
+    log line waits for this test to read it, so once the UPDATE has run (its line read, the
+    next one not), the process is SIGKILLed inside its transaction."""
+    before = made.states()
+    keys = ["S001", "S002", "S007"]
+    token = session(made.folder, NORTH, lambda c: c.call_tool(HOLD, {"shipment_id": keys}))
+    token = ok(token)["confirmation"]
+    fifo = tmp_path / "sql.fifo"
+    os.mkfifo(fifo)
+    env = {**os.environ, "TETHER_SQL_LOG": str(fifo)}
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "tether"), "serve", "--project",
+                             str(made.folder), "--as-user", NORTH],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, env=env)
+    seen: list[str] = []
+    updated = threading.Event()
+
+    def drain() -> None:  # each open of the pipe lets one statement (or a few) through
+        while not updated.is_set() and proc.poll() is None:
+            with open(fifo) as f:
+                for line in f:
+                    seen.append(json.loads(line)["sql"])
+            if any(s.startswith("UPDATE") for s in seen):
+                updated.set()
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    assert proc.stdin is not None
+    for message in (
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "killer", "version": "1"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+                "name": HOLD, "arguments": {"shipment_id": keys, "dry_run": False,
+                                            "confirmation": token}}}):
+        proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+    try:
+        assert updated.wait(60), seen
+        time.sleep(0.5)  # the UPDATE runs; its next statement waits on the pipe, uncommitted
+        assert proc.poll() is None
+        if made.engine == "postgres":  # the UPDATE ran: its transaction is open, uncommitted
+            assert _open_write(made) == "idle in transaction"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        updated.set()
+    assert made.states() == before  # nothing of it: not one row of three
+    # and the rows are free again: the same write, confirmed afresh, applies whole
+    async def again(c: Any) -> Any:
+        d = ok(await c.call_tool(HOLD, {"shipment_id": keys}))
+        return ok(await c.call_tool(HOLD, {"shipment_id": keys, "dry_run": False,
+                                           "confirmation": d["confirmation"],
+                                           "idempotency_key": "after-the-kill"}))
+    assert session(made.folder, NORTH, again)["row_count"] == 3
+    assert made.states() == {**before, **dict.fromkeys(keys, "HELD")}
+
+
+def _open_write(made: Made) -> str | None:
+    """What the writer role's session is doing (PostgreSQL)."""
+    import psycopg
+
+    cfg = yaml.safe_load((made.folder / "tether.yaml").read_text())
+    role = cfg["sources"]["main"]["writer_url"].split("://", 1)[1].split("@", 1)[0]
+    assert made.url is not None
+    with psycopg.connect(made.url, autocommit=True) as c:
+        rows = c.execute("SELECT state FROM pg_stat_activity WHERE usename = %s AND "
+                         "backend_xid IS NOT NULL", (role,)).fetchall()
+    return rows[0][0] if rows else None
+
+
+def test_run_sql_never_writes(made: Made) -> None:
+    from tether.drift.publish import build
+
+    before = made.states()
+    build(load_project(made.folder), mode="generic")
+    import anyio
+    from mcp import Client
+
+    from tether.serve.server import TetherServer
+
+    server = TetherServer(load_project(made.folder), mode="generic", stdio_user=NORTH)
+
+    async def go() -> list[Any]:
+        async with Client(server.server) as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert HOLD not in names
+            return [await c.call_tool("run_sql", {"sql": q}) for q in (
+                "UPDATE shipments SET state = 'HELD'",
+                "SELECT 1; UPDATE shipments SET state = 'HELD'",
+                "WITH x AS (UPDATE shipments SET state = 'HELD' RETURNING 1) SELECT * FROM x")]
+    try:
+        results = anyio.run(go)
+    finally:
+        server.close()
+    assert all(r.is_error for r in results)
+    assert made.states() == before
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda a: a["hold_shipment"].update(inverse="nothing_like_it"), "names inverse"),
+    (lambda a: a["release_shipment"]["transitions"]["state"].update(HELD=["PENDING"]),
+     "cannot undo 'hold_shipment'"),
+    (lambda a: a["hold_shipment"].update(roles=["nobody"]), "unknown role 'nobody'"),
+    (lambda a: a["hold_shipment"].update(set=["shipment_id"]), "part of the primary key"),
+    (lambda a: a["hold_shipment"].update(require=["(SELECT 1) = 1"]), "not a query"),
+    (lambda a: a["hold_shipment"].update(require=["sum(weight_kg) > 0"]), "aggregates"),
+    (lambda a: a["hold_shipment"]["transitions"].update(depot={"NORTH": ["SOUTH"]}),
+     "which it does not set"),
+])
+def test_an_action_that_cannot_work_is_a_config_error(tmp_path: Path, change: Any,
+                                                      says: str) -> None:
+    with duckdb_project(tmp_path) as made:
+        path = made.folder / "tether.yaml"
+        cfg = yaml.safe_load(path.read_text())
+        change(cfg["products"]["shipments"]["actions"])
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        with pytest.raises(ConfigError) as e:
+            load_project(made.folder)
+        assert says in str(e.value) and "tether.yaml:" in e.value.paragraph()
+
+
+def test_no_writer_url_is_a_config_error(tmp_path: Path) -> None:
+    with duckdb_project(tmp_path) as made:
+        path = made.folder / "tether.yaml"
+        cfg = yaml.safe_load(path.read_text())
+        del cfg["sources"]["main"]["writer_url"]
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        with pytest.raises(ConfigError, match="no writer_url"):
+            load_project(made.folder)
