@@ -909,8 +909,9 @@ def _details(turn: Turn, refusal: str | None) -> str | None:
              "write": _write_details(turn.result)}
     kept = {k: v for k, v in found.items() if v}
     text = json.dumps(kept, sort_keys=True, default=str)
-    if len(text.encode()) > LOGGED_ARGUMENTS and kept.get("write"):  # the registry's writes
-        kept["write"] = {k: v for k, v in kept["write"].items() if k != "rows"}  # keep them
+    write = kept.get("write")
+    if len(text.encode()) > LOGGED_ARGUMENTS and isinstance(write, dict):  # the registry's
+        kept["write"] = {k: v for k, v in write.items() if k != "rows"}  # writes keep them
         text = json.dumps(kept, sort_keys=True, default=str)
     if len(text.encode()) > LOGGED_ARGUMENTS:  # names a caller made up: capped like arguments
         kept = {k: v for k, v in kept.items() if k not in ("interpreted", "moved_values")}
