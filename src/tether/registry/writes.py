@@ -5,8 +5,9 @@ idempotency key before it touches the data, in a row whose two keys are unique: 
 with either, on this server or a replica, finds the row instead of writing again. The same
 idempotency key (or the same confirmation without one) is answered with the first call's result
 once it is done; a confirmation spent under another key is refused: it applies once. The row
-then holds the rows changed with their before and after values. A claim whose writer died is taken over after a while (the confirmation is
-bound to the rows as they were, so a write that did land is not applied twice).
+then holds the rows changed with their before and after values. A claim whose writer died is
+taken over after a while (the confirmation is bound to the rows as they were, so a write that
+did land is not applied twice).
 """
 
 from __future__ import annotations
