@@ -64,7 +64,8 @@ def plugin() -> Any:
 
 def test_every_built_in_kind_is_registered_on_both_sides() -> None:
     built_in = [k.name for k in GROUNDED] + [k.name for k in GENERIC_KINDS]
-    assert built_in == ["list", "api", "metric", "probe", "search", "rows", "describe", "catalog",
+    assert built_in == ["list", "api", "metric", "write", "probe", "search", "rows", "describe",
+                        "catalog",
                         "sql"]
     for name in built_in:
         assert toolgen_kinds.KINDS[name].name == name

@@ -72,7 +72,7 @@ def test_the_definition_says_what_it_does_and_only_its_roles_see_it(made: Made) 
     text = hold.description
     for said in ("PACKED -> HELD", "PENDING -> HELD", "weight_kg > 0", "open_value",
                  "pickup list", "dispatcher", "dry_run", "release_shipment undoes it",
-                 "DELIVERED and HELD are in the data with no move out of them"):
+                 "2 other state values are in the data with no move out of them"):
         assert said in text, said
     # a role the action does not name never sees it, though its tool globs match
     viewer = session(made.folder, VIEWER, steps)
@@ -222,7 +222,7 @@ def test_confirmation_bound_to_user_arguments_rows_and_time(made: Made,
     real = time.time
     monkeypatch.setattr(write.time, "time", lambda: real() + 301)  # past its 300 s
     text, why = reason(apply(NORTH, {"shipment_id": "S001"}))
-    assert why == "confirmation_invalid" and "expired" in text
+    assert why == "confirmation_invalid" and "past its time" in text
     monkeypatch.setattr(write.time, "time", real)
     assert made.states() == before
     ok(apply(NORTH, {"shipment_id": "S001"}))  # the same token, fresh and matching: applies
@@ -390,3 +390,49 @@ def test_no_writer_url_is_a_config_error(tmp_path: Path) -> None:
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         with pytest.raises(ConfigError, match="no writer_url"):
             load_project(made.folder)
+
+
+def _checked(folder: Path) -> dict[str, dict[str, Any]]:
+    from conftest import run_cli
+
+    r = run_cli("check", "--project", str(folder), "--json")
+    assert r.returncode in (0, 10, 11), (r.stdout, r.stderr)
+    return {t["tool"]: t for t in json.loads(r.stdout)["tools"]}
+
+
+def test_drift_a_new_state_is_wording_a_changed_precondition_waits_for_a_person(
+        tmp_path: Path) -> None:
+    with duckdb_project(tmp_path) as made:
+        # a state the data did not hold: the tool says nothing moves a row out of it (patch)
+        made.sql("INSERT INTO shipments VALUES ('S009', 'NORTH', 'LOST', 1.0, 3.0)")
+        hold = _checked(made.folder)[HOLD]
+        assert (hold["outcome"], hold["change_level"], hold["change_kind"]) == (
+            "published", "patch", "wording")
+        listed = session(made.folder, NORTH, lambda c: c.list_tools())
+        text = next(t for t in listed.tools if t.name == HOLD).description
+        # the depot row filter scopes the values: how many, never which
+        assert "3 other state values are in the data with no move out of them" in text
+        # a changed precondition: semantic, a named reviewer; the running tool keeps the old
+        path = made.folder / "tether.yaml"
+        cfg = yaml.safe_load(path.read_text())
+        cfg["products"]["shipments"]["actions"][HOLD]["require"] = ["weight_kg > 1"]
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        hold = _checked(made.folder)[HOLD]
+        assert (hold["outcome"], hold["change_kind"]) == ("pending", "semantic"), hold
+        listed = session(made.folder, NORTH, lambda c: c.list_tools())
+        assert "weight_kg > 0" in next(t for t in listed.tools if t.name == HOLD).description
+        # roles widened: the same, and the widened role does not see it meanwhile
+        cfg["products"]["shipments"]["actions"][HOLD]["require"] = ["weight_kg > 0"]
+        cfg["products"]["shipments"]["actions"][HOLD]["roles"] = ["dispatcher", "viewer"]
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        hold = _checked(made.folder)[HOLD]
+        assert (hold["outcome"], hold["change_kind"]) == ("pending", "semantic"), hold
+        viewer = session(made.folder, VIEWER, lambda c: c.list_tools())
+        assert HOLD not in {t.name for t in viewer.tools}
+        # a consequence's words: wording, published at once
+        cfg["products"]["shipments"]["actions"][HOLD]["roles"] = ["dispatcher"]
+        cfg["products"]["shipments"]["actions"][HOLD]["consequences"] = [
+            "the nightly invoice run skips held shipments"]
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        hold = _checked(made.folder)[HOLD]
+        assert (hold["outcome"], hold["change_kind"]) == ("published", "wording"), hold

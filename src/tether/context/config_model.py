@@ -185,7 +185,7 @@ class ActionConfig(Model):
     set_: list[str] = Field(alias="set", min_length=1, description="The columns it may change.")
     transitions: dict[str, dict[str, list[str]]] = Field(
         default_factory=dict, description="For a status column of `set`: from each value, the "
-        "values it may move to (`{status: {NEW: [ON_HOLD]}}`); a row in any other state is "
+        "values it may move to (`{phase: {DRAFT: [SENT]}}`); a row in any other state is "
         "refused with the moves allowed from it.")
     require: list[str] = Field(
         default_factory=list, description="SQL predicates over the product's columns that must "
@@ -193,7 +193,7 @@ class ActionConfig(Model):
         "again inside the write's transaction).")
     consequences: list[str] = Field(
         default_factory=list, description="What reacts downstream, beside what lineage, metrics "
-        "and the glossary show: words (`the nightly billing run invoices them`) or the name of "
+        "and the glossary show: words (`the nightly export picks them up`) or the name of "
         "a metric, product or lineage node.")
     roles: list[str] = Field(min_length=1, description="The roles that may do it (their row "
                              "filters bound the rows it may touch).")

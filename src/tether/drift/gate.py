@@ -65,7 +65,7 @@ def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
     # a policy change wins over a semantic one it comes with: both wait for a person, but only
     # a pending policy change keeps a server from starting on the projection it moved
     semantic = any(e["kind"] == "definition_changed" for e in near) or bool(
-        transform_changed(prev, wire))
+        transform_changed(prev, wire)) or write_changed(prev, wire)
     if any(e["kind"] == "policy_changed" for e in near):
         level, kind = ("major" if level == "major" or semantic else "minor"), "policy"
     elif semantic:
@@ -79,6 +79,14 @@ def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
     if kind in ("breaking", "semantic", "policy"):
         return "human", level, kind
     return "auto", level, kind
+
+
+def write_changed(prev: dict[str, Any] | None, wire: dict[str, Any]) -> bool:
+    """A write tool whose roles, moves or preconditions changed: who may change what, and what
+    must hold, moved with it; a person decides (its consequences' words are wording)."""
+    if prev is None:
+        return False
+    return ToolContext.of(prev).write != ToolContext.of(wire).write
 
 
 def transform_changed(prev: dict[str, Any] | None, wire: dict[str, Any]) -> list[str]:

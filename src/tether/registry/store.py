@@ -81,7 +81,7 @@ _UPGRADES: dict[int, list[str]] = {
              idem_key VARCHAR(64) UNIQUE,
              username VARCHAR(200) NOT NULL, tool VARCHAR(200) NOT NULL, version VARCHAR(40),
              status VARCHAR(20) NOT NULL, arguments TEXT NOT NULL, body TEXT,
-             created_at VARCHAR(40) NOT NULL, updated_at VARCHAR(40) NOT NULL)"""],
+             write_at VARCHAR(40) NOT NULL, updated_at VARCHAR(40) NOT NULL)"""],
 }
 
 VOLATILE_KEYS = ("version", "supersedes", "generated_at", "change_level", "change_kind",

@@ -24,7 +24,7 @@ from tether.errors import TetherError
 from tether.registry.store import Registry
 
 _COLUMNS = ("SELECT write_id, write_key, username, tool, version, status, arguments, body, "
-            "created_at, updated_at, idem_key FROM writes")
+            "write_at, updated_at, idem_key FROM writes")
 STALE_SECONDS = 120.0
 """A pending claim older than this is taken to be a writer that died."""
 
@@ -36,7 +36,7 @@ def write_key(user: str, tool: str, key: str) -> str:
 def _row(r: Any) -> dict[str, Any]:
     return {"write_id": r[0], "key": r[1], "user": r[2], "tool": r[3], "version": r[4],
             "status": r[5], "arguments": json.loads(r[6]),
-            "body": json.loads(r[7]) if r[7] else None, "created_at": r[8], "updated_at": r[9],
+            "body": json.loads(r[7]) if r[7] else None, "write_at": r[8], "updated_at": r[9],
             "idem_key": r[10]}
 
 
@@ -51,7 +51,7 @@ def claim(registry: Registry, key: str, idem: str | None, user: str, tool: str, 
         with registry.engine.begin() as c:
             c.execute(sa.text(
                 "INSERT INTO writes (write_id, write_key, idem_key, username, tool, version, "
-                "status, arguments, created_at, updated_at) VALUES (:id, :k, :i, :u, :t, :v, "
+                "status, arguments, write_at, updated_at) VALUES (:id, :k, :i, :u, :t, :v, "
                 "'pending', :a, :at, :at)"),
                 {"id": wid, "k": key, "i": idem, "u": user[:200], "t": tool[:200], "v": version,
                  "a": json.dumps(args, sort_keys=True, default=str), "at": stamp})
@@ -64,7 +64,7 @@ def claim(registry: Registry, key: str, idem: str | None, user: str, tool: str, 
                       {"k": key, "i": idem}).fetchone()
     if r is None:  # released meanwhile: try again
         if tries <= 0:
-            raise TetherError("the write's key could not be claimed; try again")
+            raise TetherError("the write's key could not be taken; try again")
         return claim(registry, key, idem, user, tool, version, args, at, tries - 1)
     row = _row(r)
     held = dt.datetime.fromisoformat(row["updated_at"])
@@ -98,7 +98,7 @@ def release(registry: Registry, wid: str) -> None:
 def writes(registry: Registry, user: str | None = None, limit: int = 100
            ) -> list[dict[str, Any]]:
     """The newest writes (of ``user``), newest first."""
-    sql = _COLUMNS + (" WHERE username = :u" if user else "") + " ORDER BY created_at DESC"
+    sql = _COLUMNS + (" WHERE username = :u" if user else "") + " ORDER BY write_at DESC"
     with registry.engine.begin() as c:
         rows = c.execute(sa.text(sql), {"u": user} if user else {}).fetchmany(limit)
     return [_row(r) for r in rows]

@@ -387,7 +387,7 @@ def confirmed(ex: Executor, call: Call, token: Any, what: str) -> str:
     if data.get("a") != what:
         raise bad("the confirmation is for other arguments")
     if not isinstance(data.get("x"), int) or time.time() > data["x"]:
-        raise bad("the confirmation has expired")
+        raise bad("the confirmation is past its time")
     return str(data.get("d"))
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import sqlalchemy as sa
 from sqlglot import exp
 
@@ -25,6 +26,8 @@ from tether.config import SourceConfig
 from tether.errors import ConfigError, TetherError
 from tether.sources import dialect_of, resolve_duckdb_path
 from tether.sources.base import first_line, trace_statement
+from tether.sources.duckdb import alone
+from tether.sources.sqlalchemy import bound_text, driver_url
 
 
 class WriteError(TetherError):
@@ -59,8 +62,6 @@ class Tx:
     def _text(self, expr: exp.Expr) -> str:
         if self.dialect == "duckdb":
             return expr.sql(dialect="duckdb")
-        from tether.sources.sqlalchemy import bound_text
-
         return bound_text(expr, self.dialect)
 
 
@@ -81,8 +82,6 @@ class Writer:
 
     def _sa(self) -> sa.Engine:
         if self._engine is None:
-            from tether.sources.sqlalchemy import driver_url
-
             self._engine = sa.create_engine(driver_url(self.url), pool_pre_ping=True,
                                             pool_size=2, max_overflow=4)
         return self._engine
@@ -110,10 +109,6 @@ class Writer:
 
     @contextlib.contextmanager
     def _duckdb(self, timeout: float) -> Iterator[Tx]:
-        import duckdb
-
-        from tether.sources.duckdb import alone
-
         assert self.path is not None
         with alone(self.path, timeout):
             try:

@@ -18,9 +18,11 @@ import sqlglot
 from sqlglot import exp
 
 from tether.config import ActionConfig, ProductConfig
+from tether.context.meta import context_slot
 from tether.context.profile import ColumnProfile
 from tether.errors import ConfigError
 from tether.policy import inherit
+from tether.policy.model import values_scoped
 from tether.toolgen.describe import grain_noun, join_words, json_type, plural, sentence
 from tether.toolgen.kinds import Kind, register
 from tether.toolgen.model import (
@@ -178,7 +180,7 @@ def write_tool(ctx: Ctx, product: str, action: str) -> GeneratedTool:
     meta = tool_meta(ctx, WRITE_KIND_NAME, sentences, sources, [product], source_of_truth={},
                      canonical_ids={}, deprecated={}, limits={"max_rows": a.max_rows},
                      definitions=sorted(q.name for q in found if q.kind == "term" and q.name))
-    meta["tether/context"]["write"] = {"roles": sorted(a.roles), "transitions": a.transitions,
+    context_slot(meta)["write"] = {"roles": sorted(a.roles), "transitions": a.transitions,
                                        "require": list(a.require)}
     inputs: dict[str, Any] = {"type": "object", "properties": props,
                               "additionalProperties": False, "required": required}
@@ -186,6 +188,15 @@ def write_tool(ctx: Ctx, product: str, action: str) -> GeneratedTool:
                          description=description, input_schema=inputs,
                          output_schema=_output_schema(), annotations=dict(WRITES), meta=meta,
                          plan=plan)
+
+
+def _stuck(c: ColumnProfile | None, moves: dict[str, list[str]]) -> list[str]:
+    """The values of a status column the data holds that no move leaves: every value where the
+    column is an enum, else its most frequent ones; a new state arriving changes them."""
+    if c is None:
+        return []
+    held = {str(v.value) for v in (c.enum if c.enum is not None else c.top_values)}
+    return sorted(held - set(moves))
 
 
 _SAID_BY: dict[str, Source] = {"metric": "glossary", "term": "glossary", "product": "lineage",
@@ -209,10 +220,13 @@ def _sentences(ctx: Ctx, product: str, action: str, a: ActionConfig,
         out.append(Sentence(text=sentence(f"{col} may move {said}; a {noun} in any other "
                                           f"{col} is refused with the moves allowed from it"),
                             source=source, origin=origin))
-        c = by_name.get(col)
-        held = {str(e.value) for e in (c.enum or [])} if c is not None else set()
-        stuck = sorted(held - set(moves))
-        if stuck:  # a state the data holds that nothing moves out of (a new one, say)
+        stuck = _stuck(by_name.get(col), moves)
+        if stuck and values_scoped(ctx.config, product, col):  # no value a caller may not see
+            n = len(stuck)
+            out.append(Sentence(text=sentence(
+                f"{n} other {col} value{'' if n == 1 else 's'} {'is' if n == 1 else 'are'} in "
+                f"the data with no move out of {'it' if n == 1 else 'them'}"), source="samples"))
+        elif stuck:  # a state the data holds that nothing moves out of (a new one, say)
             out.append(Sentence(text=sentence(
                 f"{join_words(stuck)} {'is' if len(stuck) == 1 else 'are'} in the data with no "
                 f"move out of {'it' if len(stuck) == 1 else 'them'}"), source="samples"))
