@@ -120,6 +120,8 @@ _ID = re.compile(r"(^id$|_id$|_ids$|_ref$|_no$|_number$|_key$|uuid|^ids?_)", re.
 def _identifiers(tool: Tool) -> tuple[str, str] | None:
     bad = []
     for name, s in _props(tool.get("inputSchema")).items():
+        if isinstance(s, dict) and s.get("type") == "array" and isinstance(s.get("items"), dict):
+            s = {**s["items"], "description": s.get("description", "")}  # one or several ids
         if not isinstance(s, dict) or not (_ID.search(name) or s.get("format") == "uuid"):
             continue
         if s.get("enum") or (s.get("items") or {}).get("enum"):

@@ -68,17 +68,17 @@ def consequences(ctx: Ctx, product: str, a: ActionConfig) -> list[Consequence]:
             continue
         alone = metric_products(m) == [product] and m.window in (None, "current")
         what = (m.description or "").split(". ")[0].rstrip(".")
-        text = f"the metric {name}" + (f" ({what})" if what else "") + (
+        text = f"the metric {name}" + (
             f" reads {join_words(sorted(changed & set(reads)))}" if changed & set(reads) else "")
         out.append(Consequence(kind="metric", name=name, text=text + (
-            ": the dry run says how it moves" if alone else ""),
+            " (computed in the dry run)" if alone else ""),
             measure=m.measure if alone else None, predicate=m.predicate if alone else None,
             unit=m.unit, columns=reads))
     for term, g in sorted(config.glossary.items()):
         governs = sorted(f.split(".", 1)[1] for f in g.fields
                          if f.split(".", 1)[0] == product and f.split(".", 1)[1] in changed)
         if governs:
-            out.append(Consequence(kind="term", name=term, text=f"the glossary term {term!r} "
+            out.append(Consequence(kind="term", name=term, text=f"glossary term {term!r} "
                                    f"governs {join_words(governs)}"))
     nodes = sorted({e.to for e in config.lineage if e.from_.split(".")[0] == product})
     built = sorted({q for q in config.products if q != product and product in inherit.reads(
@@ -130,36 +130,38 @@ def write_tool(ctx: Ctx, product: str, action: str) -> GeneratedTool:
     single = len(p.primary_key) == 1
     for col in p.primary_key:
         scalar = json_type(by_name[col].column.kind)
+        scheme = p.identifiers.get(col)
+        pattern = (ctx.config.identifier_schemes[scheme].pattern
+                   if scheme in ctx.config.identifier_schemes else None)
+        if scalar.get("type") == "string" and (pattern or by_name[col].pattern):
+            scalar["pattern"] = pattern or by_name[col].pattern  # the shape every key has
+        which = f", a {scheme} identifier" if scheme and scheme != col else ""
         if single:
             props[keys[col]] = {"type": "array", "items": scalar, "minItems": 1,
                                 "maxItems": a.max_rows, "description": sentence(
-                                    f"The {col} of each {noun} to change (one or a list of up "
-                                    f"to {a.max_rows})")}
+                                    f"The {col} of each {noun} to change{which} (one or a "
+                                    f"list of up to {a.max_rows})")}
         else:
             props[keys[col]] = {**scalar, "description": sentence(
                 f"With {join_words([k for k in p.primary_key if k != col])}, the {noun} to "
-                "change")}
+                f"change{which}")}
         required.append(keys[col])
     for col in a.set_:
         moves = a.transitions.get(col)
         targets = sorted({t for tos in moves.values() for t in tos}) if moves else None
         schema = _value_schema(by_name[col], targets)
         if moves:
-            schema["description"] = sentence(
-                f"The {col} to move to; allowed from each {col}: " + "; ".join(
-                    f"{frm} -> {join_words(tos, 'or')}" for frm, tos in sorted(moves.items())))
+            schema["description"] = sentence(f"The {col} to move to (see the moves above)")
         props[sets[col]] = schema
         if "default" not in schema:
             required.append(sets[col])
     props["dry_run"] = {"type": "boolean", "default": True, "description": (
-        "True (the default): change nothing; list each row's before and after values, the "
-        "preconditions checked and the consequences, with a confirmation. False: apply it, "
-        "with the confirmation a dry run of the same arguments returned.")}
+        "True: change nothing, show the change and a confirmation. False: apply it.")}
     props["confirmation"] = {"type": "string", "maxLength": 2000, "description": (
-        "The confirmation the dry run returned (needed when dry_run is false).")}
-    props["idempotency_key"] = {"type": "string", "minLength": 1, "maxLength": 200,
-                                "description": "A key of yours: the same key again returns "
-                                "the first call's result and applies nothing more."}
+        "From the dry run of the same arguments; needed when dry_run is false.")}
+    props["idempotency_key"] = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,200}$",
+                                "description": "Your own key: used again, it returns the first "
+                                "result and changes nothing more."}
     found = consequences(ctx, product, a)
     sentences = _sentences(ctx, product, action, a, found, by_name)
     description, sources = join_sentences(sentences)
@@ -186,7 +188,11 @@ def write_tool(ctx: Ctx, product: str, action: str) -> GeneratedTool:
                               "additionalProperties": False, "required": required}
     return GeneratedTool(name=action, title=(a.description or "").split(". ")[0][:80] or None,
                          description=description, input_schema=inputs,
-                         output_schema=_output_schema(), annotations=dict(WRITES), meta=meta,
+                         output_schema=_output_schema(
+                             {c: props[keys[c]].get("items", props[keys[c]])
+                              for c in p.primary_key},
+                             {c: props[sets[c]] for c in a.set_}),
+                         annotations=dict(WRITES), meta=meta,
                          plan=plan)
 
 
@@ -214,64 +220,79 @@ def _sentences(ctx: Ctx, product: str, action: str, a: ActionConfig,
     first = a.description or (f"Changes {join_words(a.set_)} of {plural(noun)}, "
                               f"picked by {join_words(p.primary_key)}")
     out.append(Sentence(text=sentence(first), source=source, origin=origin))
+    out.append(Sentence(text=sentence(
+        f"Writes {join_words(a.set_)}: at most {a.max_rows} {plural(noun)} (rows) a call, by "
+        f"{join_words(p.primary_key)}; no pagination"),
+        source="schema"))
     source, origin = ctx.said("schema", *here, "transitions")
     for col, moves in a.transitions.items():
         said = "; ".join(f"{frm} -> {join_words(tos, 'or')}" for frm, tos in sorted(moves.items()))
-        out.append(Sentence(text=sentence(f"{col} may move {said}; a {noun} in any other "
-                                          f"{col} is refused with the moves allowed from it"),
+        out.append(Sentence(text=sentence(f"{col} moves: {said}; others are refused"),
                             source=source, origin=origin))
         stuck = _stuck(by_name.get(col), moves)
         if stuck and values_scoped(ctx.config, product, col):  # no value a caller may not see
             n = len(stuck)
             out.append(Sentence(text=sentence(
-                f"{n} other {col} value{'' if n == 1 else 's'} {'is' if n == 1 else 'are'} in "
-                f"the data with no move out of {'it' if n == 1 else 'them'}"), source="samples"))
+                f"{n} other {col} value{'' if n == 1 else 's'} in the data "
+                f"{'has' if n == 1 else 'have'} no move out"), source="samples"))
         elif stuck:  # a state the data holds that nothing moves out of (a new one, say)
             out.append(Sentence(text=sentence(
-                f"{join_words(stuck)} {'is' if len(stuck) == 1 else 'are'} in the data with no "
-                f"move out of {'it' if len(stuck) == 1 else 'them'}"), source="samples"))
+                f"{join_words(stuck)} ({col} in the data) {'has' if len(stuck) == 1 else 'have'} "
+                "no move out"), source="samples"))
     if a.require:
         source, origin = ctx.said("schema", *here, "require")
         out.append(Sentence(text=sentence(
-            "Must hold for every row changed, before and after: " + "; ".join(a.require)),
+            "Must hold before and after: " + "; ".join(a.require)),
             source=source, origin=origin))
     for q in found:
         src = _SAID_BY[q.kind]
-        out.append(Sentence(text=sentence(f"Downstream, {q.text}"), source=src))
-    who = f"Only the roles {join_words(sorted(a.roles))} may call it"
+        out.append(Sentence(text=sentence(f"Downstream: {q.text}"), source=src))
+    who = f"Only {join_words(sorted(a.roles))} may call it"
     if any(product in r.row_filters for r in ctx.config.policies.roles.values()):
-        who += "; your row filter bounds the rows it may change"
+        who += ", on rows in their scope"
     out.append(Sentence(text=sentence(who), source="policy"))
     seconds = ctx.config.serve.confirmation_seconds
     out.append(Sentence(text=sentence(
-        "Call it with dry_run true first (the default; nothing changes), then with dry_run "
-        f"false and the confirmation it returned (valid {seconds} s, for the same arguments "
-        "and the rows as they were) to apply it in one transaction"), source="policy"))
+        "Call with dry_run true (the default) to see each row before and after and get a "
+        f"confirmation, then with dry_run false and it (valid {seconds} s) to apply"),
+        source="policy"))
     if a.inverse:
         source, origin = ctx.said("schema", *here, "inverse")
-        out.append(Sentence(text=sentence(f"{a.inverse} undoes it: an applied call's result "
-                                          "names the calls that restore the before values"),
+        out.append(Sentence(text=sentence(f"{a.inverse} undoes it"),
                             source=source, origin=origin))
     return out
 
 
-def _output_schema() -> dict[str, Any]:
+def _output_schema(keys: dict[str, dict[str, Any]], sets: dict[str, dict[str, Any]]
+                   ) -> dict[str, Any]:
+    """The result's shape, kept small (it is in every tools/list): each field named, counts
+    in rows, keys as identifiers."""
+    def plain(schema: dict[str, Any], key: bool = False) -> dict[str, Any]:
+        out = {k: v for k, v in schema.items() if k in ("type", "format")}
+        if key and out.get("type") in ("integer", "number"):
+            out["description"] = "An identifier; no unit."
+        return out
+
+    values = {"type": "object", "properties": {c: plain(v) for c, v in sets.items()}}
     row = {"type": "object", "properties": {
-        "key": {"type": "object"}, "before": {"type": "object"}, "after": {"type": "object"}}}
+        "key": {"type": "object", "properties": {c: plain(v, True) for c, v in keys.items()}},
+        "before": values, "after": values}}
+    rows = {"type": "integer", "description": "In rows."}
+    check = {"type": "object", "properties": {
+        "rule": {"type": "string"}, "before": {"type": "string"}, "after": {"type": "string"},
+        "rows": rows}}
+    call = {"type": "object", "properties": {
+        "tool": {"type": "string"}, "arguments": {"type": "object",
+                                                  "additionalProperties": True}}}
+    text = {"type": ["string", "null"]}
     return {"type": "object", "properties": {
-        "action": {"type": "string"},
-        "dry_run": {"type": "boolean"},
-        "applied": {"type": "boolean", "description": "True once the change is committed."},
-        "rows": {"type": "array", "items": row},
-        "row_count": {"type": "integer"},
-        "preconditions": {"type": "array", "items": {"type": "object"}},
+        "action": {"type": "string"}, "dry_run": {"type": "boolean"},
+        "applied": {"type": "boolean"}, "rows": {"type": "array", "items": row},
+        "row_count": rows, "preconditions": {"type": "array", "items": check},
         "consequences": {"type": "array", "items": {"type": "string"}},
-        "confirmation": {"type": ["string", "null"]},
-        "confirmation_expires_at": {"type": ["string", "null"]},
-        "write_id": {"type": ["string", "null"]},
-        "undo": {"type": "array", "items": {"type": "object"}},
-        "replayed": {"type": "boolean"},
-        "as_of": {"type": ["string", "null"]},
+        "confirmation": text, "confirmation_expires_at": text, "write_id": text,
+        "undo": {"type": "array", "items": call}, "replayed": {"type": "boolean"},
+        "as_of": text,
     }, "required": ["action", "dry_run", "rows", "row_count"]}
 
 
