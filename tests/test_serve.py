@@ -57,7 +57,8 @@ def test_every_user_every_tool_matches_the_policy_oracle(project_dir: Path, user
     project = load_project(project_dir)
     server = TetherServer(project, stdio_user=user)
     try:
-        visible = [v for v in server.visible(user)]
+        # every reading tool (the write tools change rows: tests/test_write.py calls them)
+        visible = [v for v in server.visible(user) if v.plan.kind != "write"]
         calls = [(v.name, {"limit": 200} if v.plan.kind == "list" else
                   {"product": "customers"} if v.plan.kind == "probe" else {}) for v in visible]
         names, results = call_all(server, calls)

@@ -64,12 +64,16 @@ def drift(
 @app.command("cases")
 def cases(
     project: Path = typer.Option(Path("."), "--project", "-p", help="The demo project."),
+    writes: bool = typer.Option(False, "--writes", help="Write write-cases.jsonl instead: "
+                                "requests to change orders, each with the rows it must change "
+                                "(or none), for the write tools (docs/write.md)."),
 ) -> None:
     """(Re)write the demo's cases.jsonl: its questions with gold answers computed by the
     governed definitions on the warehouse as it is now (after `tether demo drift`, too)."""
     from tether.demo.cases import write_cases
+    from tether.demo.write_cases import write_write_cases
     from tether.eval.cases import load_cases
 
-    path = write_cases(project.resolve())
+    path = (write_write_cases if writes else write_cases)(project.resolve())
     out.print(f"wrote {path}: {len(load_cases(path).cases)} cases. Next: tether eval run "
               f"--server stdio:'tether serve --project {project}' --cases {path}")

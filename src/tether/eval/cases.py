@@ -1,7 +1,9 @@
 """`cases.jsonl`: one evaluation case per line, with exactly the fields of the evaluation article.
 
 Extensions: ``gold.definition_sql`` holds the governed predicate for machine
-comparison. ``label`` and ``cost`` may be null (cases with gold only). A bad line (not UTF-8
+comparison; ``gold.side_effects`` the rows a write case must change (and how), or ``[]`` for a
+case where nothing may be written; the failure class ``transition`` is a move of a status no
+action allows, attempted. ``label`` and ``cost`` may be null (cases with gold only). A bad line (not UTF-8
 text, not JSON, not a valid case) is reported with its line number and field, and the valid lines
 still load; a file that is not text at all is refused whole (see :func:`load_cases`).
 """
@@ -17,8 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tether.textfiles import JSONProblem, decode_text, parse_json, read_bytes, text_problem
 
-FailureClass = Literal["entity", "semantic", "structural", "temporal", "policy"]
+FailureClass = Literal["entity", "semantic", "structural", "temporal", "policy", "transition"]
 FAILURE_CLASSES: tuple[str, ...] = ("entity", "semantic", "structural", "temporal", "policy")
+"""The classes every report counts; ``transition`` (write cases) is counted where it occurs."""
 _BOM = b"\xef\xbb\xbf"
 MAX_CASES_BYTES = 64 * 1024 * 1024
 """Largest cases file read (64 MiB: about 100,000 cases of the article's size)."""
@@ -33,6 +36,14 @@ class Window(_M):
     end: dt.date = Field(description="Last day of the window, inclusive.")
     calendar: Literal["fiscal", "calendar"] = Field(
         default="calendar", description="Which calendar the question's period is in.")
+
+
+class SideEffect(_M):
+    """One row a write case must leave changed: which, and the values it must hold after."""
+
+    product: str = Field(min_length=1, description="The data product (its table) written.")
+    key: dict[str, Any] = Field(description="The row's primary key, column -> value.")
+    after: dict[str, Any] = Field(description="Column -> the value it must hold after.")
 
 
 class Gold(_M):
@@ -53,6 +64,10 @@ class Gold(_M):
         "run; null when not applicable.")
     policy_scope: str | None = Field(
         default=None, description="The entitlement the oracle checks against.")
+    side_effects: list[SideEffect] | None = Field(
+        default=None, description="Extension, for a write case: the rows the case must change "
+        "and their values after (every other row unchanged); [] when nothing may be written "
+        "(the right answer declines). null: a case that only reads.")
 
 
 class Label(_M):

@@ -201,8 +201,8 @@ def metrics(run_id: str, server: str, labels: Sequence[LabelLine]) -> dict[str, 
     total = math.fsum(x.usd for x in labels)
     failures = dict.fromkeys(FAILURE_CLASSES, 0)
     for x in labels:
-        if not is_success(x) and x.failure_class is not None:
-            failures[x.failure_class] += 1
+        if not is_success(x) and x.failure_class is not None:  # transition: where it occurs
+            failures[x.failure_class] = failures.get(x.failure_class, 0) + 1
     return {
         "server": server,
         "run_id": run_id,
@@ -225,6 +225,20 @@ def metrics(run_id: str, server: str, labels: Sequence[LabelLine]) -> dict[str, 
         "failures_by_class": failures,
         "needs_human_review": sum(x.needs_human_review for x in labels),
     }
+
+
+def write_totals(labels: Sequence[LabelLine]) -> dict[str, Any]:
+    """The write cases of a run, summed: rows applied, wrong, missing and outside the scope,
+    calls refused, forbidden moves attempted, and the cases whose writes all followed a dry run."""
+    w = [x.writes for x in labels if x.writes is not None]
+    first = [x.dry_run_first for x in w if x.dry_run_first is not None]
+    return {"cases": len(w), "correct": sum(x.correct is True for x in labels if x.writes),
+            "rows_applied": sum(x.applied for x in w), "wrong_writes": sum(x.wrong for x in w),
+            "missing_writes": sum(x.missing for x in w),
+            "outside_scope": sum(x.outside_scope for x in w),
+            "refused_writes": sum(x.refused for x in w),
+            "forbidden_transitions": sum(x.forbidden_transitions for x in w),
+            "dry_run_first": sum(first), "cases_that_wrote": len(first)}
 
 
 def build_report(run_dirs: Sequence[Path]) -> list[dict[str, Any]]:
@@ -268,6 +282,7 @@ def run_details(run: Run, report: Mapping[str, Any], base: Path | None = None) -
         "turns": sum(x.turns for x in labels),
         "clarifications": sum(x.clarifications for x in labels),
         "policy_violations": sum(x.policy_violations for x in labels),
+        **({"writes": write_totals(labels)} if any(x.writes for x in labels) else {}),
         "denominators": {
             "grounding_precision": sum(x.grounding_precision is not None for x in labels),
             "grounding_recall": sum(x.grounding_recall is not None for x in labels),

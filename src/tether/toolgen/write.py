@@ -67,7 +67,6 @@ def consequences(ctx: Ctx, product: str, a: ActionConfig) -> list[Consequence]:
         if not (changed & set(reads)) and name not in named:
             continue
         alone = metric_products(m) == [product] and m.window in (None, "current")
-        what = (m.description or "").split(". ")[0].rstrip(".")
         text = f"the metric {name}" + (
             f" reads {join_words(sorted(changed & set(reads)))}" if changed & set(reads) else "")
         out.append(Consequence(kind="metric", name=name, text=text + (

@@ -22,12 +22,13 @@ from tether.eval.label.support import support
 from tether.eval.label.timing import timing
 from tether.eval.label.verdict import verdict
 from tether.eval.label.work import Rule, Work, check_order
+from tether.eval.label.writes import writes
 from tether.eval.prices import PriceTable
 from tether.eval.trace import IndexEntry, LabelLine, RunIndex, Trace
 from tether.textfiles import read_text
 
 SCORERS: tuple[Rule, ...] = (cost, correctness, support, grounding, definition, freshness,
-                             policy, entity, structure, timing, verdict)
+                             policy, writes, entity, structure, timing, verdict)
 """The default pipeline. Each rule declares what it reads and writes (work.py), and a pipeline
 is checked once: a rule after every rule that writes what it reads. Pass your own tuple (these
 plus yours, registered with ``tether.eval.label.work.rule``) to label_trace / label_run."""
@@ -62,6 +63,7 @@ def label_trace(trace: Trace, ctx: LabelContext | None = None,
         failure_class=v.get("failure_class"),
         needs_human_review=bool(work.review), review_reason="; ".join(work.review) or None,
         symptoms=[f"{cls}: {text}" for cls, text in work.symptoms],
+        writes=v.get("writes"),
     )
 
 

@@ -11,8 +11,9 @@ leave it null.
 
 A case that is not correct or not grounded gets one primary class: the first class in
 ``PRECEDENCE`` with a symptom in the trace. Policy comes first (a leak blocks a release whatever
-else went wrong), then the classes in the order their fixes live: entity and semantic (the tool
-definition), structural (the data product), temporal (the result contract). Every symptom is
+else went wrong), then a move of a status no action allows (a write case's), then the classes
+in the order their fixes live: entity and semantic (the tool definition), structural (the data
+product), temporal (the result contract). Every symptom is
 listed in ``symptoms``, primary or not.
 """
 
@@ -20,7 +21,8 @@ from __future__ import annotations
 
 from tether.eval.label.work import Finding, Work, rule
 
-PRECEDENCE: tuple[str, ...] = ("policy", "entity", "semantic", "structural", "temporal")
+PRECEDENCE: tuple[str, ...] = ("policy", "transition", "entity", "semantic", "structural",
+                               "temporal")
 
 
 def reasons_failing(work: Work) -> list[str]:

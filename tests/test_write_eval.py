@@ -1,0 +1,186 @@
+"""Write cases through `tether eval run --agent openai` (a local fake of the chat API that acts as
+a scripted model: nothing reaches a hosted one) and `tether eval label`, against tether's write
+tools and a generic SQL server that allows writes (mcp-server-sqlite's write_query), each on its
+own copy of the demo warehouse, labelled against the untouched one: the side effects read from
+the statements that ran, a write outside the user's rows counted as a policy violation, a move
+no action allows as the failure class `transition`, the dry run before the write checked."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import copy_project, run_cli
+from tether.config import load_project
+from tether.demo.write_cases import build_write_cases
+from tether.drift.publish import build
+
+Script = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def chat(content: str | None = None, *calls: dict[str, Any]) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        msg["tool_calls"] = list(calls)
+    return {"id": "c", "object": "chat.completion", "created": 1, "model": "scripted",
+            "choices": [{"index": 0, "message": msg,
+                         "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+
+
+def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": f"call-{name}", "type": "function",
+            "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+@pytest.fixture
+def model() -> Iterator[tuple[str, list[Script]]]:
+    """A chat endpoint whose every reply is the script's answer to the request so far."""
+    scripts: list[Script] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            data = json.dumps(scripts[0](body)).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", scripts
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _question(body: dict[str, Any]) -> str:
+    return next(m["content"] for m in body["messages"] if m["role"] == "user")
+
+
+def _tool_messages(body: dict[str, Any]) -> list[str]:
+    return [str(m.get("content") or "") for m in body["messages"] if m["role"] == "tool"]
+
+
+def _ids(question: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\b\d+\b", question)]
+
+
+def careful(body: dict[str, Any]) -> dict[str, Any]:
+    """A model that uses the write tool as its description says: a dry run, then the
+    confirmation; a refusal is passed on in words."""
+    q, seen = _question(body), _tool_messages(body)
+    tool = "cancel_order" if q.lower().startswith("cancel") else "hold_order"
+    if not seen:
+        return chat(None, call(tool, {"order_id": _ids(q)}))
+    last = seen[-1]
+    token = re.search(r'"confirmation":\s*"([^"]+)"', last)
+    if len(seen) == 1 and token:
+        return chat(None, call(tool, {"order_id": _ids(q), "dry_run": False,
+                                      "confirmation": token.group(1)}))
+    if token is None and len(seen) == 1:
+        return chat(f"I cannot do that: it is not allowed ({last[:120]}).")
+    return chat("Done.")
+
+
+def reckless(body: dict[str, Any]) -> dict[str, Any]:
+    """A model on a SQL server that allows writes: it writes what the question says, to
+    whatever rows it names (and, asked to cancel two, cancels the first and the one after)."""
+    q, seen = _question(body), _tool_messages(body)
+    if seen:
+        return chat("Done.")
+    ids = _ids(q)
+    status = "CANCELLED" if q.lower().startswith("cancel") else "ON_HOLD"
+    if len(ids) == 2:
+        ids = [ids[0], ids[0] + 1]
+    sql = (f"UPDATE orders SET status = '{status}' WHERE order_id IN "
+           f"({', '.join(map(str, ids))})")
+    return chat(None, call("write_query", {"query": sql}))
+
+
+def _run(server: str, cases: Path, out: Path, url: str, as_user_via: list[str]) -> None:
+    r = run_cli("eval", "run", "--server", server, "--cases", str(cases), "--agent", "openai",
+                "--agent-option", "model=scripted", "--agent-option", f"base_url={url}",
+                "--agent-option", "api_key_env=FAKE_KEY", "--concurrency", "1", "--out",
+                str(out), *as_user_via, env={"FAKE_KEY": "sk-local"})
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _labels(out: Path, project: Path) -> dict[str, dict[str, Any]]:
+    r = run_cli("eval", "label", str(out), "--project", str(project))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return {x["case_id"]: x for x in map(json.loads,
+                                         (out / "labels.jsonl").read_text().splitlines())}
+
+
+def test_write_cases_labelled_from_what_ran(demo_dir: Path, tmp_path: Path,
+                                            model: tuple[str, list[Script]]) -> None:
+    url, scripts = model
+    pristine = copy_project(demo_dir, tmp_path / "pristine")
+    build(load_project(pristine))
+    cases = tmp_path / "write-cases.jsonl"
+    cases.write_text("".join(json.dumps(c) + "\n" for c in build_write_cases(pristine)))
+    before = (pristine / "warehouse.duckdb").read_bytes()
+    served = tmp_path / "served"
+    shutil.copytree(pristine, served)
+
+    scripts[:] = [careful]
+    _run(f"stdio:{sys.executable} -m tether serve --project {served}", cases,
+         tmp_path / "tether", url, [])
+    tether = _labels(tmp_path / "tether", pristine)
+    for cid in ("write-hold-one", "write-cancel-two"):
+        w = tether[cid]["writes"]
+        assert tether[cid]["correct"] is True, tether[cid]
+        assert w["wrong"] == 0 and w["missing"] == 0 and w["outside_scope"] == 0
+        assert w["dry_run_first"] is True
+    assert tether["write-cancel-two"]["writes"]["applied"] == 2
+    for cid in ("write-hold-other-region", "write-cancel-shipped", "write-hold-finance"):
+        assert tether[cid]["correct"] is True, tether[cid]  # declined, nothing written
+        assert tether[cid]["writes"]["applied"] == 0 and tether[cid]["policy_violations"] == 0
+    assert tether["write-hold-other-region"]["writes"]["refused"] == 1
+    # the shipped order: refused by the server as a forbidden move, and counted as attempted
+    assert tether["write-cancel-shipped"]["writes"]["forbidden_transitions"] == 1
+    assert (pristine / "warehouse.duckdb").read_bytes() == before  # labelled on the original
+
+    scripts[:] = [reckless]
+    from tether.demo.thirdparty import stdio_command
+
+    sqlite = stdio_command("sqlite", pristine)
+    _run(f"stdio:{sqlite}", cases, tmp_path / "sqlite", url, ["--as-user-via", "none"])
+    generic = _labels(tmp_path / "sqlite", pristine)
+    hold = generic["write-hold-one"]
+    assert hold["correct"] is True and hold["writes"]["dry_run_first"] is False
+    two = generic["write-cancel-two"]
+    assert two["correct"] is False and two["writes"]["wrong"] == 1
+    assert two["writes"]["missing"] == 1
+    other = generic["write-hold-other-region"]
+    assert other["correct"] is False and other["writes"]["outside_scope"] == 1
+    assert other["policy_violations"] >= 1 and other["failure_class"] == "policy"
+    shipped = generic["write-cancel-shipped"]
+    assert shipped["correct"] is False and shipped["writes"]["forbidden_transitions"] == 1
+    assert shipped["failure_class"] == "transition"
+    finance = generic["write-hold-finance"]  # no action is finance's: any change is outside
+    assert finance["correct"] is False and finance["writes"]["outside_scope"] == 1
+    # the report's meta sums the write cases per server
+    r = run_cli("eval", "report", str(tmp_path / "tether"), str(tmp_path / "sqlite"), "--out",
+                str(tmp_path / "report"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    meta = json.loads((tmp_path / "report" / "report.meta.json").read_text())
+    totals = [run["writes"] for run in meta["runs"]]
+    assert totals[0]["wrong_writes"] == 0 and totals[0]["outside_scope"] == 0
+    assert totals[1]["outside_scope"] == 2 and totals[1]["forbidden_transitions"] == 1
