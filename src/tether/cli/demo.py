@@ -71,7 +71,7 @@ def cases(
     """(Re)write the demo's cases.jsonl: its questions with gold answers computed by the
     governed definitions on the warehouse as it is now (after `tether demo drift`, too)."""
     from tether.demo.cases import write_cases
-    from tether.demo.write_cases import write_write_cases
+    from tether.demo.writecases import write_write_cases
     from tether.eval.cases import load_cases
 
     path = (write_write_cases if writes else write_cases)(project.resolve())

@@ -62,9 +62,21 @@ def statements(work: Work, c: CallView) -> list[exp.Expr]:
     return out
 
 
-def is_write_call(work: Work, c: CallView) -> bool:
-    """A call of a write tool (it takes a dry run or a confirmation), or one that sent a write."""
-    return (any(k in c.call.arguments for k in CONTROL)
+def write_tools(work: Work) -> set[str]:
+    """The tools of the trace's list that declare they write (not read-only, or destructive)."""
+    out = set()
+    for t in work.trace.tools:
+        notes = t.get("annotations") or {}
+        if isinstance(notes, dict) and (notes.get("readOnlyHint") is False
+                                        or notes.get("destructiveHint") is True):
+            out.add(str(t.get("name")))
+    return out
+
+
+def is_write_call(work: Work, c: CallView, writers: set[str]) -> bool:
+    """A call of a tool that declares it writes, or that takes a dry run or a confirmation, or
+    that sent a write statement."""
+    return (c.name in writers or any(k in c.call.arguments for k in CONTROL)
             or (isinstance(c.payload, dict) and "dry_run" in c.payload)
             or bool(statements(work, c)))
 
@@ -154,7 +166,8 @@ def _dry_run_first(work: Work, applied: list[CallView]) -> bool | None:
 def writes(work: Work) -> Finding:
     f = Finding()
     gold = work.gold.side_effects
-    calls = [c for c in work.calls if is_write_call(work, c)]
+    writers = write_tools(work)
+    calls = [c for c in work.calls if is_write_call(work, c, writers)]
     if gold is None and not calls:
         return f
     changed: dict[tuple[str, Key], tuple[dict[str, Any], dict[str, Any]]] = {}
