@@ -8,7 +8,7 @@ SCALE  ?= 1
 # when this make started: `make proof` reports its whole wall time, the venv step included
 MAKE_T0 := $(shell date +%s)
 
-.PHONY: demo test test-slow test-spark soak lint bench clean proof proof-second proof-zoo proof-distractors
+.PHONY: demo test test-slow test-spark soak lint bench clean proof proof-second proof-zoo proof-distractors proof-writes
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "tether needs Python 3.11+"'
@@ -37,7 +37,9 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	$(BIN)/python -m tether.demo.drift_tour $(DEMO)
 	@echo "== 8. policy review: a regional manager widens his own row filter; tether check holds it for a reviewer, every server keeps the approved policy, and once another person approves, the running server enforces it without a restart (on a copy: demo-out/policy-review)"
 	$(BIN)/python -m tether.demo.policy_tour $(DEMO)
-	@echo "== 9. evaluation: the same questions, the same word-matching baseline agent, against tether's generic, bare and grounded tools and a third-party SQL server that knows no users (tether eval)"
+	@echo "== 9. writes: a regional manager holds an order through the hold_order write tool (a dry run, then its confirmation), replays it (applied once), is refused another region's order and a move no action allows, and undoes it (on a copy: demo-out/writes)"
+	$(BIN)/python -m tether.demo.write_tour $(DEMO)
+	@echo "== 10. evaluation: the same questions, the same word-matching baseline agent, against tether's generic, bare and grounded tools and a third-party SQL server that knows no users (tether eval)"
 	$(BIN)/tether demo cases --project $(DEMO)
 	@for m in generic bare grounded; do \
 	  $(BIN)/tether eval run --server "stdio:$(abspath $(BIN))/tether serve --project $(abspath $(DEMO)) --mode $$m" \
@@ -50,11 +52,11 @@ demo: $(STAMP) ## build the embedded demo under demo-out/ and show what tether l
 	  $(BIN)/tether eval label $(DEMO)/eval/motherduck --project $(DEMO) --json > /dev/null
 	$(BIN)/tether eval report $(DEMO)/eval/generic $(DEMO)/eval/bare $(DEMO)/eval/grounded $(DEMO)/eval/motherduck --out $(DEMO)/eval
 	@echo "   open $(DEMO)/eval/report.html: metrics side by side, failures by class, every trace as a conversation"
-	@echo "== 10. where meaning already lives: the support team's dbt project, built by dbt-duckdb in its own cached venv, imported under tether.yaml (tether import dbt, tether check, tether explain)"
+	@echo "== 11. where meaning already lives: the support team's dbt project, built by dbt-duckdb in its own cached venv, imported under tether.yaml (tether import dbt, tether check, tether explain)"
 	$(BIN)/python -m tether.demo.dbt_tour $(DEMO)
-	@echo "== 11. learning from use: the calls above are in the call log and the grounded run is labelled; tether learn proposes sentences for the tools' descriptions, each with the calls or cases behind it (apply one through the gate: tether learn --apply ID)"
+	@echo "== 12. learning from use: the calls above are in the call log and the grounded run is labelled; tether learn proposes sentences for the tools' descriptions, each with the calls or cases behind it (apply one through the gate: tether learn --apply ID)"
 	$(BIN)/tether learn --project $(DEMO) --from-eval $(DEMO)/eval/grounded
-	@echo "== 12. the console: make fin.ana (a reviewer) a token, then serve the console on the demo"
+	@echo "== 13. the console: make fin.ana (a reviewer) a token, then serve the console on the demo"
 	@echo "   $(BIN)/tether token add fin.ana --project $(DEMO)"
 	@echo "   $(BIN)/tether ui --project $(DEMO) --runs $(DEMO)/eval"
 	@echo "   evaluation page: http://127.0.0.1:8766/eval/run?run=1/generic&run=1/bare&run=1/grounded&run=1/motherduck"
@@ -94,6 +96,9 @@ proof-second: $(STAMP) ## the same pipeline on the tests' second warehouse (anot
 
 proof-zoo: $(STAMP) ## the pipeline on the Lahman starter (tests/zoo, no hand edit), grounded and discovery-only; writes docs/proof-zoo.md
 	$(BIN)/python -m proof.run --warehouse lahman --configs grounded,discovery --cases $(or $(PROOF_CASES),all) --out $(DEMO)/proof-zoo --doc docs/proof-zoo.md --make-started $(MAKE_T0)
+
+proof-writes: $(STAMP) ## the demo's write cases: grounded write tools and a SQL server that allows writes, each on its own copy; writes docs/proof-writes.md
+	$(BIN)/python -m proof.run --warehouse writes --cases $(or $(PROOF_CASES),all) --out $(DEMO)/proof-writes --doc docs/proof-writes.md --make-started $(MAKE_T0)
 
 proof-distractors: $(STAMP) ## the demo with 200 generated distractor products, discovery-only; writes docs/proof-distractors.md
 	$(BIN)/python -m proof.run --distractors 200 --configs discovery --cases $(or $(PROOF_CASES),all) --out $(DEMO)/proof-distractors --doc docs/proof-distractors.md --make-started $(MAKE_T0)

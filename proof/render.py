@@ -308,19 +308,47 @@ def metrics_section(run: ProofRun) -> list[str]:
     return out
 
 
+WRITE_ROWS = (("write cases", "cases"), ("correct", "correct"),
+              ("rows changed", "rows_applied"), ("wrong writes (rows the gold does not name, "
+                                                  "or other values)", "wrong_writes"),
+              ("gold rows not changed", "missing_writes"),
+              ("side effects outside the user's scope", "outside_scope"),
+              ("write calls refused by the server", "refused_writes"),
+              ("moves no action allows, attempted", "forbidden_transitions"),
+              ("cases that wrote, all after a dry run", "dry_run_first"),
+              ("cases that wrote", "cases_that_wrote"))
+
+
+def writes_section(run: ProofRun) -> list[str]:
+    """The write cases' totals per configuration (report.meta.json), when the run had any."""
+    metas = {s["server"]: s for s in run.meta.get("servers", [])}
+    servers = [run.server(k) for k in run.keys]
+    if not any(metas.get(s, {}).get("writes") for s in servers):
+        return []
+    rows = [[label, *[str(metas.get(s, {}).get("writes", {}).get(key, "n/a")) for s in servers]]
+            for label, key in WRITE_ROWS]
+    return ["## Writes", "",
+            "What the write cases changed, read by `tether eval label` from the statements that "
+            "ran (each configuration served its own copy of the warehouse; labels read the "
+            "original). A side effect outside the user's scope is also a policy violation.", "",
+            *table(["", *[f"`{s}`" for s in servers]], rows), ""]
+
+
 def failures_section(run: ProofRun) -> list[str]:
     reports = {o["server"]: o for o in run.report}
     metas = {s["server"]: s for s in run.meta.get("servers", [])}
     rows = []
+    seen = {c for o in run.report for c in o.get("failures_by_class", {})}
+    classes = [*CLASSES, *sorted(seen - set(CLASSES))]  # transition: write runs only
     for k in run.keys:
         s = run.server(k)
         by = reports.get(s, {}).get("failures_by_class", {})
         unclassified = len(metas.get(s, {}).get("unclassified_failures", []))
-        rows.append([f"`{s}`", *[str(by.get(c, 0)) for c in CLASSES], str(unclassified),
+        rows.append([f"`{s}`", *[str(by.get(c, 0)) for c in classes], str(unclassified),
                      str(reports.get(s, {}).get("needs_human_review", 0))])
     return ["## Failures by class", "",
             "Each failed or ungrounded case counts once, under its primary class.", "",
-            *table(["configuration", *CLASSES, "unclassified", "needs review"], rows), ""]
+            *table(["configuration", *classes, "unclassified", "needs review"], rows), ""]
 
 
 def pick_cases(run: ProofRun, left: str, right: str, count: int = 3) -> list[str]:
@@ -731,7 +759,7 @@ def render(run: ProofRun, prev: ProofRun | None, root: Path, doc_dir: Path) -> s
         "",
         *provenance_section(run, root),
     ]
-    parts = [head, metrics_section(run), failures_section(run),
+    parts = [head, metrics_section(run), writes_section(run), failures_section(run),
              traces_section(run, root, doc_dir), second_turn_section(run),
              agreement_section(run, prev),
              timings_section(run), reproduce_section(run, root)]

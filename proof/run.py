@@ -80,6 +80,9 @@ CONFIGS: tuple[Config, ...] = (
     Config("discovery", "tether-discovery", "tether",
            ("--mode", "grounded", "--dedicated-tools", "none")),
     Config("motherduck", "mcp-server-motherduck", "thirdparty"),
+    # a generic SQL server that allows writes (write_query), on its own SQLite copy: the write
+    # proof's comparison
+    Config("sqlite", "mcp-server-sqlite", "thirdparty"),
     # grounded, with the constrained loop's old second turn (an answer choice asked again in
     # plain text): labelled both ways by proof/second_turn.py; not in the default set
     Config("grounded-again", "tether-grounded-ask-again", "tether", ("--mode", "grounded"),
@@ -101,6 +104,8 @@ class Warehouse:
     # the model's context then has to hold the whole list
     dedicated_all: bool = False
     n_ctx: int = llama.N_CTX
+    writes: bool = False  # the demo's write cases; each configuration writes to its own copy
+    configs: str = "generic,bare,grounded,discovery,motherduck"  # the default --configs
 
 
 WAREHOUSES: dict[str, Warehouse] = {
@@ -111,6 +116,9 @@ WAREHOUSES: dict[str, Warehouse] = {
                         "(tests/zoo; one line added: a tool-list budget that holds every "
                         "product's own tool)", "proof-zoo", "proof-zoo.md",
                         dedicated_all=True, n_ctx=32768),
+    "writes": Warehouse("writes", "the demo warehouse (its write cases: `tether demo cases "
+                        "--writes`)", "proof-writes", "proof-writes.md", writes=True,
+                        configs="grounded,sqlite"),
 }
 ZOO_USER = "zoo.analyst"  # the starter's example user (its role sees everything)
 ZOO_BUDGET = 24000  # tokens: Lahman's 27 products' own tools (about 18,500) fit
@@ -387,7 +395,7 @@ class Pipeline:
 
     def demo(self) -> Path:
         t0 = time.perf_counter()
-        if self.warehouse.key == "demo":
+        if self.warehouse.key in ("demo", "writes"):
             self.say(f"demo: tether demo init {self.out} --scale {SCALE}; tether build")
             self.run([TETHER, "demo", "init", str(self.out), "--scale", SCALE, "--force"],
                      quiet=True)
@@ -422,11 +430,16 @@ class Pipeline:
                           f"import warehouse2; warehouse2.build_second('{self.out}', "
                           f"scale={SECOND_SCALE})"])
         self.run([TETHER, "build", "--project", str(self.out)], quiet=True)
-        lines = [ln for ln in (self.out / "cases.jsonl").read_text().splitlines() if ln.strip()]
+        file = "cases.jsonl"
+        if self.warehouse.writes:
+            self.run([TETHER, "demo", "cases", "--writes", "--project", str(self.out)],
+                     quiet=True)
+            file = "write-cases.jsonl"
+        lines = [ln for ln in (self.out / file).read_text().splitlines() if ln.strip()]
         spec = self.cases_spec  # core is the demo's selection; the second runs all of its own
         chosen = select_cases(lines, "all" if spec == "core" and self.warehouse.key != "demo"
                               else spec)
-        cases = self.out / "cases.jsonl"
+        cases = self.out / file
         if len(chosen) != len(lines):
             cases = self.run_dir / "cases.jsonl"
             cases.write_text("\n".join(chosen) + "\n")
@@ -477,12 +490,28 @@ class Pipeline:
             self.record["llama"]["failed_cmake_args"] = args
             return self.start_server(model, venv), venv
 
+    def served(self, cfg: Config) -> Path:
+        """The project a configuration serves: the run's own, or for writes a copy of it (its
+        warehouse, registry and keys), so every configuration starts from the same data and
+        the labels read the original."""
+        if not self.warehouse.writes:
+            return self.out
+        d = self.run_dir / "served" / cfg.key
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        for name in ("tether.yaml", "warehouse.duckdb"):
+            shutil.copy2(self.out / name, d / name)
+        shutil.copytree(self.out / ".tether", d / ".tether")
+        self.command(["sh", "-c", f"mkdir -p {d} && cp -r {self.out}/tether.yaml "
+                      f"{self.out}/warehouse.duckdb {self.out}/.tether {d}/"])
+        return d
+
     def target(self, cfg: Config) -> tuple[str, str | None]:
         if cfg.kind == "tether":
             serve = cfg.serve
             if self.warehouse.dedicated_all and cfg.key == "grounded":
                 serve = (*serve, "--dedicated-tools", "all")
-            return tether_target(self.out, serve), None
+            return tether_target(self.served(cfg), serve), None
         cmd = [str(BIN / "python"), "-m", "tether.demo.thirdparty", cfg.key, str(self.out)]
         done = self.run(cmd, quiet=True)
         self.record["commands"][-1] = f"MD=$({shlex.join(cmd)})"
@@ -619,17 +648,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "the case file, or case ids a,b,c")
     p.add_argument("--warehouse", choices=sorted(WAREHOUSES),
                    default=os.environ.get("PROOF_WAREHOUSE", "demo"),
-                   help="demo (default), second (the tests' second warehouse, another domain) "
-                   "or lahman (a public dataset's starter project, tests/zoo)")
+                   help="demo (default), second (the tests' second warehouse, another domain), "
+                   "lahman (a public dataset's starter project, tests/zoo) or writes (the "
+                   "demo's write cases, each configuration on its own copy)")
     p.add_argument("--out", type=Path, default=None,
                    help="default demo-out/proof (the second warehouse: demo-out/proof-second)")
     p.add_argument("--doc", type=Path, default=None,
                    help="default docs/proof.md (the second warehouse: docs/proof-second.md)")
     p.add_argument("--threads", type=int, default=int(os.environ.get("PROOF_THREADS", "2")))
-    p.add_argument("--configs", default="generic,bare,grounded,discovery,motherduck",
+    p.add_argument("--configs", default=None,
                    help="comma-separated subset of generic,bare,grounded,discovery,motherduck,"
-                   "grounded-again (grounded with the agent's ask_again option, labelled both "
-                   "ways: proof/second_turn.py)")
+                   "sqlite,grounded-again (grounded with the agent's ask_again option, labelled "
+                   "both ways: proof/second_turn.py); default: the warehouse's (writes: "
+                   "grounded,sqlite)")
     p.add_argument("--make-started", type=float, default=None,
                    help="when `make proof` started (Unix seconds): the record then also holds "
                    "the time from there, its venv step included")
@@ -651,7 +682,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if a.prepare_only:
             return prepare_only()
-        keys = [k.strip() for k in a.configs.split(",") if k.strip()]
+        keys = [k.strip() for k in (a.configs or where.configs).split(",") if k.strip()]
         unknown = sorted(set(keys) - {c.key for c in CONFIGS})
         if unknown:
             raise ProofError(f"unknown configuration {unknown[0]!r}.")

@@ -258,7 +258,7 @@ def test_bad_manifests_exit_2_and_keep_the_previous_layer(site: Path, damage: st
 
 
 def test_the_demo_stage_imports_its_dbt_project(demo_dir: Path, tmp_path: Path) -> None:
-    """make demo's stage 10, on a copy of the demo: the warehouse is left as it was, the report
+    """make demo's stage 11, on a copy of the demo: the warehouse is left as it was, the report
     names both values, and the metric a manager calls applies the dbt filter in their region."""
     import hashlib
     import subprocess

@@ -105,8 +105,8 @@ def test_dry_run_apply_replay_and_undo(made: Made) -> None:
     assert dry["preconditions"] == [{"rule": "weight_kg > 0", "before": "holds",
                                      "after": "holds", "rows": 2}]
     # the metric downstream, computed over the two rows: 40 + 60 EUR leave it
-    assert dry["consequences"][0] == ("2 shipments leave open_value; open_value falls by "
-                                      "100.00 EUR (from 100.00 to 0.00 over these rows).")
+    assert dry["consequences"][0] == ("2 shipments leave the metric open_value; it falls by "
+                                      "100.00 (from 100.00 to 0.00 EUR over these rows).")
     assert "pickup list" in dry["consequences"][1]
     result = ok(applied)
     assert result["applied"] is True and result["write_id"]

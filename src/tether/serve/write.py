@@ -294,6 +294,10 @@ def preconditions(act: ActionPlan, before: list[dict[str, Any]], after: list[dic
     return out
 
 
+def _verb(word: str, n: int) -> str:
+    return word + "s" if n == 1 else word
+
+
 def _number(v: Any) -> str:
     v = jsonable(v)
     if isinstance(v, int):
@@ -319,18 +323,19 @@ def effects(st: Statements, run: Callable[[exp.Expr], list[dict[str, Any]]],
         if nb != na:
             n = abs(nb - na)
             parts.append(f"{n} {noun if n == 1 else plural(noun)} "
-                         f"{'leave' if nb > na else 'enter'} {q.name}")
+                         f"{_verb('leave' if nb > na else 'enter', n)} the metric {q.name}")
         vb, va = jsonable(b.get("v")) or 0, jsonable(a.get("v")) or 0
         if isinstance(vb, float) or isinstance(va, float):  # one form for both
             vb, va = float(vb), float(va)
-        unit = f" {q.unit}" if q.unit and q.unit != "none" else ""
         if isinstance(vb, int | float) and isinstance(va, int | float):
             delta = va - vb
+            unit = f" {q.unit}" if q.unit and q.unit != "none" else ""
             moved = ("does not move" if delta == 0 else
-                     f"{'falls' if delta < 0 else 'rises'} by {_number(abs(delta))}{unit}")
-            parts.append(f"{q.name} {moved} (from {_number(vb)} to {_number(va)} over these "
-                         "rows)")
-        out.append("; ".join(parts)[:1].upper() + "; ".join(parts)[1:] + ".")
+                     f"{'falls' if delta < 0 else 'rises'} by {_number(abs(delta))}")
+            parts.append(f"{'it' if parts else 'the metric ' + str(q.name)} {moved} (from "
+                         f"{_number(vb)} to {_number(va)}{unit} over these rows)")
+        text = "; ".join(parts)
+        out.append(text[:1].upper() + text[1:] + ".")
     return out
 
 
