@@ -32,6 +32,18 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-golden"))
 
 
+def with_serve(text: str, **settings: object) -> str:
+    """tether.yaml's text with ``serve`` settings added: into its ``serve:`` block when it has
+    one (the demo's sets the tool-list budget), else as a new block at the end."""
+    import json as _json
+
+    lines = "".join(f"  {k}: {_json.dumps(v) if not isinstance(v, str) else v}\n"
+                    for k, v in settings.items())
+    if "\nserve:\n" in text:
+        return text.replace("\nserve:\n", "\nserve:\n" + lines, 1)
+    return text.rstrip("\n") + "\nserve:\n" + lines
+
+
 def copy_project(src: Path, dst: Path) -> Path:
     """A project dir whose tether.yaml points at ``src``'s warehouse (no registry, no tools/)."""
     dst.mkdir(parents=True, exist_ok=True)

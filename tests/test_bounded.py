@@ -22,7 +22,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import copy_project
+from conftest import copy_project, with_serve
 
 TETHER = str(Path(sys.executable).parent / "tether")
 MIB = 1 << 20
@@ -127,8 +127,8 @@ def test_the_limits_hold_for_serving_connections_only(demo_dir: Path, tmp_path: 
     from tether.sources import open_product_source, open_source
 
     d = copy_project(demo_dir, tmp_path / "p")
-    (d / "tether.yaml").write_text((d / "tether.yaml").read_text() + "\nserve:\n"
-                                   "  duckdb_memory_limit: 300MB\n  duckdb_threads: 1\n")
+    (d / "tether.yaml").write_text(with_serve((d / "tether.yaml").read_text(),
+                                              duckdb_memory_limit="300MB", duckdb_threads=1))
     project = load_project(d)
     name, cfg = next(iter(project.config.sources.items()))
     setting = "SELECT current_setting('memory_limit'), current_setting('threads')"

@@ -16,7 +16,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import copy_project, run_cli
+from conftest import copy_project, run_cli, with_serve
 from tether.config import Project, load_project
 from tether.context.meta import EVIDENCE_KEY, enum_of
 from tether.context.meta import REFUSAL_KEY as REFUSAL_META
@@ -370,10 +370,8 @@ def test_the_budget_decides_the_default_and_fails_closed(demo_dir: Path, tmp_pat
         listed(config, tools, ["no_such_product"])
     # a project whose dedicated tools alone exceed the budget does not build (exit 2, said)
     text = (d / "tether.yaml").read_text()
-    (d / "tether.yaml").write_text(text.replace(
-        "serve:", f"serve:\n  dedicated_tools: all\n  tool_list_token_budget: {whole.tokens - 1}"
-    ) if "serve:" in text else text + f"\nserve:\n  dedicated_tools: all\n  "
-        f"tool_list_token_budget: {whole.tokens - 1}\n")
+    (d / "tether.yaml").write_text(with_serve(text, dedicated_tools="all",
+                                              tool_list_token_budget=whole.tokens - 1))
     r = run_cli("build", "--project", str(d))
     assert r.returncode == 2, r.stdout + r.stderr
     assert "tool_list_token_budget" in r.stdout + r.stderr and "Traceback" not in r.stderr

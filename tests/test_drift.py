@@ -11,7 +11,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import run_cli, without_named_restrictions
+from conftest import run_cli, with_serve, without_named_restrictions
 from tether.config import load_project
 from tether.context.meta import enum_of
 from tether.demo import init_demo
@@ -314,11 +314,12 @@ def test_every_publication_is_committed_to_the_audit_repo(tmp_path: Path) -> Non
                          capture_output=True, text=True, check=True).stdout.split("\0")
     messages = [m.strip() for m in log if m.strip()]
     assert len(messages) == 2
-    assert messages[0].startswith("publish 2 tool version(s) (auto: additive)")
+    # the listing and the metric (additive), and hold_order (wording: a state no move leaves)
+    assert messages[0].startswith("publish 3 tool version(s) (auto: additive+wording)")
     assert "new value ON_HOLD" in messages[0]
-    assert messages[1].startswith("publish 14 tool version(s) and the access policy (initial)")
+    assert messages[1].startswith("publish 17 tool version(s) and the access policy (initial)")
     files = sorted(x.name for x in (audit_repo / "tools").glob("*.json"))
-    assert len(files) == 14
+    assert len(files) == 17
     policy = json.loads((audit_repo / "policy.json").read_text())
     assert policy["name"] == "policy" and policy["_meta"]["tether/context"]["version"] == "1.0.0"
 
@@ -370,7 +371,7 @@ def test_fingerprint_on_call_flags_a_schema_that_moved_under_a_tool(demo: Path) 
     import time
 
     p = demo / "tether.yaml"
-    p.write_text(p.read_text() + "\nserve: {fingerprint_ttl_seconds: 0.2}\n")
+    p.write_text(with_serve(p.read_text(), fingerprint_ttl_seconds=0.2))
     calls = [("items_in_an_order", {"order_id": 1}),
              ("orders_by_status_and_customer", {"status": "PAID", "limit": 1}),
              ("customers_by_region_and_segment", {"limit": 1})]

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import copy_project
+from conftest import copy_project, with_serve
 from tether.config import load_project
 from tether.drift.publish import build
 from tether.profiling import profile_product
@@ -70,7 +70,7 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
         d = tmp_path / "inj"
         d.mkdir()
         (d / "tether.yaml").write_text((src / "tether.yaml").read_text())
-    text = (d / "tether.yaml").read_text() + "serve: {statement_timeout_seconds: 2}\n"
+    text = with_serve((d / "tether.yaml").read_text(), statement_timeout_seconds=2)
     # let the support agent use the generic tools too, to test masks through run_sql
     text = text.replace('"explain_data_product"]', '"explain_data_product", "run_sql"]')
     (d / "tether.yaml").write_text(text)

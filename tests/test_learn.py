@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from conftest import call_tools, copy_project, run_cli
+from conftest import call_tools, copy_project, run_cli, with_serve
 from test_eval_agents import FakeEndpoint, chat, fake, fn_call  # noqa: F401  (fake: a fixture)
 from tether.config import load_project
 from tether.context.meta import enum_of
@@ -292,9 +292,8 @@ def test_slow_combinations_from_calls_past_the_timeout(which: str, request: pyte
                                                        tmp_path: Path) -> None:
     """Calls that ran to the statement timeout are slow; the proposal says what narrows them."""
     d = _project(which, request, tmp_path / "p")
-    assert "\nserve:" not in (d / "tether.yaml").read_text()
-    with open(d / "tether.yaml", "a") as f:  # every statement now runs into the timeout
-        f.write("serve:\n  statement_timeout_seconds: 0.001\n")
+    path = d / "tether.yaml"  # every statement now runs into the timeout
+    path.write_text(with_serve(path.read_text(), statement_timeout_seconds=0.001))
     found = _listings(d)
     user = _widest_user(d)
     la = next(la for la in found.values() if la.period and _enum_param(la))

@@ -20,7 +20,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import copy_project, run_cli
+from conftest import copy_project, run_cli, with_serve
 from tether.config import Project, load_project
 from tether.context.meta import enum_of
 from tether.drift.check import check
@@ -231,7 +231,7 @@ def test_a_denied_product_is_absent_on_every_path(warehouse: Path) -> None:
 
 def test_results_stop_at_the_row_and_byte_caps(warehouse: Path) -> None:
     p = warehouse / "tether.yaml"
-    p.write_text(p.read_text() + "\nserve: {max_result_rows: 7, max_result_bytes: 2048}\n")
+    p.write_text(with_serve(p.read_text(), max_result_rows=7, max_result_bytes=2048))
     project = load_project(warehouse)
     auditor = next(n for n, u in project.config.policies.users.items()
                    if not project.config.policies.roles[u.role].row_filters

@@ -30,6 +30,7 @@ from tether.toolgen.tokens import tool_tokens
 
 TETHER = str(Path(sys.executable).parent / "tether")
 USER = "fin.ana"
+WRITER = "mgr.emea"  # a caller whose list holds the write tools too
 QUESTION = "which have CLOSED_LOST?"  # a stage of the deals product: it ranks first
 FOUND, FOUND_TOOL = "deals", "deals_by_stage_and_pipeline"
 
@@ -150,14 +151,16 @@ def test_a_found_product_joins_the_list_over_http(project: Path, legacy: bool) -
 
 def test_the_list_stays_within_the_budget(project: Path, tmp_path: Path) -> None:
     """With room for one product beside the base list, a second one found or explained evicts
-    the first; the list is never over the budget; the evicted tool still answers by name."""
+    the first; the list is never over the budget; the evicted tool still answers by name. (As a
+    regional manager: the build checks the budget on the list with every write tool, which a
+    manager's list holds.)"""
     d = copy_project(project, tmp_path / "budget")
     build(load_project(d))
-    server = TetherServer(load_project(d), stdio_user=USER, dedicated_tools="none")
+    server = TetherServer(load_project(d), stdio_user=WRITER, dedicated_tools="none")
     try:
-        base = sum(tool_tokens(v.definition) for v in server.visible(USER))
-        sizes = {p: tool_tokens(server.shaped(USER, v).definition)
-                 for p, v in server._index(USER).listings.items()}
+        base = sum(tool_tokens(v.definition) for v in server.visible(WRITER))
+        sizes = {p: tool_tokens(server.shaped(WRITER, v).definition)
+                 for p, v in server._index(WRITER).listings.items()}
     finally:
         server.close()
     first, second = FOUND, "orders"
@@ -166,7 +169,7 @@ def test_the_list_stays_within_the_budget(project: Path, tmp_path: Path) -> None
     cfg.setdefault("serve", {})["tool_list_token_budget"] = budget
     (d / "tether.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     build(load_project(d))
-    server = TetherServer(load_project(d), stdio_user=USER, dedicated_tools="none")
+    server = TetherServer(load_project(d), stdio_user=WRITER, dedicated_tools="none")
 
     async def listed(c: Client) -> list[types.Tool]:
         tools = (await c.list_tools(cache_mode="refresh")).tools
@@ -182,7 +185,7 @@ def test_the_list_stays_within_the_budget(project: Path, tmp_path: Path) -> None
             assert FOUND_TOOL in {t.name for t in await listed(c)} - names
             await c.call_tool(PROBE, {"product": second})
             now = {t.name for t in await listed(c)}
-            orders_tool = next(v.name for v in server.reachable(USER)
+            orders_tool = next(v.name for v in server.reachable(WRITER)
                                if v.plan.product == second and v.plan.kind == "list")
             assert orders_tool in now and FOUND_TOOL not in now  # least recently used left
             assert names <= now  # the discovery tools and metrics never leave
@@ -198,7 +201,7 @@ def test_the_list_stays_within_the_budget(project: Path, tmp_path: Path) -> None
 def test_a_product_read_by_name_joins_the_list_too(project: Path) -> None:
     """A model that goes straight to rows_from_data_product (as the real one mostly did) gets
     the product's own tool, with its own schema, for its next turn."""
-    server = TetherServer(load_project(project), stdio_user=USER, dedicated_tools="none")
+    server = TetherServer(load_project(project), stdio_user=WRITER, dedicated_tools="none")
 
     async def go() -> None:
         async with watched(lambda **o: Client(server.server, **o), False) as w:
@@ -221,7 +224,7 @@ def test_session_tools_can_be_turned_off(project: Path, tmp_path: Path) -> None:
     cfg.setdefault("serve", {})["session_tools"] = False
     (d / "tether.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     build(load_project(d))
-    server = TetherServer(load_project(d), stdio_user=USER, dedicated_tools="none")
+    server = TetherServer(load_project(d), stdio_user=WRITER, dedicated_tools="none")
 
     async def go() -> None:
         async with Client(server.server) as c:

@@ -16,7 +16,7 @@ from typing import Any
 
 from attacks.corpus import ATTACKS, SKIP, Attack, Warehouse, fill
 from attacks.oracle import REASONS, Engine, EngineError, Oracle, Policy, text_of
-from conftest import without_named_restrictions
+from conftest import with_serve, without_named_restrictions
 from tether.config import Project, load_project
 from tether.keyfile import load_secret
 from tether.policy import table_allowed, tool_visible
@@ -51,7 +51,7 @@ def prepare(src: Path, dst: Path, warehouse: Warehouse, timeout: float = 1.0) ->
     anchor, deny = DENY[warehouse.key]
     assert text.count(anchor) == 1
     text = text.replace(anchor, deny + anchor)
-    text += f"serve: {{statement_timeout_seconds: {timeout}}}\n"
+    text = with_serve(text, statement_timeout_seconds=timeout)
     (dst / "tether.yaml").write_text(text)
     load_secret(dst / ".tether" / "mask.key")  # made once, before anyone reads it
     return dst

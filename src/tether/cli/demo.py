@@ -65,8 +65,8 @@ def drift(
 def cases(
     project: Path = typer.Option(Path("."), "--project", "-p", help="The demo project."),
     writes: bool = typer.Option(False, "--writes", help="Write write-cases.jsonl instead: "
-                                "requests to change orders, each with the rows it must change "
-                                "(or none), for the write tools (docs/write.md)."),
+                                "requests to change the demo warehouse's rows, each with the rows it "
+                                "must change (or none), for the write tools (docs/write.md)."),
 ) -> None:
     """(Re)write the demo's cases.jsonl: its questions with gold answers computed by the
     governed definitions on the warehouse as it is now (after `tether demo drift`, too)."""

@@ -60,6 +60,8 @@ def recomputed(f: Facts) -> tuple[str, str]:
 def enums_from_data(f: Facts) -> tuple[str, str]:
     mismatched = []
     for name, v in f.current.items():
+        if v.plan.get("action"):  # a write tool's enum is the states its declared moves reach
+            continue
         for product in _ctx(v).products:
             enums = f.state.get(f"product:{product}", {}).get("enums", {})
             for pname, schema in v.definition.get("inputSchema", {}).get("properties", {}).items():

@@ -26,6 +26,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from tether.context.meta import refusal_of
 from tether.errors import TetherError
 from tether.eval.label.calls import CallView, is_sql_argument, plain_statement
 from tether.eval.label.work import Finding, Work, rule
@@ -176,8 +177,8 @@ def writes(work: Work) -> Finding:
     for c in calls:
         if not c.ok:
             refused += 1
-            reason = (c.call.meta or {}).get("tether/refusal", {})
-            if isinstance(reason, dict) and reason.get("reason") == "forbidden_transition":
+            reason = refusal_of(c.call.meta) or {}
+            if reason.get("reason") == "forbidden_transition":
                 forbidden += 1
                 f.symptom("transition", f"{c.label}: a move no action allows, refused")
             continue
