@@ -47,6 +47,9 @@ class StarterProduct:
     identifiers: dict[str, str] = field(default_factory=dict)  # col -> pattern
     problem: str | None = None  # the engine could not read the table: nothing inferred
     bounds: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # col -> (min, max)
+    moves: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
+    """status column -> (from, to, how often) moves observed along a history (see _moves)"""
+    history: tuple[list[str], str] | None = None  # (the entity's key columns, the order)
 
 
 def infer_products(src: Source) -> list[StarterProduct]:
@@ -87,6 +90,52 @@ def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: Start
     # as_of: a load time where one is kept, else the newest event (never a file's time)
     p.freshness = loads[0] if loads else p.metric_time
     p.identifiers = _infer_identifiers(src, rel, [c for c in cols if c.name not in held], bounds)
+    _infer_moves(src, rel, cols, p)
+
+
+MAX_STATES = 12
+"""A text column with at most this many values, changing along a history, is a status."""
+_ORDER_KINDS = ("integer", "date", "timestamp", "timestamptz")
+
+
+def _infer_moves(src: Source, rel: exp.Table, cols: list[Column], p: StarterProduct) -> None:
+    """Where the rows are a history (a key of two or three columns, one of which orders the
+    others' rows: a number or a time), the moves each status-like column made along it: a text
+    column outside the key with 2..MAX_STATES values that repeat (at most half as many values
+    as rows), read value after value per entity. What a write action's transitions could allow,
+    for a person to confirm."""
+    kinds = {c.name: c.kind for c in cols}
+    key = p.primary_key
+    if not 2 <= len(key) <= 3:
+        return
+    order = next((k for k in reversed(key) if kinds.get(k) in _ORDER_KINDS), None)
+    if order is None:
+        return
+    entity = [k for k in key if k != order]
+    texts = [c.name for c in cols if c.kind == "string" and not c.nested and c.name not in key]
+    if not texts:
+        return
+    counts = src.query(exp.select(exp.func("COUNT", exp.Star()), *[exp.Count(
+        this=exp.Distinct(expressions=[exp.column(t, quoted=True)])) for t in texts]).from_(
+        rel.copy()))[0]
+    rows = counts[0] or 0
+    # a status repeats: few values, each held by many rows
+    states = [t for t, n in zip(texts, counts[1:], strict=True)
+              if 2 <= (n or 0) <= MAX_STATES and 2 * (n or 0) <= rows][:3]
+    for col in states:
+        window = exp.Window(this=exp.func("LAG", exp.column(col, quoted=True)),
+                            partition_by=[exp.column(e, quoted=True) for e in entity],
+                            order=exp.Order(expressions=[exp.Ordered(
+                                this=exp.column(order, quoted=True))]))
+        steps = exp.select(exp.column(col, quoted=True).as_("cur"), window.as_("prev")).from_(
+            rel.copy()).subquery("steps")
+        q = (exp.select("prev", "cur", exp.func("COUNT", exp.Star()).as_("n")).from_(steps)
+             .where("prev IS NOT NULL AND cur IS NOT NULL AND prev <> cur")
+             .group_by("prev", "cur").order_by("prev", "cur"))
+        found = [(str(a), str(b), int(n)) for a, b, n in src.query(q)]
+        if found:
+            p.moves[col] = found
+            p.history = (entity, order)
 
 
 _GRAIN_ORDER = ("second", "day", "month", "year")
@@ -341,6 +390,7 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
         else:
             lines.append("    freshness: {load_time: true}  # no time column: as_of is the "
                          "source's last write")
+        lines += _moves_lines(p)
         if p.identifiers:
             lines.append("    identifiers:")
             for col, pattern in p.identifiers.items():
@@ -370,6 +420,33 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
         "",
     ]
     return "\n".join(lines)
+
+
+def _moves_lines(p: StarterProduct) -> list[str]:
+    """The moves observed along the table's history, and the action that would allow them, as
+    comments: a write needs a writer DSN and a person's word (docs/write.md)."""
+    if not p.moves or p.history is None:
+        return []
+    entity, order = p.history
+    out = []
+    for col, moves in p.moves.items():
+        seen = ", ".join(f"{a} -> {b} ({n})" for a, b, n in moves[:12])
+        out.append(f"    # {col} moved in the data (per {', '.join(entity)}, in {order} order): "
+                   f"{seen}")
+    out.append("    # a write action could allow these moves (docs/write.md; it needs "
+               "sources.main.writer_url):")
+    out.append("    # actions:")
+    for col, moves in p.moves.items():
+        allowed: dict[str, list[str]] = {}
+        for a, b, _n in moves:
+            allowed.setdefault(a, []).append(b)
+        machine = ", ".join(f"{_q(a)}: [{', '.join(_q(b) for b in tos)}]"
+                            for a, tos in sorted(allowed.items()))
+        out += [f"    #   change_{col.lower().replace('.', '_')}:  {INFERRED} (moves observed)",
+                f"    #     set: [{_q(col)}]",
+                f"    #     transitions: {{{_q(col)}: {{{machine}}}}}",
+                "    #     roles: [ROLE]"]
+    return out
 
 
 def example_policy(user: str) -> list[str]:
