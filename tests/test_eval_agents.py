@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -40,6 +40,8 @@ class FakeEndpoint:
     url: str = ""
     replies: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     seen: list[Seen] = field(default_factory=list)
+    script: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """When set, every reply is the script's answer to the request (a scripted model)."""
 
     def reply(self, *bodies: dict[str, Any], status: int = 200) -> None:
         self.replies += [(status, b) for b in bodies]
@@ -56,8 +58,11 @@ def fake() -> Iterator[FakeEndpoint]:
             with lock:
                 endpoint.seen.append(Seen(self.path, {k.lower(): v for k, v in self.headers.items()},
                                           body))
-                status, reply = endpoint.replies.pop(0) if endpoint.replies else (
-                    500, {"error": {"message": "the fake's script ran out"}})
+                if endpoint.script is not None:
+                    status, reply = 200, endpoint.script(body)
+                else:
+                    status, reply = endpoint.replies.pop(0) if endpoint.replies else (
+                        500, {"error": {"message": "the fake's script ran out"}})
             data = json.dumps(reply).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")

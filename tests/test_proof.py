@@ -192,7 +192,10 @@ def test_eval_commands() -> None:
     assert target.startswith("stdio:") and target.endswith("serve --project /p --mode grounded")
     assert [c.server for c in run.CONFIGS] == ["tether-generic", "tether-bare", "tether-grounded",
                                               "tether-discovery", "mcp-server-motherduck",
-                                              "tether-grounded-ask-again"]
+                                              "mcp-server-sqlite", "tether-grounded-ask-again"]
+    # the write proof: grounded write tools against a SQL server that allows writes
+    assert run.WAREHOUSES["writes"].configs == "grounded,sqlite"
+    assert run.WAREHOUSES["writes"].writes and not run.WAREHOUSES["demo"].writes
     again = next(c for c in run.CONFIGS if c.key == "grounded-again")
     cmd = run.eval_command("stdio:x", Path("c.jsonl"), Path("o"), "http://h/v1", None, None,
                            again.agent, again.server)

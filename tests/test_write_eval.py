@@ -11,62 +11,14 @@ import json
 import re
 import shutil
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from conftest import run_cli
+from test_eval_agents import FakeEndpoint, chat, fake, fn_call  # noqa: F401  (fake: a fixture)
 from tether.config import load_project
 from tether.demo.writecases import build_write_cases
 from tether.drift.publish import build
-
-Script = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def chat(content: str | None = None, *calls: dict[str, Any]) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "assistant", "content": content}
-    if calls:
-        msg["tool_calls"] = list(calls)
-    return {"id": "c", "object": "chat.completion", "created": 1, "model": "scripted",
-            "choices": [{"index": 0, "message": msg,
-                         "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
-
-
-def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"id": f"call-{name}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)}}
-
-
-@pytest.fixture
-def model() -> Iterator[tuple[str, list[Script]]]:
-    """A chat endpoint whose every reply is the script's answer to the request so far."""
-    scripts: list[Script] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-            data = json.dumps(scripts[0](body)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", scripts
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def _question(body: dict[str, Any]) -> str:
@@ -87,12 +39,12 @@ def careful(body: dict[str, Any]) -> dict[str, Any]:
     q, seen = _question(body), _tool_messages(body)
     tool = "cancel_order" if q.lower().startswith("cancel") else "hold_order"
     if not seen:
-        return chat(None, call(tool, {"order_id": _ids(q)}))
+        return chat(None, fn_call("c", tool, {"order_id": _ids(q)}), finish="tool_calls")
     last = seen[-1]
     token = re.search(r'"confirmation":\s*"([^"]+)"', last)
     if len(seen) == 1 and token:
-        return chat(None, call(tool, {"order_id": _ids(q), "dry_run": False,
-                                      "confirmation": token.group(1)}))
+        return chat(None, fn_call("c", tool, {"order_id": _ids(q), "dry_run": False,
+                                      "confirmation": token.group(1)}), finish="tool_calls")
     if token is None and len(seen) == 1:
         return chat(f"I cannot do that: it is not allowed ({last[:120]}).")
     return chat("Done.")
@@ -110,14 +62,14 @@ def reckless(body: dict[str, Any]) -> dict[str, Any]:
         ids = [ids[0], ids[0] + 1]
     sql = (f"UPDATE orders SET status = '{status}' WHERE order_id IN "
            f"({', '.join(map(str, ids))})")
-    return chat(None, call("write_query", {"query": sql}))
+    return chat(None, fn_call("c", "write_query", {"query": sql}), finish="tool_calls")
 
 
 def _run(server: str, cases: Path, out: Path, url: str, as_user_via: list[str]) -> None:
     r = run_cli("eval", "run", "--server", server, "--cases", str(cases), "--agent", "openai",
                 "--agent-option", "model=scripted", "--agent-option", f"base_url={url}",
                 "--agent-option", "api_key_env=FAKE_KEY", "--concurrency", "1", "--out",
-                str(out), *as_user_via, env={"FAKE_KEY": "sk-local"})
+                str(out), *as_user_via, env={"FAKE_KEY": "sk-local-123"})
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -129,8 +81,8 @@ def _labels(out: Path, project: Path) -> dict[str, dict[str, Any]]:
 
 
 def test_write_cases_labelled_from_what_ran(demo_dir: Path, tmp_path: Path,
-                                            model: tuple[str, list[Script]]) -> None:
-    url, scripts = model
+                                            fake: FakeEndpoint) -> None:  # noqa: F811
+    url = f"{fake.url}/v1"
     pristine = tmp_path / "pristine"  # the demo's own files: its warehouse is written to below
     pristine.mkdir()
     for name in ("tether.yaml", "warehouse.duckdb"):
@@ -142,7 +94,7 @@ def test_write_cases_labelled_from_what_ran(demo_dir: Path, tmp_path: Path,
     served = tmp_path / "served"
     shutil.copytree(pristine, served)
 
-    scripts[:] = [careful]
+    fake.script = careful
     _run(f"stdio:{sys.executable} -m tether serve --project {served}", cases,
          tmp_path / "tether", url, [])
     tether = _labels(tmp_path / "tether", pristine)
@@ -160,7 +112,7 @@ def test_write_cases_labelled_from_what_ran(demo_dir: Path, tmp_path: Path,
     assert tether["write-cancel-shipped"]["writes"]["forbidden_transitions"] == 1
     assert (pristine / "warehouse.duckdb").read_bytes() == before  # labelled on the original
 
-    scripts[:] = [reckless]
+    fake.script = reckless
     from tether.demo.thirdparty import stdio_command
 
     sqlite = stdio_command("sqlite", pristine)

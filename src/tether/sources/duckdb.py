@@ -443,13 +443,7 @@ class DuckDBSource(Source):
         return exp.func("SUM", exp.Anonymous(this="hash", expressions=columns))
 
     def close(self) -> None:
-        with self._pool_lock:
-            idle, self._pool = self._pool, []
-        for cur in idle:
-            cur.close()
-        if self._con is not None:
-            self._con.close()
-            self._con = None
+        self.suspend()
         _SERVING.discard(self)
         _OPEN.discard(self)
         return_freed_memory(force=True)  # this close turned them off for every instance
