@@ -41,9 +41,6 @@ from tether.sources.writer import Writer
 from tether.toolgen.describe import grain_noun, plural
 from tether.toolgen.model import ActionPlan, Consequence
 
-_SIG = 16
-
-
 # --- who may, which rows -------------------------------------------------------------------------
 
 
@@ -358,15 +355,43 @@ def asked(keys: list[tuple[Any, ...]], to: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def _mac(ex: Executor, *parts: str, size: int) -> str:
+    raw = hmac.new(_key(ex), "\x1f".join(parts).encode(), hashlib.sha256).digest()[:size]
+    return base64.b32encode(raw).decode().rstrip("=").lower()
+
+
+def _who(ex: Executor, call: Call, what: str, until: str) -> str:
+    """The part of a confirmation bound to the caller, the tool's version, the arguments and
+    the time it runs out."""
+    return _mac(ex, "who", call.user, call.tool, call.version, what, until, size=8)
+
+
+def _rows_mac(ex: Executor, who: str, rows: str) -> str:
+    """The part bound to the rows as the dry run read them."""
+    return _mac(ex, "rows", who, rows, size=6)
+
+
 def sign(ex: Executor, call: Call, what: str, rows: str, until: float) -> str:
-    body = json.dumps({"u": call.user, "t": call.tool, "v": call.version, "a": what, "d": rows,
-                       "x": int(until)}, separators=(",", ":")).encode()
-    sig = hmac.new(_key(ex), body, hashlib.sha256).digest()[:_SIG]
-    return base64.urlsafe_b64encode(sig + body).decode().rstrip("=")
+    """A short confirmation (a model copies it back): when it runs out, then two keyed MACs,
+    one over the caller, tool, version and arguments, one over that and the rows' digest.
+    Nothing is stored: the server checks it by computing both again."""
+    when = _base36(int(until))
+    who = _who(ex, call, what, when)
+    return f"{when}-{who}-{_rows_mac(ex, who, rows)}"
 
 
-def confirmed(ex: Executor, call: Call, token: Any, what: str) -> str:
-    """The rows' digest a valid confirmation carries, else a refusal saying why."""
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+    return out or "0"
+
+
+def confirmed(ex: Executor, call: Call, token: Any, what: str) -> Callable[[str], bool]:
+    """A valid confirmation's check of the rows as they are now (True: the rows the dry run
+    read), else a refusal saying why."""
     def bad(why: str) -> ToolError:
         return ToolError(f"Not allowed: {why}; call {call.tool} again with dry_run true and "
                          "use the confirmation it returns", refusal={
@@ -377,23 +402,20 @@ def confirmed(ex: Executor, call: Call, token: Any, what: str) -> str:
                         f"{call.tool} with dry_run true first, then again with dry_run false "
                         "and that confirmation", refusal={"reason": "confirmation_required",
                                                           "detail": "no confirmation given"})
+    parts = token.strip().lower().split("-")
+    if len(parts) != 3 or not all(parts) or len(token) > 64:
+        raise bad("the confirmation is not one this server issued")
+    when, who, rows = parts
     try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        sig, body = raw[:_SIG], raw[_SIG:]
-        data = json.loads(body)
-    except (ValueError, json.JSONDecodeError):
+        until = int(when, 36)
+    except ValueError:
         raise bad("the confirmation is not one this server issued") from None
-    if not hmac.compare_digest(sig, hmac.new(_key(ex), body, hashlib.sha256).digest()[:_SIG]):
-        raise bad("the confirmation's signature does not match")
-    if not isinstance(data, dict) or data.get("u") != call.user or data.get("t") != call.tool:
-        raise bad("the confirmation was issued to another user or for another tool")
-    if data.get("v") != call.version:
-        raise bad(f"the confirmation is for another version of {call.tool}")
-    if data.get("a") != what:
-        raise bad("the confirmation is for other arguments")
-    if not isinstance(data.get("x"), int) or time.time() > data["x"]:
+    if not hmac.compare_digest(who, _who(ex, call, what, when)):
+        raise bad("the confirmation was made for another user, another tool or version, or "
+                  "other arguments")
+    if time.time() > until:
         raise bad("the confirmation is past its time")
-    return str(data.get("d"))
+    return lambda digest_now: hmac.compare_digest(rows, _rows_mac(ex, who, digest_now))
 
 
 # --- running -------------------------------------------------------------------------------------
@@ -452,8 +474,8 @@ def run(ex: Executor, call: Call) -> Answered:
     what = asked(keys, to)
     if call.args.get("dry_run", True) is not False:
         return _dry_run(ex, call, st, keys, to, noun, set(masks), what)
-    seen = confirmed(ex, call, call.args.get("confirmation"), what)
-    return _apply(ex, call, st, keys, to, noun, set(masks), what, seen)
+    same_rows = confirmed(ex, call, call.args.get("confirmation"), what)
+    return _apply(ex, call, st, keys, to, noun, set(masks), same_rows)
 
 
 def _run_on(ex: Executor, src: Any, st: Statements) -> Callable[[exp.Expr], list[dict[str, Any]]]:
@@ -474,9 +496,12 @@ def _dry_run(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...
     said = effects(st, read, to, noun, masked)
     until = time.time() + ex.project.config.serve.confirmation_seconds
     shaped = _shape(st, rows, to)
+    token = sign(ex, call, what, digest(rows), until)
+    apply_with = {**{k: v for k, v in call.args.items() if k not in ("dry_run", "confirmation")},
+                  "dry_run": False, "confirmation": token}
     result = {"action": st.act.name, "dry_run": True, "applied": False, "rows": shaped,
               "row_count": len(shaped), "preconditions": checks, "consequences": said,
-              "confirmation": sign(ex, call, what, digest(rows), until),
+              "confirmation": token, "apply_with": apply_with,
               "confirmation_expires_at": dt.datetime.fromtimestamp(until, dt.UTC).isoformat(),
               "as_of": dt.datetime.now(dt.UTC).isoformat()}
     shown = st.read()
@@ -491,9 +516,10 @@ def _registry(ex: Executor) -> Any:
 
 
 def _apply(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...]],
-           to: dict[str, Any], noun: str, masked: set[str], what: str, seen: str) -> Answered:
+           to: dict[str, Any], noun: str, masked: set[str],
+           same_rows: Callable[[str], bool]) -> Answered:
     registry = _registry(ex)
-    token = str(call.args.get("confirmation"))
+    token = str(call.args.get("confirmation")).strip().lower()
     key = log.write_key(call.user, call.tool, token)
     given = call.args.get("idempotency_key")
     idem = log.write_key(call.user, call.tool, "key:" + str(given)) if given else None
@@ -527,7 +553,7 @@ def _apply(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...]]
 
             rows = on_tx(st.read(lock=True))
             found_all(st, keys, rows, noun)
-            if digest(rows) != seen:
+            if not same_rows(digest(rows)):
                 raise ToolError(
                     "Not allowed: the rows changed since the dry run; call again with dry_run "
                     "true and confirm what it shows now",
@@ -575,8 +601,9 @@ def _opening(plan: Any, result: dict[str, Any]) -> str:
         return f"Already applied (write {result.get('write_id')}): {rows}; nothing more changed"
     if result.get("applied"):
         return f"Applied {result.get('action')} to {rows} (write {result.get('write_id')})"
+    apply_with = json.dumps(result.get("apply_with") or {}, separators=(", ", ": "))
     return (f"Dry run of {result.get('action')}: {rows} would change; nothing changed yet. "
-            "To apply it, call again with dry_run false and the confirmation")
+            f"To apply it, call {result.get('action')} with {apply_with}")
 
 
 RUNNER = register(Runner("write", run, opening=_opening, whole=True))

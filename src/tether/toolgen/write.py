@@ -289,7 +289,8 @@ def _output_schema(keys: dict[str, dict[str, Any]], sets: dict[str, dict[str, An
         "applied": {"type": "boolean"}, "rows": {"type": "array", "items": row},
         "row_count": rows, "preconditions": {"type": "array", "items": check},
         "consequences": {"type": "array", "items": {"type": "string"}},
-        "confirmation": text, "confirmation_expires_at": text, "write_id": text,
+        "confirmation": text, "apply_with": {"type": "object", "additionalProperties": True},
+        "confirmation_expires_at": text, "write_id": text,
         "undo": {"type": "array", "items": call}, "replayed": {"type": "boolean"},
         "as_of": text,
     }, "required": ["action", "dry_run", "rows", "row_count"]}

@@ -130,17 +130,30 @@ def is_metadata(ctx: LabelContext, c: CallView) -> bool:
     return not c.sql and any(fnmatchcase(c.name.lower(), p) for p in ctx.metadata_tools)
 
 
+def writes_only(ctx: LabelContext, sql: str) -> bool:
+    """SQL that only changes rows (UPDATE, DELETE, INSERT): what it wrote is the writes rule's
+    to read (label/writes.py); the reading rules have nothing in it to analyse."""
+    for dialect in (ctx.dialect, "sqlite"):
+        try:
+            parsed = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+        except sqlglot.errors.SqlglotError:
+            continue
+        return bool(parsed) and all(isinstance(s, exp.Update | exp.Delete | exp.Insert)
+                                    for s in parsed)
+    return False
+
+
 def call_views(ctx: LabelContext, trace: Trace) -> list[CallView]:
     out = []
     for call in trace.tool_calls:
         view = CallView(call=call, evidence=evidence_of(call.meta))
         if view.evidence is not None and view.evidence.sql:
             view.statement, view.problem = plain_statement(ctx, view.evidence)
-            if view.statement is not None:
+            if view.statement is not None and not writes_only(ctx, view.statement):
                 view.sql.extend(analyse(ctx, view.statement))
         elif view.evidence is None:
             for arg, value in call.arguments.items():
-                if is_sql_argument(ctx, arg, value):
+                if is_sql_argument(ctx, arg, value) and not writes_only(ctx, value):
                     view.sql_arguments.add(arg)
                     view.sql.extend(analyse(ctx, value))
         view.payload = result_payload(call)
