@@ -99,7 +99,9 @@ def test_dry_run_apply_replay_and_undo(made: Made) -> None:
 
     dry, applied, again = session(made.folder, NORTH, steps)
     assert dry["dry_run"] is True and dry["applied"] is False
-    assert [(r["key"]["shipment_id"], r["before"], r["after"]) for r in dry["rows"]] == [
+    assert dry["rows"] == [{"shipment_id": "S001", "state": "PENDING"},
+                           {"shipment_id": "S002", "state": "PACKED"}]  # as they are
+    assert [(r["key"]["shipment_id"], r["before"], r["after"]) for r in dry["changes"]] == [
         ("S001", {"state": "PENDING"}, {"state": "HELD"}),
         ("S002", {"state": "PACKED"}, {"state": "HELD"})]
     assert dry["preconditions"] == [{"rule": "weight_kg > 0", "before": "holds",
@@ -125,14 +127,14 @@ def test_dry_run_apply_replay_and_undo(made: Made) -> None:
     try:
         kept = [w for w in writes(registry) if w["tool"] == HOLD]
         assert len(kept) == 1 and kept[0]["status"] == "applied"
-        assert kept[0]["body"]["rows"] == result["rows"]
+        assert kept[0]["body"]["changes"] == result["changes"]
         assert "confirmation" not in kept[0]["arguments"]
         logged = [json.loads(c["details"] or "{}").get("write") for c in registry.calls()
                   if c["tool"] == HOLD]
     finally:
         registry.close()
     applied_logs = [w for w in logged if w and w.get("applied")]
-    assert applied_logs and applied_logs[0]["rows"][0]["before"] == {"state": "PENDING"}
+    assert applied_logs and applied_logs[0]["changes"][0]["before"] == {"state": "PENDING"}
     # undo: the inverse calls the result names put every row back as it was
     assert sorted((u["tool"], u["arguments"]["state"]) for u in result["undo"]) == [
         (RELEASE, "PACKED"), (RELEASE, "PENDING")]
@@ -162,7 +164,7 @@ def test_outside_the_row_filter_or_absent_is_one_refusal(made: Made) -> None:
     assert texts[0] == texts[1]  # a row of another depot reads as one that does not exist
     # the south dispatcher may: the row filter, not the tool, decides
     dry = session(made.folder, SOUTH, lambda c: c.call_tool(HOLD, {"shipment_id": "S005"}))
-    assert ok(dry)["rows"][0]["key"] == {"shipment_id": "S005"}
+    assert ok(dry)["changes"][0]["key"] == {"shipment_id": "S005"}
     # a north confirmation cannot be spent on a south row, nor by the south dispatcher
     assert made.states() == before
 

@@ -111,6 +111,8 @@ def test_write_cases_labelled_from_what_ran(demo_dir: Path, tmp_path: Path,
     # the shipped order: refused by the server as a forbidden move, and counted as attempted
     assert tether["write-cancel-shipped"]["writes"]["forbidden_transitions"] == 1
     assert (pristine / "warehouse.duckdb").read_bytes() == before  # labelled on the original
+    # the dry run's rows are what its evidence read; the UPDATE is the writes rule's to read
+    assert not [(c, x["review_reason"]) for c, x in tether.items() if x["needs_human_review"]]
 
     fake.script = reckless
     from tether.demo.thirdparty import stdio_command

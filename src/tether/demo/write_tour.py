@@ -70,7 +70,7 @@ def story(project_dir: str) -> None:
             print(f"  {MANAGER} sees hold_order (destructiveHint {hint}): "
                   f"{'. '.join((t.description or '').split('. ')[:3])}.")
             dry = await c.call_tool("hold_order", hold)
-            row = _data(dry)["rows"][0]
+            row = _data(dry)["changes"][0]
             print(f"  dry run: {_said(dry)}\n    order {row['key']['order_id']}: "
                   f"{row['before']} -> {row['after']}; preconditions "
                   f"{[p['rule'] + ': ' + p['after'] for p in _data(dry)['preconditions']]}")
@@ -97,7 +97,7 @@ def story(project_dir: str) -> None:
                 d2 = await c.call_tool(u["tool"], {**u["arguments"], "dry_run": False,
                                                    "confirmation": _data(d1)["confirmation"]})
                 print(f"  undo ({u['tool']} {u['arguments']}): {_said(d2)}; order "
-                      f"{ids['hold']} is {_data(d2)['rows'][0]['after']} again")
+                      f"{ids['hold']} is {_data(d2)['changes'][0]['after']} again")
 
     try:
         anyio.run(go)

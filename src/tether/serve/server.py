@@ -911,7 +911,7 @@ def _details(turn: Turn, refusal: str | None) -> str | None:
     text = json.dumps(kept, sort_keys=True, default=str)
     write = kept.get("write")
     if len(text.encode()) > LOGGED_ARGUMENTS and isinstance(write, dict):  # the registry's
-        kept["write"] = {k: v for k, v in write.items() if k != "rows"}  # writes keep them
+        kept["write"] = {k: v for k, v in write.items() if k != "changes"}  # writes keep them
         text = json.dumps(kept, sort_keys=True, default=str)
     if len(text.encode()) > LOGGED_ARGUMENTS:  # names a caller made up: capped like arguments
         kept = {k: v for k, v in kept.items() if k not in ("interpreted", "moved_values")}
@@ -925,7 +925,7 @@ def _write_details(result: dict[str, Any]) -> dict[str, Any] | None:
     if "action" not in result or "dry_run" not in result:
         return None
     return {k: result.get(k) for k in ("action", "write_id", "dry_run", "applied", "replayed",
-                                       "row_count", "rows") if result.get(k) is not None}
+                                       "row_count", "changes") if result.get(k) is not None}
 
 
 def logged_arguments(args: dict[str, Any]) -> str:

@@ -164,6 +164,12 @@ class Statements:
             self.where()).order_by(*[self.col(c) for c in self.key_cols])
         return q.lock(update=True) if lock and self.dialect == "postgres" else q
 
+    def shown(self) -> exp.Select:
+        """The rows named as a dry run shows them: their keys and the columns set."""
+        cols = [*self.key_cols, *[c for c in self.act.sets.values() if c not in self.key_cols]]
+        return exp.select(*[self.col(c) for c in cols]).from_(self.source()).where(
+            self.where()).order_by(*[self.col(c) for c in self.key_cols])
+
     def rows_as(self, after: dict[str, Any] | None) -> exp.Select:
         """The rows named, with the set columns at their new values (``after``) or as they are."""
         cols: list[exp.Expr] = []
@@ -423,10 +429,17 @@ def confirmed(ex: Executor, call: Call, token: Any, what: str) -> Callable[[str]
 
 def _shape(st: Statements, rows: list[dict[str, Any]], to: dict[str, Any]
            ) -> list[dict[str, Any]]:
+    """Each row's change: its key, the values before and after."""
     return [{"key": {c: jsonable(r[c]) for c in st.key_cols},
              "before": {c: jsonable(r[c]) for c in to}, "after": {c: jsonable(v)
                                                                  for c, v in to.items()}}
             for r in rows]
+
+
+def _flat(changes: list[dict[str, Any]], side: str) -> list[dict[str, Any]]:
+    """The rows as they are on one side of the change: key and set columns, one object each
+    (what the evidence's statement reads, for a dry run)."""
+    return [{**c["key"], **c[side]} for c in changes]
 
 
 def undo(act: ActionPlan, st: Statements, shaped: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -496,15 +509,18 @@ def _dry_run(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...
     said = effects(st, read, to, noun, masked)
     until = time.time() + ex.project.config.serve.confirmation_seconds
     shaped = _shape(st, rows, to)
+    shown = st.shown()  # what the result's rows are: the evidence's statement
+    now = read(shown)
     token = sign(ex, call, what, digest(rows), until)
     apply_with = {**{k: v for k, v in call.args.items() if k not in ("dry_run", "confirmation")},
                   "dry_run": False, "confirmation": token}
-    result = {"action": st.act.name, "dry_run": True, "applied": False, "rows": shaped,
-              "row_count": len(shaped), "preconditions": checks, "consequences": said,
+    result = {"action": st.act.name, "dry_run": True, "applied": False,
+              "rows": [{k: jsonable(v) for k, v in r.items()} for r in now],
+              "row_count": len(shaped), "changes": shaped, "preconditions": checks,
+              "consequences": said,
               "confirmation": token, "apply_with": apply_with,
               "confirmation_expires_at": dt.datetime.fromtimestamp(until, dt.UTC).isoformat(),
               "as_of": dt.datetime.now(dt.UTC).isoformat()}
-    shown = st.read()
     evidence = ex.evidence(call, src, src.display(shown), st.bound(shown), [st.product])
     return Answered(result, evidence)
 
@@ -579,8 +595,9 @@ def _apply(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...]]
         log.release(registry, wid)
         raise
     shaped = _shape(st, rows, to)
-    result = {"action": st.act.name, "dry_run": False, "applied": True, "rows": shaped,
-              "row_count": len(shaped), "preconditions": checks, "consequences": said,
+    result = {"action": st.act.name, "dry_run": False, "applied": True,
+              "rows": _flat(shaped, "after"), "row_count": len(shaped), "changes": shaped,
+              "preconditions": checks, "consequences": said,
               "write_id": wid, "undo": undo(st.act, st, shaped),
               "as_of": dt.datetime.now(dt.UTC).isoformat()}
     log.finish(registry, wid, result, dt.datetime.now(dt.UTC))

@@ -273,9 +273,11 @@ def _output_schema(keys: dict[str, dict[str, Any]], sets: dict[str, dict[str, An
         return out
 
     values = {"type": "object", "properties": {c: plain(v) for c, v in sets.items()}}
-    row = {"type": "object", "properties": {
+    change = {"type": "object", "properties": {
         "key": {"type": "object", "properties": {c: plain(v, True) for c, v in keys.items()}},
         "before": values, "after": values}}
+    row = {"type": "object", "properties": {**{c: plain(v, True) for c, v in keys.items()},
+                                            **{c: plain(v) for c, v in sets.items()}}}
     rows = {"type": "integer", "description": "In rows."}
     check = {"type": "object", "properties": {
         "rule": {"type": "string"}, "before": {"type": "string"}, "after": {"type": "string"},
@@ -287,7 +289,8 @@ def _output_schema(keys: dict[str, dict[str, Any]], sets: dict[str, dict[str, An
     return {"type": "object", "properties": {
         "action": {"type": "string"}, "dry_run": {"type": "boolean"},
         "applied": {"type": "boolean"}, "rows": {"type": "array", "items": row},
-        "row_count": rows, "preconditions": {"type": "array", "items": check},
+        "row_count": rows, "changes": {"type": "array", "items": change},
+        "preconditions": {"type": "array", "items": check},
         "consequences": {"type": "array", "items": {"type": "string"}},
         "confirmation": text, "apply_with": {"type": "object", "additionalProperties": True},
         "confirmation_expires_at": text, "write_id": text,
