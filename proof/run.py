@@ -210,7 +210,7 @@ def warehouse_today(key: str) -> str:
     has no clock: the wall clock's date, as its server resolves periods)."""
     if key == "lahman":
         return dt.datetime.now(dt.UTC).date().isoformat()
-    return demo_today() if key == "demo" else _second().CLOCK.date().isoformat()
+    return demo_today() if key in ("demo", "writes") else _second().CLOCK.date().isoformat()
 
 
 def tether_target(project: Path, serve: tuple[str, ...]) -> str:

@@ -258,6 +258,40 @@ def test_two_writers_race_on_one_row_and_one_wins(made: Made) -> None:
     assert made.states()["S007"] == "HELD"
 
 
+def test_replicas_apply_one_confirmation_once(made: Made) -> None:
+    """Two servers on one registry (PostgreSQL's, for the PostgreSQL project) given the same
+    confirmation at once: one applies it; the other answers with that write or says it is being
+    applied; the registry holds one write."""
+    token = ok(session(made.folder, NORTH, lambda c: c.call_tool(
+        HOLD, {"shipment_id": "S002"})))["confirmation"]
+    out: list[Any] = [None, None]
+    gate = threading.Barrier(2)
+
+    def go(i: int) -> None:
+        async def steps(c: Any) -> Any:
+            gate.wait()
+            return await c.call_tool(HOLD, {"shipment_id": "S002", "dry_run": False,
+                                            "confirmation": token})
+        out[i] = session(made.folder, NORTH, steps)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    first = [r for r in out if not r.is_error and not r.structured_content.get("replayed")]
+    assert len(first) == 1, [r.content[0].text for r in out]
+    other = next(r for r in out if r is not first[0])
+    assert (not other.is_error and other.structured_content["replayed"]) or refused(other)[1] in (
+        "write_in_progress", "confirmation_invalid")
+    registry = open_registry(load_project(made.folder))
+    try:
+        assert [w["status"] for w in writes(registry) if w["tool"] == HOLD] == ["applied"]
+    finally:
+        registry.close()
+    assert made.states()["S002"] == "HELD"
+
+
 def test_a_write_killed_before_its_commit_leaves_nothing(made: Made, tmp_path: Path) -> None:
     """The server runs as its own process with the SQL log on a named pipe: each statement's
     log line waits for this test to read it, so once the UPDATE has run (its line read, the

@@ -1,5 +1,6 @@
 """A small project with write actions, on a DuckDB file or in a PostgreSQL schema served by a
-read-only role and written by a writer role of its own: shipments of a parcel carrier (a domain
+read-only role and written by a writer role of its own (its registry in PostgreSQL too, as
+replicas share it): shipments of a parcel carrier (a domain
 neither test warehouse uses), with a state machine, a precondition, a metric downstream and
 depot row filters. Shared by tests/test_write.py and tests/test_write_attacks.py."""
 
@@ -151,9 +152,13 @@ def pg_project(tmp_path: Path, pg_url: str,
                         TABLE) as schema:
         reader = pg_role(pg_url, schema, "SELECT")
         writer = pg_role(pg_url, schema, "SELECT, UPDATE")
+        registry = f"{schema}_registry"  # shared by every server on the project: replicas
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            c.execute(f'CREATE SCHEMA "{registry}"')
         try:
             folder = tmp_path / "proj"
             cfg = config(reader, writer, schema)
+            cfg["registry"] = {"url": f"{pg_url}?options=-csearch_path%3D{registry}"}
             if extra:
                 extra(cfg)
             _write(folder, cfg)
@@ -173,6 +178,8 @@ def pg_project(tmp_path: Path, pg_url: str,
         finally:
             drop_role(pg_url, reader)
             drop_role(pg_url, writer)
+            with psycopg.connect(pg_url, autocommit=True) as c:
+                c.execute(f'DROP SCHEMA "{registry}" CASCADE')
 
 
 def session(folder: Path, user: str, steps: Callable[[Any], Awaitable[Any]]) -> Any:
