@@ -415,6 +415,8 @@ def test_run_sql_never_writes(made: Made) -> None:
     (lambda a: a["hold_shipment"].update(set=["shipment_id"]), "part of the primary key"),
     (lambda a: a["hold_shipment"].update(require=["(SELECT 1) = 1"]), "not a query"),
     (lambda a: a["hold_shipment"].update(require=["sum(weight_kg) > 0"]), "aggregates"),
+    (lambda a: a["hold_shipment"].update(require=["weight_kg > 0; COMMIT"]), "several"),
+    (lambda a: a["hold_shipment"].update(require=["pg_sleep(1) IS NOT NULL"]), "allow-list"),
     (lambda a: a["hold_shipment"]["transitions"].update(depot={"NORTH": ["SOUTH"]}),
      "which it does not set"),
 ])

@@ -29,6 +29,11 @@ def _extra(cfg: dict[str, Any]) -> None:
     actions[MOVE] = {"set": ["depot"], "roles": ["dispatcher", "masked"]}
     cfg["policies"]["roles"]["masked"] = {"tools": ["*"], "masks": {"shipments.state": "redact"}}
     cfg["policies"]["users"]["disp.masked"] = {"role": "masked"}
+    # a dispatcher who may not see weights: the hold's precondition reads them
+    cfg["policies"]["roles"]["weightless"] = {"tools": ["*"], "masks": {
+        "shipments.weight_kg": "null"}}
+    cfg["policies"]["users"]["disp.weightless"] = {"role": "weightless"}
+    actions["hold_shipment"]["roles"].append("weightless")
 
 
 @pytest.fixture(params=["duckdb", "postgres"])
@@ -147,6 +152,13 @@ def masked_state(made: Made) -> bool:
     return not r.is_error or "PENDING" in r.content[0].text
 
 
+def masked_precondition(made: Made) -> bool:
+    """A precondition over a column masked for the caller: its outcome row by row would say
+    what the weight is (S004's is 0); the call is refused before any row is read."""
+    r = _call(made, "disp.weightless", HOLD, {"shipment_id": "S004"})
+    return not r.is_error or "S004" in r.content[0].text
+
+
 def racing(n: int) -> Attack:
     """n writers at once on one row, each with its own fresh confirmation: one may apply."""
     def attack(made: Made) -> bool:
@@ -213,6 +225,9 @@ ATTACKS: dict[str, Attack] = {
         lambda t: "AAAAAAAAAAAAAAAAAAAAAA" + t[22:]),
     "a row moved out of the caller's scope": out_of_scope_move,
     "a masked column changed": masked_state,
+    "a precondition over a masked column": masked_precondition,
+    "a confirmation in other characters": forged(lambda t: t.replace("-", "\u2010", 1)),
+    "a confirmation with a non-ASCII letter": forged(lambda t: t[:-1] + "\u00e9"),
     "two writers on one row": racing(2),
     "four writers on one row": racing(4),
 }

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tether.context.config_model import PII_SELECTOR, MetricConfig, TetherConfig
+from tether.context.sqlfunctions import disallowed_function
 from tether.context.timeformat import is_format
 from tether.context.timeformat import problem as format_problem
 
@@ -234,11 +235,18 @@ def predicate_problem(text: str, product: str) -> str | None:
     from sqlglot import exp
 
     try:
-        tree = sqlglot.parse_one(text)
-    except sqlglot.errors.ParseError as e:
+        parsed = [t for t in sqlglot.parse(text) if t is not None]
+    except sqlglot.errors.SqlglotError as e:
         return f"does not parse ({str(e).splitlines()[0][:120]})"
-    if isinstance(tree, exp.Query | exp.Command) or tree.find(exp.Query, exp.Table):
+    if len(parsed) != 1:
+        return "must be one condition, not several statements"
+    tree = parsed[0]
+    if isinstance(tree, exp.Query | exp.Command | exp.Block | exp.Set | exp.Transaction) or (
+            tree.find(exp.Query, exp.Table)):
         return "must be a condition on the row, not a query"
+    fn = disallowed_function(tree, None)  # it runs with the writer's privileges: plain ones
+    if fn is not None:
+        return f"calls {fn}, which is not on the allow-list of functions (docs/serve.md)"
     if tree.find(exp.AggFunc):
         return "must be a condition on one row; it aggregates"
     others = sorted({col.table for col in tree.find_all(exp.Column)

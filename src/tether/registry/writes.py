@@ -5,9 +5,10 @@ idempotency key before it touches the data, in a row whose two keys are unique: 
 with either, on this server or a replica, finds the row instead of writing again. The same
 idempotency key (or the same confirmation without one) is answered with the first call's result
 once it is done; a confirmation spent under another key is refused: it applies once. The row
-then holds the rows changed with their before and after values. A claim whose writer died is
-taken over after a while (the confirmation is bound to the rows as they were, so a write that
-did land is not applied twice).
+then holds the rows changed with their before and after values, written just before the data's
+COMMIT (`committing`) and marked `applied` after it. A claim is never taken over: a writer that
+died leaves its key spent (`pending`, `committing` or `unsure`), and a new dry run gives a new
+confirmation; nothing is ever applied twice, and nothing applied is left off the record.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import datetime as dt
 import hashlib
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
@@ -25,8 +28,6 @@ from tether.registry.store import Registry
 
 _COLUMNS = ("SELECT write_id, write_key, username, tool, version, status, arguments, body, "
             "write_at, updated_at, idem_key FROM writes")
-STALE_SECONDS = 120.0
-"""A pending claim older than this is taken to be a writer that died."""
 
 
 def write_key(user: str, tool: str, key: str) -> str:
@@ -48,7 +49,7 @@ def claim(registry: Registry, key: str, idem: str | None, user: str, tool: str, 
     stamp = at.astimezone(dt.UTC).isoformat()
     wid = "w-" + uuid.uuid4().hex[:16]
     try:
-        with registry.engine.begin() as c:
+        with _registry_errors_except_conflict(), registry.engine.begin() as c:
             c.execute(sa.text(
                 "INSERT INTO writes (write_id, write_key, idem_key, username, tool, version, "
                 "status, arguments, write_at, updated_at) VALUES (:id, :k, :i, :u, :t, :v, "
@@ -58,7 +59,7 @@ def claim(registry: Registry, key: str, idem: str | None, user: str, tool: str, 
         return wid, None
     except sa.exc.IntegrityError:
         pass
-    with registry.engine.begin() as c:  # the idempotency key's write first: it answers
+    with _registry_errors(), registry.engine.begin() as c:  # the key's write answers first
         r = c.execute(sa.text(_COLUMNS + " WHERE idem_key = :i OR write_key = :k ORDER BY "
                               "CASE WHEN idem_key = :i THEN 0 ELSE 1 END"),
                       {"k": key, "i": idem}).fetchone()
@@ -66,33 +67,58 @@ def claim(registry: Registry, key: str, idem: str | None, user: str, tool: str, 
         if tries <= 0:
             raise TetherError("the write's key could not be taken; try again")
         return claim(registry, key, idem, user, tool, version, args, at, tries - 1)
-    row = _row(r)
-    held = dt.datetime.fromisoformat(row["updated_at"])
-    if row["status"] == "pending" and (at - held).total_seconds() > STALE_SECONDS:
-        with registry.engine.begin() as c:  # take over a dead writer's claim, once
-            took = c.execute(sa.text(
-                "UPDATE writes SET updated_at = :at WHERE write_id = :id AND status = 'pending' "
-                "AND updated_at = :old"), {"at": stamp, "id": row["write_id"],
-                                           "old": row["updated_at"]}).rowcount
-        if took == 1:
-            return row["write_id"], None
-    return row["write_id"], row
+    return str(r[0]), _row(r)
 
 
-def finish(registry: Registry, wid: str, body: dict[str, Any], at: dt.datetime) -> None:
-    """The write is committed: its result (rows before and after) kept under its key."""
-    with registry.engine.begin() as c:
-        c.execute(sa.text("UPDATE writes SET status = 'applied', body = :b, updated_at = :at "
+def finish(registry: Registry, wid: str, body: dict[str, Any], at: dt.datetime,
+           status: str = "applied") -> None:
+    """The write's result kept under its key: ``committing`` just before the data's COMMIT (a
+    process that dies after it leaves the rows on record), ``applied`` once it is committed."""
+    with _registry_errors(), registry.engine.begin() as c:
+        c.execute(sa.text("UPDATE writes SET status = :s, body = :b, updated_at = :at "
                           "WHERE write_id = :id"),
-                  {"b": json.dumps(body, sort_keys=True, default=str),
+                  {"s": status, "b": json.dumps(body, sort_keys=True, default=str),
                    "at": at.astimezone(dt.UTC).isoformat(), "id": wid})
 
 
+def unsure(registry: Registry, wid: str, at: dt.datetime) -> None:
+    """The engine failed at or after the write's UPDATE: whether it committed is not known. The
+    key stays spent (never applied twice); its result says to check the rows."""
+    with _registry_errors(), registry.engine.begin() as c:
+        c.execute(sa.text("UPDATE writes SET status = 'unsure', updated_at = :at WHERE "
+                          "write_id = :id AND status <> 'applied'"),
+                  {"at": at.astimezone(dt.UTC).isoformat(), "id": wid})
+
+
 def release(registry: Registry, wid: str) -> None:
-    """The write did not happen: its key is free again (a retry may apply it)."""
-    with registry.engine.begin() as c:
+    """The write was refused before anything was committed: its key is free again."""
+    with _registry_errors(), registry.engine.begin() as c:
         c.execute(sa.text("DELETE FROM writes WHERE write_id = :id AND status = 'pending'"),
                   {"id": wid})
+
+
+@contextmanager
+def _registry_errors_except_conflict() -> Iterator[None]:
+    """As :func:`_registry_errors`, letting a unique-key conflict through (a claim held)."""
+    try:
+        yield
+    except sa.exc.IntegrityError:
+        raise
+    except sa.exc.SQLAlchemyError as e:
+        reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+        raise TetherError(f"the registry could not record the write: {reason[:200]}",
+                          hint="Check registry.url; nothing was written.") from None
+
+
+@contextmanager
+def _registry_errors() -> Iterator[None]:
+    try:
+        yield
+    except sa.exc.SQLAlchemyError as e:
+        reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
+        raise TetherError(f"the registry could not record the write: {reason[:200]}",
+                          hint="Check registry.url; the write's rows say whether it applied.") \
+            from None
 
 
 def writes(registry: Registry, user: str | None = None, limit: int = 100

@@ -24,6 +24,7 @@ import datetime as dt
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,15 +32,18 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from tether.errors import TetherError
 from tether.policy.entitle import Refusal, require_table, row_filter, user_params
 from tether.policy.model import restricted_columns, role_of
 from tether.registry import open_registry
 from tether.registry import writes as log
+from tether.serve import sqlguard
 from tether.serve.executor import Executor, jsonable
 from tether.serve.kinds import Answered, Call, Runner, ToolError, register
 from tether.sources.writer import Writer
 from tether.toolgen.describe import grain_noun, plural
 from tether.toolgen.model import ActionPlan, Consequence
+from tether.toolgen.write import columns_of
 
 # --- who may, which rows -------------------------------------------------------------------------
 
@@ -63,6 +67,11 @@ def may_write(ex: Executor, user: str, act: ActionPlan, product: str) -> None:
     if hidden:
         raise Refusal("restricted", f"{', '.join(sorted(hidden))} is restricted: no write "
                       "through this server may pick or change it")
+    checked = sorted({c for text in act.require for c in columns_of(text, product)})
+    unseen = sorted(set(checked) & (set(masks) | restricted_columns(config, product, checked)))
+    if unseen:  # a precondition's outcome row by row would tell what the caller may not see
+        raise Refusal("masked_predicate", f"a precondition of {act.name} reads "
+                      f"{', '.join(unseen)}, which your role may not see, so you may not call it")
 
 
 def _coerce(kind: str, value: Any) -> Any:
@@ -142,6 +151,14 @@ class Statements:
             used = {p.name for p in pred.find_all(exp.Placeholder)}
             self.params |= {k: v for k, v in user_params(config, call.user).items() if k in used}
 
+    def parsed(self, text: str) -> exp.Expr:
+        """An expression of the action's (a precondition, a metric's SQL) in the engine's SQL."""
+        try:
+            return sqlglot.parse_one(text, read=self.dialect)
+        except sqlglot.errors.SqlglotError:
+            raise ToolError(f"{self.act.name}: {text[:80]!r} does not parse as this engine's "
+                            "SQL; fix it in tether.yaml") from None
+
     def bound(self, expr: exp.Expr) -> dict[str, Any]:
         """The values of the placeholders ``expr`` holds (an engine refuses any other)."""
         used = {p.name for p in expr.find_all(exp.Placeholder)}
@@ -187,7 +204,7 @@ class Statements:
         checks: list[exp.Expr] = [exp.column(c, table=self.product, quoted=True)
                                   for c in self.key_cols]
         for i, text in enumerate(self.act.require):
-            pred = sqlglot.parse_one(text, read=self.dialect)
+            pred = self.parsed(text)
             checks.append(exp.func("COALESCE", exp.paren(pred), exp.false()).as_(f"r{i}"))
         return exp.select(*checks).from_(inner)
 
@@ -195,10 +212,10 @@ class Statements:
         """A metric's value and how many rows it counts, over the rows named."""
         inner = self.rows_as(after).subquery(self.product)
         assert q.measure is not None
-        measure = sqlglot.parse_one(q.measure, read=self.dialect)
+        measure = self.parsed(q.measure)
         sel = exp.select(measure.as_("v"), exp.func("COUNT", exp.Star()).as_("n")).from_(inner)
         if q.predicate:
-            sel = sel.where(sqlglot.parse_one(q.predicate, read=self.dialect))
+            sel = sel.where(self.parsed(q.predicate))
         return sel
 
     def update(self, to: dict[str, Any]) -> exp.Expr:
@@ -213,26 +230,20 @@ class Statements:
                 exp.Placeholder(this=f"from_{col}_{i}") for i in range(len(froms))])
                 if froms else exp.false())
         for text in self.act.require:
-            conds.append(exp.paren(sqlglot.parse_one(text, read=self.dialect)))
+            conds.append(exp.paren(self.parsed(text)))
         where = exp.and_(*conds)
-
-        def bare(node: exp.Expr) -> exp.Expr:  # one table: the alias's columns stand bare
-            if isinstance(node, exp.Column) and node.table == self.product:
-                return exp.column(node.name, quoted=True)
-            return node
-
         sets = []
         for col, value in to.items():
             self.params[f"to_{col}"] = value
             sets.append(exp.EQ(this=exp.column(col, quoted=True),
                                expression=exp.Placeholder(this=f"to_{col}")))
-        return exp.Update(this=self.table.copy(), expressions=sets,
-                          where=exp.Where(this=where.transform(bare)))
+        # the table aliased by the product's name, as every statement here reads it: the row
+        # filter's own columns (a correlated subquery's too) keep their meaning
+        return exp.Update(this=self.source(), expressions=sets, where=exp.Where(this=where))
 
     def outside(self) -> exp.Select:
         """How many of the rows named no longer satisfy a precondition or the caller's scope."""
-        ok: list[exp.Expr] = [exp.paren(sqlglot.parse_one(t, read=self.dialect))
-                              for t in self.act.require]
+        ok: list[exp.Expr] = [exp.paren(self.parsed(t)) for t in self.act.require]
         if self.scope is not None:
             ok.append(exp.paren(self.scope.copy()))
         cond = exp.and_(*ok) if ok else exp.true()
@@ -313,10 +324,13 @@ def _number(v: Any) -> str:
 def effects(st: Statements, run: Callable[[exp.Expr], list[dict[str, Any]]],
             to: dict[str, Any], noun: str, masked: set[str]) -> list[str]:
     """The consequences in words: each metric computed over the rows before and after (where
-    the caller may read every column it reads), then what else reacts."""
+    the caller may read every column it reads: none masked for them, none restricted), then
+    what else reacts."""
     out = []
+    config = st.ex.project.config
     for q in st.act.consequences:
-        if q.measure is None or set(q.columns) & masked:
+        if (q.measure is None or not q.columns or set(q.columns) & masked
+                or restricted_columns(config, st.product, list(q.columns))):
             out.append(q.text[:1].upper() + q.text[1:] + ".")
             continue
         b = run(st.metric(q, None))[0]
@@ -408,9 +422,9 @@ def confirmed(ex: Executor, call: Call, token: Any, what: str) -> Callable[[str]
                         f"{call.tool} with dry_run true first, then again with dry_run false "
                         "and that confirmation", refusal={"reason": "confirmation_required",
                                                           "detail": "no confirmation given"})
-    parts = token.strip().lower().split("-")
-    if len(parts) != 3 or not all(parts) or len(token) > 64:
+    if not re.fullmatch(r"[0-9a-z]{1,13}-[a-z2-7]{1,26}-[a-z2-7]{1,16}", token.strip().lower()):
         raise bad("the confirmation is not one this server issued")
+    parts = token.strip().lower().split("-")
     when, who, rows = parts
     try:
         until = int(when, 36)
@@ -558,11 +572,18 @@ def _apply(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...]]
             replay["replayed"] = True
             src = ex.source(call.plan.source)
             return Answered(replay, ex.evidence(call, src, None, {}, [st.product]))
-        raise ToolError(f"Not allowed: write {wid} with this key is still being applied; "
-                        "ask again in a moment", refusal={"reason": "write_in_progress",
-                                                          "detail": wid})
-    writer = _writer(ex, call.plan.source)
+        if held["status"] in ("committing", "unsure"):
+            raise ToolError(f"Not allowed: write {wid} under this key did not finish (its "
+                            "server stopped or its engine failed at the commit): check the "
+                            "rows; a new dry run gives a new confirmation",
+                            refusal={"reason": "write_in_progress", "detail": wid})
+        raise ToolError(f"Not allowed: write {wid} with this key is being applied (or its "
+                        "server stopped while it was); ask again in a moment, or check the "
+                        "rows and make a new dry run", refusal={"reason": "write_in_progress",
+                                                                "detail": wid})
+    written = False  # past the UPDATE: a failure from here may have committed
     try:
+        writer = _writer(ex, call.plan.source)
         with writer.transaction(ex.timeout) as tx:
             def on_tx(q: exp.Expr) -> list[dict[str, Any]]:
                 return tx.rows(q, st.bound(q))
@@ -579,6 +600,7 @@ def _apply(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...]]
                                    st.key_cols)
             said = effects(st, on_tx, to, noun, masked)
             change = st.update(to)
+            written = True
             changed = tx.execute(change, st.bound(change))
             if changed != len(rows):
                 raise ToolError(f"Not allowed: {changed} of {len(rows)} rows could be changed "
@@ -591,20 +613,40 @@ def _apply(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...]]
                                 "the preconditions or your row filter; nothing was applied",
                                 refusal={"reason": "precondition_failed",
                                          "detail": "after the change"})
-    except BaseException:  # nothing was committed: the key is free for a retry
+            shaped = _shape(st, rows, to)
+            result = {"action": st.act.name, "dry_run": False, "applied": True,
+                      "rows": _flat(shaped, "after"), "row_count": len(shaped),
+                      "changes": shaped, "preconditions": checks, "consequences": said,
+                      "write_id": wid, "undo": undo(st.act, st, shaped),
+                      "as_of": dt.datetime.now(dt.UTC).isoformat()}
+            # kept before the COMMIT: a process that dies after it leaves what it wrote on record
+            log.finish(registry, wid, result, dt.datetime.now(dt.UTC), "committing")
+        log.finish(registry, wid, result, dt.datetime.now(dt.UTC), "applied")
+    except (ToolError, Refusal):  # refused before anything was committed: the key is free
         log.release(registry, wid)
         raise
-    shaped = _shape(st, rows, to)
-    result = {"action": st.act.name, "dry_run": False, "applied": True,
-              "rows": _flat(shaped, "after"), "row_count": len(shaped), "changes": shaped,
-              "preconditions": checks, "consequences": said,
-              "write_id": wid, "undo": undo(st.act, st, shaped),
-              "as_of": dt.datetime.now(dt.UTC).isoformat()}
-    log.finish(registry, wid, result, dt.datetime.now(dt.UTC))
+    except BaseException as e:
+        if written:  # the engine failed at or after the UPDATE: whether it committed is unknown
+            log.unsure(registry, wid, dt.datetime.now(dt.UTC))
+        else:
+            log.release(registry, wid)
+        if isinstance(e, TetherError):
+            known = [str(v) for v in _strings(call.args)]
+            raise ToolError(sqlguard.scrub(e.paragraph(), *known)) from None
+        raise
     src = ex.source(call.plan.source)
     evidence = ex.evidence(call, src, src.display(change), _shown_params(st.bound(change)),
                            [st.product])
     return Answered(result, evidence)
+
+
+def _strings(value: Any) -> list[str]:
+    """The strings and numbers a caller's arguments hold (an engine error may quote them)."""
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return [str(value)] if value is not None else []
 
 
 def _shown_params(params: dict[str, Any]) -> dict[str, Any]:

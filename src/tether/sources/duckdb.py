@@ -178,9 +178,13 @@ class DuckDBSource(Source):
     def con(self) -> Any:
         """The connection, opened again after a writer had the file (call while reading)."""
         if self._con is None:
-            self._con = self._open_bounded(self.serve) if self.serve is not None else self._open()
-            for statement in self._use:
-                self._con.execute(statement)
+            with self._pool_lock:  # two readers at once open it once
+                if self._con is None:
+                    con = self._open_bounded(self.serve) if self.serve is not None else (
+                        self._open())
+                    for statement in self._use:
+                        con.execute(statement)
+                    self._con = con
         return self._con
 
     def suspend(self) -> None:
@@ -378,9 +382,10 @@ class DuckDBSource(Source):
                 "c.table_name WHERE c.database_name = current_database() "
                 "ORDER BY c.schema_name, c.table_name, c.column_index").fetchall()
         catalog: dict[tuple[str, str], list[Column]] = {}
-        for schema, table, column, type_name, nullable in rows:
-            catalog.setdefault((schema, table), []).append(
-                _column(column, self._type(type_name), nullable=bool(nullable)))
+        with self.turns.reading():  # a user type is read through the connection
+            for schema, table, column, type_name, nullable in rows:
+                catalog.setdefault((schema, table), []).append(
+                    _column(column, self._type(type_name), nullable=bool(nullable)))
         return catalog
 
     def _type(self, name: str) -> Any:

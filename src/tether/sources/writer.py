@@ -28,6 +28,7 @@ from tether.sources import dialect_of, resolve_duckdb_path
 from tether.sources.base import first_line, trace_statement
 from tether.sources.duckdb import alone
 from tether.sources.sqlalchemy import bound_text, driver_url
+from tether.sources.watchdog import WATCHDOG
 
 
 class WriteError(TetherError):
@@ -122,20 +123,25 @@ class Writer:
             try:
                 if self.schema:
                     con.execute(f"SET schema = '{self.schema.replace(chr(39), '')}'")
-                con.execute("BEGIN TRANSACTION")
-                try:
-                    yield Tx(self.name, "duckdb", con)
-                    con.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(duckdb.Error):
-                        con.execute("ROLLBACK")
-                    raise
+                with WATCHDOG.guard(timeout, con.interrupt):  # readers wait on this write
+                    yield from self._duckdb_tx(con)
             except duckdb.Error as e:
                 raise WriteError(f"source {self.name!r}: the write was not applied: "
                                  f"{first_line(e)}",
                                  hint="Nothing changed; run the dry run again.") from None
             finally:
                 con.close()
+
+    def _duckdb_tx(self, con: Any) -> Iterator[Tx]:
+        """One transaction on ``con``: committed when the block ends, else rolled back."""
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield Tx(self.name, "duckdb", con)
+            con.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                con.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         if self._engine is not None:
