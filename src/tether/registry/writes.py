@@ -49,7 +49,7 @@ def claim(registry: Registry, key: str, idem: str | None, user: str, tool: str, 
     stamp = at.astimezone(dt.UTC).isoformat()
     wid = "w-" + uuid.uuid4().hex[:16]
     try:
-        with _registry_errors_except_conflict(), registry.engine.begin() as c:
+        with _registry_errors(conflicts=True), registry.engine.begin() as c:
             c.execute(sa.text(
                 "INSERT INTO writes (write_id, write_key, idem_key, username, tool, version, "
                 "status, arguments, write_at, updated_at) VALUES (:id, :k, :i, :u, :t, :v, "
@@ -98,27 +98,22 @@ def release(registry: Registry, wid: str) -> None:
 
 
 @contextmanager
-def _registry_errors_except_conflict() -> Iterator[None]:
-    """As :func:`_registry_errors`, letting a unique-key conflict through (a claim held)."""
+def _registry_errors(conflicts: bool = False) -> Iterator[None]:
+    """A registry that fails says so cleanly (``conflicts``: a unique-key conflict, a claim
+    already held, goes through as it is)."""
     try:
         yield
     except sa.exc.IntegrityError:
-        raise
+        if conflicts:
+            raise
+        raise TetherError("the registry refused the write's record",
+                          hint="Check registry.url; the write's rows say whether it applied."
+                          ) from None
     except sa.exc.SQLAlchemyError as e:
         reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
         raise TetherError(f"the registry could not record the write: {reason[:200]}",
-                          hint="Check registry.url; nothing was written.") from None
-
-
-@contextmanager
-def _registry_errors() -> Iterator[None]:
-    try:
-        yield
-    except sa.exc.SQLAlchemyError as e:
-        reason = str(getattr(e, "orig", None) or e).strip().splitlines()[0]
-        raise TetherError(f"the registry could not record the write: {reason[:200]}",
-                          hint="Check registry.url; the write's rows say whether it applied.") \
-            from None
+                          hint="Check registry.url; the write's rows say whether it applied."
+                          ) from None
 
 
 def writes(registry: Registry, user: str | None = None, limit: int = 100
