@@ -486,3 +486,33 @@ def test_drift_a_new_state_is_wording_a_changed_precondition_waits_for_a_person(
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         hold = _checked(made.folder)[HOLD]
         assert (hold["outcome"], hold["change_kind"]) == ("published", "wording"), hold
+
+
+def test_a_duckdb_writer_gets_its_turn_under_steady_reads() -> None:
+    """Readers that keep coming do not starve a writer; a thread already reading reads again
+    while the writer waits (no deadlock); a reading started after the writer asked waits."""
+    from tether.sources.duckdb import Turns
+
+    turns = Turns()
+    stop = threading.Event()
+    order: list[str] = []
+
+    def reader() -> None:
+        while not stop.is_set():
+            with turns.reading():
+                time.sleep(0.01)
+                with turns.reading():  # nested: never waits on the waiting writer
+                    time.sleep(0.001)
+
+    threads = [threading.Thread(target=reader) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    started = time.monotonic()
+    with turns.writing(5.0):
+        order.append("wrote")
+        waited = time.monotonic() - started
+    stop.set()
+    for t in threads:
+        t.join(5)
+    assert order == ["wrote"] and waited < 1.0, waited

@@ -36,23 +36,29 @@ _OPEN: weakref.WeakSet[DuckDBSource] = weakref.WeakSet()
 class Turns:
     """Turns on one DuckDB file in this process: statements read side by side; a writer waits
     for those running, has the file alone (DuckDB will not open a file for writing while this
-    process holds it read-only), and the readers open it again after. A reader never waits on a
-    writer that is only waiting, so a statement inside another cannot deadlock."""
+    process holds it read-only), and the readers open it again after. While a writer waits, no
+    new reading starts (so steady reads cannot starve it), but a thread already reading may read
+    again (a statement inside another never waits on a writer that waits on it)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._writing = False
+        self._waiting = 0
+        self._mine = threading.local()  # how deep this thread is in reading()
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
+        depth = getattr(self._mine, "depth", 0)
         with self._cond:
-            while self._writing:
+            while self._writing or (self._waiting and depth == 0):
                 self._cond.wait()
             self._readers += 1
+        self._mine.depth = depth + 1
         try:
             yield
         finally:
+            self._mine.depth = depth
             with self._cond:
                 self._readers -= 1
                 self._cond.notify_all()
@@ -61,12 +67,17 @@ class Turns:
     def writing(self, timeout: float) -> Iterator[None]:
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._writing or self._readers:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise SourceError("the DuckDB file stayed busy with reads; nothing was "
-                                      "written", hint="Try again in a moment.")
-                self._cond.wait(left)
+            self._waiting += 1
+            try:
+                while self._writing or self._readers:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise SourceError("the DuckDB file stayed busy with reads; nothing was "
+                                          "written", hint="Try again in a moment.")
+                    self._cond.wait(left)
+            finally:
+                self._waiting -= 1
+                self._cond.notify_all()
             self._writing = True
         try:
             yield
