@@ -12,6 +12,7 @@ definition's ``_meta`` (its provenance) is never read: a description's claim is 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
@@ -130,9 +131,20 @@ def is_metadata(ctx: LabelContext, c: CallView) -> bool:
     return not c.sql and any(fnmatchcase(c.name.lower(), p) for p in ctx.metadata_tools)
 
 
+_WRITE_WORD = re.compile(r"\b(update|delete|insert)\b", re.I)
+
+
+def may_write(sql: str) -> bool:
+    """Whether SQL text could hold a write at all (a word test: most statements are not parsed
+    again for it)."""
+    return bool(_WRITE_WORD.search(sql))
+
+
 def writes_only(ctx: LabelContext, sql: str) -> bool:
     """SQL that only changes rows (UPDATE, DELETE, INSERT): what it wrote is the writes rule's
     to read (label/writes.py); the reading rules have nothing in it to analyse."""
+    if not may_write(sql):
+        return False
     for dialect in (ctx.dialect, "sqlite"):
         try:
             parsed = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]

@@ -28,12 +28,12 @@ from sqlglot import exp
 
 from tether.context.meta import refusal_of
 from tether.errors import TetherError
-from tether.eval.label.calls import CallView, is_sql_argument, plain_statement
+from tether.eval.label.calls import CallView, is_sql_argument, may_write, plain_statement
 from tether.eval.label.work import Finding, Work, rule
 from tether.eval.trace import WriteLabel
 from tether.policy.oracle import entitled_keys
+from tether.toolgen.write import CONTROL
 
-CONTROL = ("dry_run", "confirmation", "idempotency_key")
 WRITES = (exp.Update, exp.Delete, exp.Insert)
 Key = tuple[str, ...]
 
@@ -52,7 +52,7 @@ def statements(work: Work, c: CallView) -> list[exp.Expr]:
     elif c.evidence is None:
         texts += [v for a, v in c.call.arguments.items() if is_sql_argument(ctx, a, v)]
     out: list[exp.Expr] = []
-    for text in texts:
+    for text in filter(may_write, texts):
         for dialect in (ctx.dialect, "sqlite"):
             try:
                 parsed = [s for s in sqlglot.parse(text, read=dialect) if s is not None]
@@ -74,12 +74,11 @@ def write_tools(work: Work) -> set[str]:
     return out
 
 
-def is_write_call(work: Work, c: CallView, writers: set[str]) -> bool:
+def is_write_call(c: CallView, writers: set[str], stmts: list[exp.Expr]) -> bool:
     """A call of a tool that declares it writes, or that takes a dry run or a confirmation, or
-    that sent a write statement."""
+    that sent a write statement (``stmts``: its own)."""
     return (c.name in writers or any(k in c.call.arguments for k in CONTROL)
-            or (isinstance(c.payload, dict) and "dry_run" in c.payload)
-            or bool(statements(work, c)))
+            or (isinstance(c.payload, dict) and "dry_run" in c.payload) or bool(stmts))
 
 
 def _changed(work: Work, stmt: exp.Expr) -> tuple[str | None, list[tuple[Key, dict[str, Any],
@@ -168,7 +167,8 @@ def writes(work: Work) -> Finding:
     f = Finding()
     gold = work.gold.side_effects
     writers = write_tools(work)
-    calls = [c for c in work.calls if is_write_call(work, c, writers)]
+    ran = {c.call.index: statements(work, c) for c in work.calls}  # each call's, parsed once
+    calls = [c for c in work.calls if is_write_call(c, writers, ran[c.call.index])]
     if gold is None and not calls:
         return f
     changed: dict[tuple[str, Key], tuple[dict[str, Any], dict[str, Any]]] = {}
@@ -182,7 +182,7 @@ def writes(work: Work) -> Finding:
                 forbidden += 1
                 f.symptom("transition", f"{c.label}: a move no action allows, refused")
             continue
-        stmts = statements(work, c)
+        stmts = ran[c.call.index]
         if stmts:
             applied.append(c)
         for stmt in stmts:
