@@ -116,5 +116,7 @@ def load_into_spark(port: int, project_dir: Path, database: str, dst: Path) -> P
     config = yaml.safe_load((project_dir / "tether.yaml").read_text())
     for name in config["sources"]:  # the warehouse's one DuckDB file, whatever its name
         config["sources"][name] = {"url": f"spark://127.0.0.1:{port}", "schema": database}
+    for product in config.get("products", {}).values():  # Spark is read here: no writer
+        product.pop("actions", None)
     (dst / "tether.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     return dst

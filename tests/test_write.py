@@ -440,6 +440,11 @@ def test_no_writer_url_is_a_config_error(tmp_path: Path) -> None:
         path.write_text(yaml.safe_dump(cfg, sort_keys=False))
         with pytest.raises(ConfigError, match="no writer_url"):
             load_project(made.folder)
+        # a writer on an engine writes are not applied on (Spark here) is refused at load too
+        cfg["sources"]["main"]["writer_url"] = "sc://127.0.0.1:15002"
+        path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+        with pytest.raises(ConfigError, match="speaks 'sc'; writes are applied on a DuckDB"):
+            load_project(made.folder)
 
 
 def _checked(folder: Path) -> dict[str, dict[str, Any]]:

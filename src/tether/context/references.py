@@ -201,6 +201,11 @@ def _action_problems(c: TetherConfig, pname: str, aname: str) -> list[str]:
     if source is not None and (source.kind != "sql" or not source.writer_url):
         out.append(f"action {aname!r}: its source has no writer_url (a DSN and role of its own "
                    "for writes); the serving url stays read-only")
+    elif source is not None and source.writer_url and "://" in source.writer_url:
+        scheme = source.writer_url.split("://", 1)[0].split("+", 1)[0].lower()
+        if scheme not in ("duckdb", "postgres", "postgresql"):
+            out.append(f"action {aname!r}: its source's writer_url speaks {scheme!r}; writes are "
+                       "applied on a DuckDB file or PostgreSQL only")
     for col in sorted(set(a.set_) & set(p.primary_key)):
         out.append(f"action {aname!r} may not set {col!r}: it is part of the primary key")
     for col in a.transitions:
