@@ -194,7 +194,9 @@ def test_every_answer_starts_with_one_sentence(which: str, built_both: dict[str,
                 value = (data.get("overall") or data["rows"][0] if data["rows"] else {}).get(field)
                 if unit.endswith("_cents") and isinstance(value, int):  # also in currency units
                     cents += 1
-                    assert f"(= {value / 100:.2f} {unit[:-len('_cents')]})" in first, first
+                    # the currency's units first, the stored cents after them
+                    assert f"{value / 100:.2f} {unit[:-len('_cents')]} (= {value} {unit})" \
+                        in first, first
     assert metrics >= 2 and cents >= 1
 
 
@@ -469,7 +471,7 @@ def test_a_metric_cut_into_rows_states_its_overall_value_first(
             assert list(data)[-1] == "rows"  # and the rows after what says what they are
             assert list(json.loads(r.content[1].text)) == list(data)  # ... and in its JSON text
             assert first.startswith("In all: "), first  # the values lead, no count of groups
-            assert f"({len(data['rows'])} values): " in first, first
+            assert ", each: " in first and f"({len(data['rows'])} values)" not in first, first
             assert first.startswith(f"In all: {next(iter(overall))} = "), first
             assert r.meta["tether/evidence"]["overall_sql"], v.name
             additive, distinct = _additive(v.plan.select or "", v.plan.dialect)

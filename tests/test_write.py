@@ -81,6 +81,14 @@ def test_the_definition_says_what_it_does_and_only_its_roles_see_it(made: Made) 
     async def call(c: Any) -> Any:
         return await c.call_tool(HOLD, {"shipment_id": "S001"})
     assert "unknown tool" in refused(session(made.folder, VIEWER, call))[0]
+    # the key list's bound is said and enforced by the server, not put in the schema as
+    # maxItems (a constrained decoder expands that into nested rules: llama.cpp's limit)
+    keys = props["shipment_id"]
+    assert "maxItems" not in keys and "list of up to 50" in keys["description"]
+
+    async def too_many(c: Any) -> Any:
+        return await c.call_tool(HOLD, {"shipment_id": [f"S{n:03d}" for n in range(1, 52)]})
+    assert "at most 50 rows a call" in refused(session(made.folder, NORTH, too_many))[0]
 
 
 def test_dry_run_apply_replay_and_undo(made: Made) -> None:

@@ -90,14 +90,14 @@ _CENTS = re.compile(r"([A-Z]{3})_cents")
 
 
 def valued(value: Any, unit: str | None, row: dict[str, Any]) -> str:
-    """A value with its unit; an amount in cents also in its currency's units (the division a
-    question in dollars would otherwise leave to the model)."""
+    """A value with its unit; an amount in cents in its currency's units first, then as stored
+    (the division a question in dollars would otherwise leave to the model, and the number read
+    first is the one a reader takes)."""
     said = _unit(unit, row)
-    text = f"{_number(value)}{said}"
     m = _CENTS.fullmatch(said.strip())
     if m and isinstance(value, (int, float)) and not isinstance(value, bool):
-        text += f" (= {value / 100:.2f} {m.group(1)})"
-    return text
+        return f"{value / 100:.2f} {m.group(1)} (= {_number(value)}{said})"
+    return f"{_number(value)}{said}"
 
 
 def measure_words(key: str) -> str:

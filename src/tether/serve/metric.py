@@ -80,11 +80,11 @@ def metric_words(plan: QueryPlan, result: dict[str, Any]) -> str:
              for r in rows[:SHOWN]]
     more = f"; and {len(rows) - SHOWN} more rows" if len(rows) > SHOWN else ""
     overall = result.get("overall")
-    # the overall values lead and the number of groups follows them: a count of groups first
-    # was read as the answer (a small model answered "3" for "In all (3 values of ...): won =
-    # 33 deals")
+    # the overall values lead and no count of groups is said: a count of groups was read as the
+    # answer, first ("In all (3 values of ...): won = 33 deals") and after the values too
+    # ("In all: ..., won = 33 deals; by pipeline (3 values): ..." answered "3")
     head = f"In all: {values(overall)}; " if isinstance(overall, dict) else ""
-    return head + f"by {dims} ({len(rows)} values): " + "; ".join(named) + more
+    return head + f"by {dims}, each: " + "; ".join(named) + more
 
 
 RUNNER = register(Runner("metric", run, opening=metric_words))

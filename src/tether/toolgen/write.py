@@ -136,8 +136,11 @@ def write_tool(ctx: Ctx, product: str, action: str) -> GeneratedTool:
             scalar["pattern"] = pattern or by_name[col].pattern  # the shape every key has
         which = f", a {scheme} identifier" if scheme and scheme != col else ""
         if single:
+            # no maxItems: a constrained decoder expands it into max_rows nested rules, and a
+            # few such lists in one tool list pass llama.cpp's grammar limit (its server dies);
+            # the server refuses more than max_rows, and the description says how many
             props[keys[col]] = {"type": "array", "items": scalar, "minItems": 1,
-                                "maxItems": a.max_rows, "description": sentence(
+                                "description": sentence(
                                     f"The {col} of each {noun} to change{which} (one or a "
                                     f"list of up to {a.max_rows})")}
         else:
