@@ -154,8 +154,8 @@ def test_sum_and_average_equal_the_rows_the_caller_may_page(which: str,
 
 @pytest.mark.parametrize("which", ["demo", "second"])
 def test_every_answer_starts_with_one_sentence(which: str, built_both: dict[str, Project]) -> None:
-    """Listings: "TOTAL matching rows in all; N of TOTAL shown" (the total first, never the
-    page as the count); metrics: the
+    """Listings: "TOTAL matching rows in all; one page of them shown" (the total the one
+    number, never the page as the count); metrics: the
     value with its unit, the window (end exclusive), the definition applied; both: as_of. An
     empty result says why in the sentence."""
     project = built_both[which]
@@ -177,8 +177,12 @@ def test_every_answer_starts_with_one_sentence(which: str, built_both: dict[str,
         if v.plan.kind == "list":
             if data["total_rows"]:
                 total = data["total_rows"]
-                assert first.startswith(f"{total} matching rows in all; {data['row_count']} of "
-                                        f"{total} shown"), first
+                every = data["row_count"] == total
+                assert first.startswith(f"{total} matching rows in all" + (
+                    ", every one shown" if every else "; one page of them shown")), first
+                # no other number before the window or as_of: the page's size is never said
+                head = first.split("; window", 1)[0].split("; as of", 1)[0]
+                assert re.findall(r"\d+", head) == [str(total)], first
             else:
                 assert data["empty_reason"] in first
         else:

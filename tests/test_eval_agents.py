@@ -457,7 +457,7 @@ def test_a_long_json_result_is_cut_inside_its_list_keeping_the_fields_after_it()
     assert truncate(long_sql, 50).endswith("[truncated: the first 50 of 511 characters]")
     assert truncate(text, 0) == text
     # an answer sentence first, then the JSON: the sentence whole, the JSON cut inside its list
-    first = "200 matching rows in all; 200 of 200 shown; as of 2026-08-20T08:00:00+00:00."
+    first = "200 matching rows in all, every one shown; as of 2026-08-20T08:00:00+00:00."
     both = truncate(first + "\n" + text, 600)
     assert len(both) <= 600 and both.startswith(first + "\n")
     body = both[len(first) + 1:].rsplit("\n", 1)[0]

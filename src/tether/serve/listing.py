@@ -377,9 +377,13 @@ def listing_words(result: dict[str, Any]) -> str:
         return f"{shown} rows shown"
     if total == 0:
         return "0 matching rows"
-    # the total first: a small model answers "how many" with the first number it reads, and a
-    # page's count read as the total was the failure this sentence exists to prevent
-    out = f"{total} matching rows in all; {shown} of {total} shown"
+    # the total is the one number: a small model answers "how many" with a number it reads, and
+    # a page's count read as the total was the failure this sentence exists to prevent (after
+    # the total too: "118 matching rows in all; 50 of 118 shown" was answered 50); the page's
+    # size is row_count
+    if shown >= total:
+        return f"{total} matching rows in all, every one shown"
+    out = f"{total} matching rows in all; one page of them shown"
     if result.get("next_cursor"):
         out += " (the rest: next_cursor)"
     return out
