@@ -24,6 +24,7 @@ from tether.errors import ConfigError
 from tether.policy.entitle import equality_scope
 from tether.serve.server import TetherServer
 from tether.toolgen.discovery import PROBE, ROWS, SEARCH, listed
+from tether.toolgen.discovery import SHAPING as NOT_PICKING
 from tether.toolgen.tokens import tool_tokens
 
 WHICH = ["demo", "second"]
@@ -505,6 +506,21 @@ def test_the_best_product_comes_with_its_arguments(which: str,
         assert all("arguments" not in m for m in matches(r)[1:])
 
 
+def _own_listings(project: Project, user: str) -> dict[str, Any]:
+    """The listing tool of each product as the caller's dedicated list shows it."""
+    by_name = {v.name: p for p, v in listings(project).items()}
+    server = TetherServer(project, stdio_user=user, dedicated_tools="all")
+
+    async def go() -> Any:
+        async with Client(server.server) as c:
+            return (await c.list_tools()).tools
+
+    try:
+        return {by_name[t.name]: t for t in anyio.run(go) if t.name in by_name}
+    finally:
+        server.close()
+
+
 @pytest.mark.parametrize("which", WHICH)
 def test_the_generic_listing_says_what_each_reachable_product_holds(
         which: str, built_both: dict[str, Project]) -> None:
@@ -531,9 +547,18 @@ def test_the_generic_listing_says_what_each_reachable_product_holds(
             continue
         prop = tools[ROWS].input_schema["properties"]["product"]
         assert set(prop["enum"]) == reach
+        own = _own_listings(project, user)
         for product, title in titles.items():
             line = f"{product}: {title}"
             assert (line in prop["description"]) == (product in reach), (user, product)
+            if product in reach:  # then the arguments that pick its rows, as its tool takes them
+                picks = {a for a in own[product].input_schema["properties"]
+                         if a not in NOT_PICKING}
+                if not picks:
+                    assert f"{line} (arguments" not in prop["description"]
+                    continue
+                said = prop["description"].split(f"{line} (arguments: ", 1)[1].split(")", 1)[0]
+                assert set(said.split(", ")) == picks, (user, product, said)
             if product not in reach:
                 seen_partial = True
                 assert title not in json.dumps(tools[ROWS].model_dump(mode="json"))

@@ -885,7 +885,8 @@ def _over(v: Version, listings: dict[str, Version]) -> Version:
     definition = copy.deepcopy(v.definition)
     kept = [p for p in enum if p in listings]
     if kind(v.plan.kind).over_listings:  # the catalog names only what the caller reaches
-        titles = product_titles((p, listings[p].definition.get("title")) for p in kept)
+        titles = product_titles((p, listings[p].definition.get("title"),
+                                 listings[p].definition.get("inputSchema")) for p in kept)
         new = product_param(kept, ROWS_PRODUCT, titles)
     else:
         new = dict(prop, enum=kept)

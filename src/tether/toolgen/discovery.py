@@ -19,7 +19,7 @@ from tether.config import TetherConfig
 from tether.errors import ConfigError
 from tether.toolgen.kinds import Kind, kind, register
 from tether.toolgen.model import READ_ONLY, GeneratedTool, QueryPlan, Sentence, join_sentences
-from tether.toolgen.shared import Ctx, tool_meta
+from tether.toolgen.shared import LISTING_PARAMS, Ctx, tool_meta
 from tether.toolgen.tokens import tool_tokens
 
 SEARCH = "find_data_for_question"
@@ -48,9 +48,23 @@ def product_param(products: list[str], what: str,
 ROWS_PRODUCT = f"The data product ({SEARCH} finds it)."
 
 
-def product_titles(pairs: Iterable[tuple[str | None, Any]]) -> dict[str, str]:
-    """Each product's catalog line, from (product, its listing tool's title) pairs."""
-    return {p: str(t).strip() for p, t in pairs if p and t and str(t).strip()}
+SHAPING = frozenset(LISTING_PARAMS) - {"period"}
+"""A listing's arguments that shape its result rather than pick rows: every product has them."""
+
+
+def product_titles(pairs: Iterable[tuple[str | None, Any, dict[str, Any] | None]]
+                   ) -> dict[str, str]:
+    """Each product's catalog line, from (product, its listing tool's title, its input schema)
+    triples: the question it answers, then the arguments that pick its rows (as the caller's own
+    tool takes them). A model reading a product by name then knows what to pass without a
+    search: the arguments were what it guessed wrong when the catalog named none."""
+    out = {}
+    for p, t, schema in pairs:
+        if not (p and t and str(t).strip()):
+            continue
+        picks = [a for a in ((schema or {}).get("properties") or {}) if a not in SHAPING]
+        out[p] = str(t).strip() + (f" (arguments: {', '.join(picks)})" if picks else "")
+    return out
 
 
 Meta = Callable[[str, list[Sentence], dict[str, str], dict[str, Any]], dict[str, Any]]
@@ -152,7 +166,7 @@ def _search(ctx: Ctx, before: list[GeneratedTool]) -> list[GeneratedTool]:
 def _rows(ctx: Ctx, before: list[GeneratedTool]) -> list[GeneratedTool]:
     listings = [t for t in before if kind(t.plan.kind).listing and t.plan.product]
     products = sorted(str(t.plan.product) for t in listings)
-    titles = product_titles((t.plan.product, t.title) for t in listings)
+    titles = product_titles((t.plan.product, t.title, t.input_schema) for t in listings)
     return [rows_tool(products, _meta_over_every_product(ctx), titles)]
 
 
