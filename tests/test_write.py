@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,10 +86,16 @@ def test_the_definition_says_what_it_does_and_only_its_roles_see_it(made: Made) 
     # maxItems (a constrained decoder expands that into nested rules: llama.cpp's limit)
     keys = props["shipment_id"]
     assert "maxItems" not in keys and "list of up to 50" in keys["description"]
+    # nor any bounded repeat: maxLength, or {m,n} in a pattern (llama.cpp's server died on them)
+    assert not re.search(r'maxLength|\{\d+,\d+\}', json.dumps(hold.input_schema))
 
     async def too_many(c: Any) -> Any:
         return await c.call_tool(HOLD, {"shipment_id": [f"S{n:03d}" for n in range(1, 52)]})
     assert "at most 50 rows a call" in refused(session(made.folder, NORTH, too_many))[0]
+
+    async def long_key(c: Any) -> Any:
+        return await c.call_tool(HOLD, {"shipment_id": "S001", "idempotency_key": "k" * 201})
+    assert "at most 200 characters" in refused(session(made.folder, NORTH, long_key))[0]
 
 
 def test_dry_run_apply_replay_and_undo(made: Made) -> None:

@@ -43,7 +43,7 @@ from tether.serve.kinds import Answered, Call, Runner, ToolError, register
 from tether.sources.writer import Writer
 from tether.toolgen.describe import grain_noun, plural
 from tether.toolgen.model import ActionPlan, Consequence
-from tether.toolgen.write import columns_of
+from tether.toolgen.write import IDEMPOTENCY_KEY_MAX, columns_of
 
 # --- who may, which rows -------------------------------------------------------------------------
 
@@ -491,6 +491,10 @@ def run(ex: Executor, call: Call) -> Answered:
         raise ToolError(f"{call.tool} has no action in its plan; run tether build")
     product = plan.product or ""
     may_write(ex, call.user, act, product)
+    given = call.args.get("idempotency_key")
+    if isinstance(given, str) and len(given) > IDEMPOTENCY_KEY_MAX:
+        raise ToolError(f"idempotency_key: at most {IDEMPOTENCY_KEY_MAX} characters; use a "
+                        "shorter key of your own")
     keys = picked(act, call.args)
     to = targets(call, act)
     config = ex.project.config

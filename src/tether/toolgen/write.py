@@ -39,6 +39,8 @@ from tether.toolgen.shared import Ctx, metric_products, param_names, tool_meta
 
 WRITE_KIND_NAME = "write"
 CONTROL = ("dry_run", "confirmation", "idempotency_key")
+IDEMPOTENCY_KEY = "^[A-Za-z0-9._:-]+$"
+IDEMPOTENCY_KEY_MAX = 200
 """The arguments every write tool takes beside its keys and values."""
 
 
@@ -159,11 +161,15 @@ def write_tool(ctx: Ctx, product: str, action: str) -> GeneratedTool:
             required.append(sets[col])
     props["dry_run"] = {"type": "boolean", "default": True, "description": (
         "True: change nothing, show the change and a confirmation. False: apply it.")}
-    props["confirmation"] = {"type": "string", "maxLength": 2000, "description": (
+    # no bounded repeats (maxLength, {1,200}): a constrained decoder expands each into nested
+    # rules and llama.cpp's grammar limit is passed by three write tools; the server checks
+    # a confirmation's shape and a key's length itself
+    props["confirmation"] = {"type": "string", "description": (
         "From the dry run of the same arguments; needed when dry_run is false.")}
-    props["idempotency_key"] = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,200}$",
-                                "description": "Your own key: used again, it returns the first "
-                                "result and changes nothing more."}
+    props["idempotency_key"] = {"type": "string", "pattern": IDEMPOTENCY_KEY,
+                                "description": "Your own key (letters, digits and ._:-, at most "
+                                f"{IDEMPOTENCY_KEY_MAX} characters): used again, it returns the "
+                                "first result and changes nothing more."}
     found = consequences(ctx, product, a)
     sentences = _sentences(ctx, product, action, a, found, by_name)
     description, sources = join_sentences(sentences)
