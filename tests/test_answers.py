@@ -335,6 +335,40 @@ def test_a_list_of_one_value_for_a_one_value_filter_is_that_value(
     assert len(calls) >= 3
 
 
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_a_number_written_as_a_string_is_that_number(
+        which: str, built_both: dict[str, Project]) -> None:
+    """An integer parameter given its value as a string ("1", as a small model wrote an order's
+    id and was refused), alone or in a list, and the limit as "2", ask the same as the numbers;
+    a string that is no number stays refused."""
+    project = built_both[which]
+    user = _users(project)[0]
+    tools = _listings(project, user)
+    firsts = call_tools(project, user, [(v.name, {"limit": 1}) for v in tools])
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for v, first in zip(tools, firsts, strict=True):
+        rows = (first.structured_content or {}).get("rows") or []
+        props = v.definition["inputSchema"]["properties"]
+        for f in v.plan.filters:
+            prop = props.get(f.param) or {}
+            kind = prop.get("type"), (prop.get("items") or {}).get("type")
+            value = rows[0].get(f.column.rsplit(".", 1)[-1]) if rows else None
+            if "integer" in kind and isinstance(value, int) and not isinstance(value, bool):
+                typed = [value] if kind[0] == "array" else value
+                written = [str(value)] if kind[0] == "array" else str(value)
+                calls += [(v.name, {f.param: typed, "limit": 2}),
+                          (v.name, {f.param: written, "limit": "2"}),
+                          (v.name, {f.param: f"{value}x"})]
+                break
+    results = call_tools(project, user, calls)
+    for i in range(0, len(calls), 3):
+        plain, written, odd = results[i:i + 3]
+        assert not plain.is_error and not written.is_error, (calls[i + 1], written.content)
+        assert plain.structured_content == written.structured_content, calls[i + 1]
+        assert odd.is_error and "is not of type" in odd.content[0].text, calls[i + 2]
+    assert len(calls) >= 3, "no integer filter on this warehouse"
+
+
 def test_an_empty_string_is_an_argument_left_out(built_both: dict[str, Project]) -> None:
     """Small models fill optional parameters with "": that is the parameter left out (every row,
     the default window), not a filter on the empty value nor an invalid identifier."""

@@ -78,14 +78,16 @@ def as_declared(call: Call) -> Call:
     """A single value for a parameter that takes several values of an enum at once is a list of
     one; a value given twice counts once. The other way round, a list of one for a parameter
     that takes one value (count_by, sum_and_average_of, a filter on one identifier) is that
-    value: it asks the same."""
+    value: it asks the same. A number written as a string for a number parameter is the
+    number."""
     props = (call.definition.get("inputSchema") or {}).get("properties") or {}
     several = {f.param for f in call.plan.filters if f.several} | {
         k for k, v in call.args.items() if not isinstance(v, list | dict) and isinstance(
             props.get(k), dict) and props[k].get("type") == "array"}
     one = [k for k, v in call.args.items() if isinstance(v, list) and len(v) == 1 and (
         k in SHAPING or (isinstance(props.get(k), dict) and props[k].get("type") in _SCALAR))]
-    if not several & set(call.args) and not one:
+    numeric = {k for k, v in call.args.items() if _numbered(props.get(k), v) != v}
+    if not several & set(call.args) and not one and not numeric:
         return call
     args = dict(call.args)
     for k in one:
@@ -93,7 +95,33 @@ def as_declared(call: Call) -> Call:
     for k in several & set(args):
         values = args[k] if isinstance(args[k], list) else [args[k]]
         args[k] = list({json.dumps(v, sort_keys=True, default=str): v for v in values}.values())
+    for k in list(args):
+        args[k] = _numbered(props.get(k), args[k])
     return dataclasses.replace(call, args=args)
+
+
+_INTEGER = re.compile(r"[+-]?\d{1,18}")
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _numbered(prop: Any, value: Any) -> Any:
+    """A number written as a string ("1" for an integer parameter, or in an integer list) is
+    that number: models quote numbers, and the string and the number mean the same. Anything
+    else is left as given, for the schema to refuse."""
+    if not isinstance(prop, dict):
+        return value
+    if isinstance(value, list) and prop.get("type") == "array":
+        item = prop.get("items")
+        out = [_numbered(item, v) for v in value]
+        return out if out != value else value
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if prop.get("type") == "integer" and _INTEGER.fullmatch(text):
+        return int(text)
+    if prop.get("type") == "number" and _NUMBER.fullmatch(text):
+        return float(text) if not _INTEGER.fullmatch(text) else int(text)
+    return value
 
 
 def shown(value: Any) -> str:
