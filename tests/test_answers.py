@@ -180,8 +180,9 @@ def test_every_answer_starts_with_one_sentence(which: str, built_both: dict[str,
                 every = data["row_count"] == total
                 assert first.startswith(f"{total} matching rows in all" + (
                     ", every one shown" if every else "; one page of them shown")), first
-                # no other number before the window or as_of: the page's size is never said
-                head = first.split("; window", 1)[0].split("; as of", 1)[0]
+                # no other number before the window or as_of (nor before one row's values):
+                # the page's size is never said
+                head = first.split("; window", 1)[0].split("; as of", 1)[0].split(":", 1)[0]
                 assert re.findall(r"\d+", head) == [str(total)], first
             else:
                 assert data["empty_reason"] in first
@@ -367,6 +368,42 @@ def test_a_number_written_as_a_string_is_that_number(
         assert plain.structured_content == written.structured_content, calls[i + 1]
         assert odd.is_error and "is not of type" in odd.content[0].text, calls[i + 2]
     assert len(calls) >= 3, "no integer filter on this warehouse"
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_one_matching_row_says_its_numbers_with_their_units(
+        which: str, built_both: dict[str, Project]) -> None:
+    """A listing that matches one row says that row's numbers that carry a unit beside the
+    count ("1 matching rows in all, every one shown: staff_on_duty = 7 staff"): a row that holds
+    a count or an amount was answered "1"; more rows say only their total."""
+    project = built_both[which]
+    user = _users(project)[0]
+    tools = _listings(project, user)
+    firsts = call_tools(project, user, [(v.name, {"limit": 1}) for v in tools])
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for v, first in zip(tools, firsts, strict=True):
+        rows = (first.structured_content or {}).get("rows") or []
+        props = v.definition["inputSchema"]["properties"]
+        keyed = [f for f in v.plan.filters if f.op == "eq" and f.param in props and rows
+                 and rows[0].get(f.column.rsplit(".", 1)[-1]) is not None]
+        if keyed:
+            calls.append((v.name, {f.param: rows[0][f.column.rsplit(".", 1)[-1]]
+                                   for f in keyed}))
+    said = 0
+    for (name, _args), r in zip(calls, call_tools(project, user, calls), strict=True):
+        if r.is_error:
+            continue
+        data, first = r.structured_content, r.content[0].text
+        numbers = {k: u for k, u in (data.get("units") or {}).items() if data["rows"]
+                   and isinstance(data["rows"][0].get(k), int | float)}
+        if data["total_rows"] == 1 and numbers:
+            said += 1
+            assert first.startswith("1 matching rows in all, every one shown: "), first
+            for k, unit in numbers.items():
+                assert f"{k} = " in first and unit.split("_")[0] in first, (name, first)
+        elif data["total_rows"] > 1:
+            assert "shown:" not in first, first
+    assert said >= 1, f"no listing on {which} matched one row with a number in a unit"
 
 
 def test_an_empty_string_is_an_argument_left_out(built_both: dict[str, Project]) -> None:

@@ -382,11 +382,24 @@ def listing_words(result: dict[str, Any]) -> str:
     # the total too: "118 matching rows in all; 50 of 118 shown" was answered 50); the page's
     # size is row_count
     if shown >= total:
-        return f"{total} matching rows in all, every one shown"
+        return f"{total} matching rows in all, every one shown" + _one_row(result)
     out = f"{total} matching rows in all; one page of them shown"
     if result.get("next_cursor"):
         out += " (the rest: next_cursor)"
     return out
+
+
+def _one_row(result: dict[str, Any]) -> str:
+    """The one matching row's numbers that carry a unit, said with them: where a row already
+    holds a count or an amount (a row per clinic and day with its staff on duty), "1 matching
+    row" alone was answered 1."""
+    rows, units = result.get("rows") or [], result.get("units") or {}
+    if len(rows) != 1:
+        return ""
+    row = rows[0]
+    said = [f"{k} = {valued(row[k], unit, row)}" for k, unit in units.items()
+            if isinstance(row.get(k), int | float) and not isinstance(row.get(k), bool)]
+    return (": " + ", ".join(said[:SHOWN])) if said else ""
 
 
 def aggregate_words(result: dict[str, Any]) -> str:
