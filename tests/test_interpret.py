@@ -83,7 +83,13 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
             ("fin.ana", "customers_by_region_and_segment", {"pipeline": ["enterprise"],
                                                             "limit": 3},
              {"segment": ["ENTERPRISE"], "limit": 3}, {"interpreted": {"pipeline": "segment"}}),
+            # a column named by some of its words where a cut is asked for: that cut
+            ("fin.ana", "customers_by_region_and_segment", {"count_by": ["region"]},
+             {"count_by": "sales_region"},
+             {"interpreted": {"count_by region": "count_by sales_region"}}),
         ], [
+            ("fin.ana", "customers_by_region_and_segment", {"count_by": "colour"},
+             "is not allowed; allowed values"),
             ("fin.ana", "customers_by_region_and_segment", {"filter": {"colour": "red"}},
              "unknown argument(s) filter.colour"),
             # a restricted name inside an object is refused as at the top
@@ -118,6 +124,9 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
          {"interpreted": {"district": "home_district"}}),
         ("aud.ines", "insurance_claims_by_member_and_state", {"memberNo": member},
          {"member_no": member}, {"interpreted": {"memberNo": "member_no"}}),
+        ("aud.ines", "patients_by_home_district", {"count_by": "district"},
+         {"count_by": "home_district"},
+         {"interpreted": {"count_by district": "count_by home_district"}}),
         # one identifier word for another (id for no), inside a filter object too
         ("aud.ines", "insurance_claims_by_member_and_state", {"filter": {"member_id": member}},
          {"member_no": member}, {"interpreted": {"filter.member_id": "member_no"}}),

@@ -26,7 +26,7 @@ from typing import Any
 from tether.config import TetherConfig
 from tether.context.meta import ToolContext, enum_of
 from tether.context.names import IDENTIFIER_WORDS, name_words, ref_column
-from tether.toolgen.model import QueryPlan
+from tether.toolgen.model import AGGREGATE, QueryPlan
 from tether.toolgen.plan import ArgumentError
 
 
@@ -120,6 +120,7 @@ def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any]
                             f"{', '.join(sorted(props)) or 'none'}"
                             + (f" (did you mean {' or '.join(hint)}?)" if hint else "")
                             + " (call again without the others)")
+    interpreted.update(_cuts(args, props))
     if interpreted:
         said["interpreted"] = interpreted
     moved = _moved(args, {k: v for k, v in props.items() if k in filters})
@@ -127,6 +128,29 @@ def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any]
     if moved:
         said["moved_values"] = {str(v): p for v, p in moved}
     return (args if said else given), said
+
+
+CUTS = ("count_by", AGGREGATE)
+"""Arguments whose values are the tool's own column names."""
+
+
+def _cuts(args: dict[str, Any], props: dict[str, Any]) -> dict[str, str]:
+    """A column name given to count_by or sum_and_average_of that is not one of its values but
+    whose words name exactly one of them (``district`` for ``home_district``) is that value
+    (changed in ``args``), as an argument's name is read: ``{"count_by district": "count_by
+    home_district"}``. Two or none: left as given, for the schema to refuse with the values."""
+    out = {}
+    for key in CUTS:
+        given, enum = args.get(key), enum_of(props.get(key)) or []
+        if isinstance(given, list) and len(given) == 1:  # a list of one asks the same
+            given = given[0]
+        if not isinstance(given, str) or given in enum or not enum:
+            continue
+        meant = _meant(given, {str(v): {norm(str(v))} for v in enum})
+        if len(meant) == 1:
+            args[key] = meant[0]
+            out[f"{key} {given[:80]}"] = f"{key} {meant[0]}"
+    return out
 
 
 def _unwrapped(given: dict[str, Any], props: dict[str, Any]
