@@ -301,6 +301,16 @@ def test_a_list_of_one_name_counts_and_totals_by_that_name(
     assert len(calls) >= 4
 
 
+def _first_rows(project: Project, user: str) -> list[tuple[Any, dict[str, Any], dict[str, Any]]]:
+    """Each listing the caller sees, its first row as they read it ({} when none) and its
+    parameters."""
+    tools = _listings(project, user)
+    firsts = call_tools(project, user, [(v.name, {"limit": 1}) for v in tools])
+    return [(v, ((first.structured_content or {}).get("rows") or [{}])[0],
+             v.definition["inputSchema"]["properties"])
+            for v, first in zip(tools, firsts, strict=True)]
+
+
 @pytest.mark.parametrize("which", ["demo", "second"])
 def test_a_list_of_one_value_for_a_one_value_filter_is_that_value(
         which: str, built_both: dict[str, Project]) -> None:
@@ -309,21 +319,13 @@ def test_a_list_of_one_value_for_a_one_value_filter_is_that_value(
     the value alone: the same answer. Two values stay refused."""
     project = built_both[which]
     user = _users(project)[0]
-    server = TetherServer(project, stdio_user=user)
-    try:
-        tools = [v for v in server.visible(user) if v.plan.kind == "list"]
-    finally:
-        server.close()
-    firsts = call_tools(project, user, [(v.name, {"limit": 1}) for v in tools])
     calls = []
-    for v, first in zip(tools, firsts, strict=True):
-        rows = (first.structured_content or {}).get("rows") or []
-        props = v.definition["inputSchema"]["properties"]
+    for v, row, props in _first_rows(project, user):
         for f in v.plan.filters:
             prop = props.get(f.param) or {}
             column = f.column.rsplit(".", 1)[-1]
-            if prop.get("type") == "string" and f.op == "eq" and rows and rows[0].get(column):
-                value = str(rows[0][column])
+            if prop.get("type") == "string" and f.op == "eq" and row.get(column):
+                value = str(row[column])
                 calls += [(v.name, {f.param: value}), (v.name, {f.param: [value]}),
                           (v.name, {f.param: [value, value + "x"]})]
                 break
@@ -344,16 +346,12 @@ def test_a_number_written_as_a_string_is_that_number(
     a string that is no number stays refused."""
     project = built_both[which]
     user = _users(project)[0]
-    tools = _listings(project, user)
-    firsts = call_tools(project, user, [(v.name, {"limit": 1}) for v in tools])
     calls: list[tuple[str, dict[str, Any]]] = []
-    for v, first in zip(tools, firsts, strict=True):
-        rows = (first.structured_content or {}).get("rows") or []
-        props = v.definition["inputSchema"]["properties"]
+    for v, row, props in _first_rows(project, user):
         for f in v.plan.filters:
             prop = props.get(f.param) or {}
             kind = prop.get("type"), (prop.get("items") or {}).get("type")
-            value = rows[0].get(f.column.rsplit(".", 1)[-1]) if rows else None
+            value = row.get(f.column.rsplit(".", 1)[-1])
             if "integer" in kind and isinstance(value, int) and not isinstance(value, bool):
                 typed = [value] if kind[0] == "array" else value
                 written = [str(value)] if kind[0] == "array" else str(value)
@@ -378,17 +376,12 @@ def test_one_matching_row_says_its_numbers_with_their_units(
     a count or an amount was answered "1"; more rows say only their total."""
     project = built_both[which]
     user = _users(project)[0]
-    tools = _listings(project, user)
-    firsts = call_tools(project, user, [(v.name, {"limit": 1}) for v in tools])
     calls: list[tuple[str, dict[str, Any]]] = []
-    for v, first in zip(tools, firsts, strict=True):
-        rows = (first.structured_content or {}).get("rows") or []
-        props = v.definition["inputSchema"]["properties"]
-        keyed = [f for f in v.plan.filters if f.op == "eq" and f.param in props and rows
-                 and rows[0].get(f.column.rsplit(".", 1)[-1]) is not None]
+    for v, row, props in _first_rows(project, user):
+        keyed = [f for f in v.plan.filters if f.op == "eq" and f.param in props
+                 and row.get(f.column.rsplit(".", 1)[-1]) is not None]
         if keyed:
-            calls.append((v.name, {f.param: rows[0][f.column.rsplit(".", 1)[-1]]
-                                   for f in keyed}))
+            calls.append((v.name, {f.param: row[f.column.rsplit(".", 1)[-1]] for f in keyed}))
     said = 0
     for (name, _args), r in zip(calls, call_tools(project, user, calls), strict=True):
         if r.is_error:
