@@ -41,8 +41,28 @@ def shaped(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan,
     hit = cache.get(key)
     if hit is not None and time.monotonic() < hit[0]:
         return hit[1]
-    out = _enums(ex, user, definition, plan)
+    out = _masked_rows(ex, user, _enums(ex, user, definition, plan), plan)
     cache[key] = (time.monotonic() + TTL, out)
+    return out
+
+
+def _masked_rows(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
+                 ) -> dict[str, Any]:
+    """The rows' output schema with each column masked for the caller typed as the mask gives
+    it (text: a constant, a keyed hash, or null): a client that checks a result against the
+    schema refused a masked number ("None is not of type 'integer'")."""
+    masks, _ = ex.policy_of(user, plan.product) if plan.product else ({}, {})
+    row = (((definition.get("outputSchema") or {}).get("properties") or {}).get("rows")
+           or {}).get("items") or {}
+    hit = [c for c in (row.get("properties") or {}) if c in masks]
+    if not hit:
+        return definition
+    out = copy.deepcopy(definition)
+    columns = out["outputSchema"]["properties"]["rows"]["items"]["properties"]
+    for c in hit:
+        said = str(columns[c].get("description", "")).rstrip(".")
+        columns[c] = {"type": ["string", "null"], "description": (f"{said}; " if said else "")
+                      + f"masked for your role ({masks[c]})."}
     return out
 
 
