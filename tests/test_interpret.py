@@ -83,6 +83,13 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
             ("fin.ana", "customers_by_region_and_segment", {"pipeline": ["enterprise"],
                                                             "limit": 3},
              {"segment": ["ENTERPRISE"], "limit": 3}, {"interpreted": {"pipeline": "segment"}}),
+            # a value repeated where it does not fit, beside the filter that holds it: dropped
+            ("fin.ana", "customers_by_region_and_segment",
+             {"sales_region": ["ENTERPRISE"], "segment": "enterprise", "limit": 3},
+             {"segment": "ENTERPRISE", "limit": 3}, {"moved_values": {"ENTERPRISE": "segment"}}),
+            # its own value in another case: spelled as the enum lists it
+            ("fin.ana", "customers_by_region_and_segment", {"segment": ["smb"], "limit": 3},
+             {"segment": ["SMB"], "limit": 3}, {"moved_values": {"SMB": "segment"}}),
             # a column named by some of its words where a cut is asked for: that cut
             ("fin.ana", "customers_by_region_and_segment", {"count_by": ["region"]},
              {"count_by": "sales_region"},
@@ -107,6 +114,9 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
             ("mgr.emea", "customers_by_region_and_segment", {"filter": {"sales_region": "AMER"}},
              {"sales_region": "AMER"}),
             ("mgr.emea", "customers_by_region_and_segment", {"bucket": "amer"},
+             {"sales_region": "AMER"}),
+            ("mgr.emea", "orders_by_status_and_customer", {"status": "AMER",
+                                                           "sales_region": "AMER"},
              {"sales_region": "AMER"}),
         ])
     visits = _tool(project, "visits_by_clinic_kind_and_state")["inputSchema"]["properties"]
@@ -141,6 +151,9 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
          {"count_by": "district", "order": "asc"}, {"moved_values": {"asc": "order"}}),
         ("aud.ines", "visits_by_clinic_kind_and_state", {"bucket": state.lower(), "limit": 3},
          {"visit_state": state, "limit": 3}, {"interpreted": {"bucket": "visit_state"}}),
+        ("aud.ines", "visits_by_clinic_kind_and_state",
+         {"visit_kind": [state], "visit_state": [state], "limit": 3},
+         {"visit_state": [state], "limit": 3}, {"moved_values": {state: "visit_state"}}),
     ], [
         ("aud.ines", "insurance_claims_by_member_and_state", {"claim": "x"}, "could mean"),
         ("aud.ines", "visits_by_clinic_kind_and_state", {"wardrobe": 1}, "unknown argument"),
@@ -156,6 +169,9 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
         ("lead.harbor", "visits_by_clinic_kind_and_state", {"filter": {"district": other}},
          {"district": other}),
         ("lead.harbor", "visits_by_clinic_kind_and_state", {"bucket": other}, {"district": other}),
+        ("lead.harbor", "visits_by_clinic_kind_and_state", {"visit_kind": other,
+                                                            "district": other},
+         {"district": other}),
     ])
 
 

@@ -222,7 +222,11 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
     """Enum values given to a filter parameter (``props``: the filters') that does not hold
     them (an enum without them, or a pattern none of them fits), moved (in ``args``) to the one
     other filter, not given, that holds them all (compared as text, case-insensitively). What
-    shapes the answer (order, count_by) is never a home; a free text parameter keeps any value."""
+    shapes the answer (order, count_by) is never a home; a free text parameter keeps any value.
+    Values that the one other filter holding them was already given (``sales_region:
+    ENTERPRISE`` beside ``segment: ENTERPRISE``) are dropped where they do not fit: the filter
+    that holds them still applies, so nothing widens. A parameter's own value written in
+    another case (``enterprise``) is spelled as its enum lists it."""
     out: list[tuple[Any, str]] = []
     for k in list(args):
         own = enum_of(props.get(k))
@@ -234,13 +238,30 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
             if not _misfits(props.get(k) or {}, values):
                 continue
         elif any(str(v).strip().lower() in {str(o).lower() for o in own} for v in values):
+            spelled = _holder(value, {k: props[k]})  # its own value in another case: as listed
+            if spelled is not None and spelled[1] != value:
+                args[k] = spelled[1]
+                out += [(c, k) for c in (spelled[1] if isinstance(spelled[1], list)
+                                         else [spelled[1]]) if c not in values]
             continue
         held = _holder(value, {p: prop for p, prop in props.items()
                                if p != k and p not in args})
-        if held is not None:
-            home, canonical = held
-            del args[k]  # a list where the parameter takes several, else the one value
-            args[home] = canonical
-            out += [(c, home) for c in (canonical if isinstance(canonical, list)
-                                        else [canonical])]
+        if held is None:
+            again = _holder(value, {p: prop for p, prop in props.items()
+                                    if p != k and p in args})
+            if again is not None and _covers(args[again[0]], again[1]):
+                del args[k]
+                out += [(c, again[0]) for c in (again[1] if isinstance(again[1], list)
+                                                else [again[1]])]
+            continue
+        home, canonical = held
+        del args[k]  # a list where the parameter takes several, else the one value
+        args[home] = canonical
+        out += [(c, home) for c in (canonical if isinstance(canonical, list) else [canonical])]
     return out
+
+
+def _covers(given: Any, values: Any) -> bool:
+    """Every one of ``values`` is among what a parameter was given (as text, any case)."""
+    have = {str(v).strip().lower() for v in (given if isinstance(given, list) else [given])}
+    return all(str(v).lower() in have for v in (values if isinstance(values, list) else [values]))
