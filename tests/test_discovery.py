@@ -22,7 +22,7 @@ from tether.context.meta import EVIDENCE_KEY, enum_of
 from tether.context.meta import REFUSAL_KEY as REFUSAL_META
 from tether.errors import ConfigError
 from tether.policy.entitle import equality_scope
-from tether.serve.server import TetherServer
+from tether.serve.server import NOT_ANSWERED, TetherServer
 from tether.toolgen.discovery import PROBE, ROWS, SEARCH, listed
 from tether.toolgen.discovery import SHAPING as NOT_PICKING
 from tether.toolgen.tokens import tool_tokens
@@ -290,12 +290,18 @@ def test_the_generic_listing_refuses_exactly_as_the_products_own_tool(
             assert d.is_error and r.is_error, (product, args, d.content[0].text)
             assert (r.meta or {}).get(REFUSAL_META) == (d.meta or {}).get(REFUSAL_META)
             refusals += REFUSAL_META in (d.meta or {})
-            if REFUSAL_META in (d.meta or {}):
+            if REFUSAL_META in (d.meta or {}):  # a refusal of policy is the answer
                 assert r.content[0].text == d.content[0].text, (product, args)
+                assert "Not answered" not in d.content[0].text, d.content[0].text
             else:  # a wrong argument: the same error, and the product's arguments to fix it
+                # each ends saying it is no answer and which tool to call again
+                again = " " + NOT_ANSWERED.format(tool=tools[product].name)
+                assert d.content[0].text.endswith(again), d.content[0].text
+                assert r.content[0].text.endswith(NOT_ANSWERED.format(tool=ROWS))
                 own, _, hint = r.content[0].text.partition(
                     f". The arguments {product} takes for you: ")
-                assert own == d.content[0].text and hint, (product, args, r.content[0].text)
+                assert own == d.content[0].text.removesuffix(again) and hint, (
+                    product, args, r.content[0].text)
     assert refusals, "a value outside a caller's scope was asked"
 
 

@@ -78,6 +78,10 @@ notification costs at most)."""
 MAX_PENDING = 100_000
 """Call log entries kept while the registry cannot be reached; the oldest go past this."""
 
+NOT_ANSWERED = "Not answered: fix the arguments and call {tool} again."
+"""Ends the text of a call refused for its arguments: small models answered the refusal itself
+(its allowed values, a parameter's description, or 0) where a call fixed would have answered."""
+
 
 @dataclass
 class Version:
@@ -446,6 +450,8 @@ class TetherServer:
                   and over_products(turn.entry) and kind(turn.entry.plan.kind).over_listings):
                 error += await anyio.to_thread.run_sync(self._products_for_words, turn.user,
                                                         turn.args)
+            if not e.refusal:  # a refusal of policy is an answer; a misfit argument is not
+                error += f" {NOT_ANSWERED.format(tool=params.name)}"
             meta = refusal_meta(e.refusal) if e.refusal else None
             return types.CallToolResult(content=[types.TextContent(type="text", text=error)],
                                         is_error=True, _meta=meta)
