@@ -579,3 +579,92 @@ def test_a_page_of_rows_comes_after_what_it_is_a_page_of(
         assert keys == list(data) and keys[-1] == "rows", (v.name, keys)
         assert keys[0] == "total_rows", (v.name, keys)  # all that match, before the page's count
     assert lists
+
+
+@pytest.mark.parametrize("which", ["demo", "second", pytest.param(
+    "demo-postgres", marks=pytest.mark.postgres)])
+def test_a_first_page_states_what_every_matching_row_adds_up_to(
+        which: str, built_both: dict[str, Project], request: pytest.FixtureRequest,
+        tmp_path: Path) -> None:
+    """A listing's first page says what all its matching rows add up to (`totals`, and in the
+    sentence after the count): each total equals the same user's sum_and_average_of over the
+    same filter, so a row filter holds; only amounts in one named currency, counts and
+    durations, never a value per something (a price, a rate), never a column masked for the
+    caller, and never for rows that each hold a state at a time (a key with a time column, a
+    span a metric reads): "how much" was answered with one page's sum. DuckDB and PostgreSQL,
+    a filtered user and one who sees all."""
+    if which == "demo-postgres":
+        d = copy_project(request.getfixturevalue("pg_demo_dir"), tmp_path / "pg")
+        build(load_project(d))
+        project = load_project(d)
+    else:
+        project = built_both[which]
+    config = project.config
+    spans = {m.time_end.split(".")[0] for m in config.metrics.values() if m.time_end}
+    totalled = at_a_time = 0
+    for user in config.policies.users:
+        masks = config.policies.roles[config.policies.users[user].role].masks
+        views = [v for v in _listings(project, user)
+                 if v.definition["inputSchema"]["properties"].get(AGG)]
+        firsts = call_tools(project, user, [(v.name, {}) for v in views])
+        for v, r in zip(views, firsts, strict=True):
+            assert not r.is_error, (v.name, r.content)
+            data, first = r.structured_content, r.content[0].text
+            product = config.products[v.plan.product]
+            if set(product.primary_key) & set(product.time_columns) or v.plan.product in spans:
+                assert "totals" not in data, (v.name, data.get("totals"))
+                at_a_time += 1
+                continue
+            for column, total in (data.get("totals") or {}).items():
+                assert f"{v.plan.product}.{column}" not in masks, (user, v.name, column)
+                assert not {"price", "rate"} & set(column.split("_")), column
+                unit = data["units"][column]
+                assert re.fullmatch(r"[A-Z]{3}(_cents)?|count|seconds|minutes|hours|days",
+                                    unit), (column, unit)
+                (summed,) = call_tools(project, user, [(v.name, {AGG: column})])
+                assert summed.structured_content["rows"][0][f"sum_{column}"] == pytest.approx(
+                    total), (user, v.name, column)
+                assert "; over all of them: " in first and f"total {column} " in first, first
+                assert first.index("matching rows in all") < first.index(f"total {column}")
+                totalled += 1
+    assert totalled >= 2, f"no listing on {which} totalled a column"
+    if which.startswith("demo"):
+        assert at_a_time >= 1, "no snapshot or span product was checked"
+
+
+def test_a_column_masked_for_the_caller_is_never_totalled(demo_dir: Path, tmp_path: Path) -> None:
+    """The same listing with one of its totalled columns masked (null) for a role: that role's
+    first page totals the others and not it (its sum would be a value it may not read), and its
+    rows, null in that column, pass the official client's check against the caller's output
+    schema (a masked number failed it); a role without the mask still gets the total."""
+    import yaml
+
+    d = copy_project(demo_dir, tmp_path / "masked")
+    build(load_project(d))
+    project = load_project(d)
+    filtered, everyone = _users(project)
+    views = [v for v in _listings(project, filtered)]
+    found = None
+    for v, r in zip(views, call_tools(project, filtered, [(v.name, {}) for v in views]),
+                    strict=True):
+        if len((r.structured_content or {}).get("totals") or {}) >= 2:
+            found = v, sorted(r.structured_content["totals"])
+            break
+    assert found is not None, "no listing totals two columns"
+    (v, columns), masked = found, found[1][0]
+    doc = yaml.safe_load((d / "tether.yaml").read_text())
+    role = doc["policies"]["users"][filtered]["role"]
+    doc["policies"]["roles"][role].setdefault("masks", {})[f"{v.plan.product}.{masked}"] = "null"
+    (d / "tether.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    build(load_project(d))
+    project = load_project(d)
+    (mine,) = call_tools(project, filtered, [(v.name, {})])
+    (theirs,) = call_tools(project, everyone, [(v.name, {})])
+    # read through a client that checks results against the caller's own output schema: a
+    # masked number is null there, and the schema says so
+    assert not mine.is_error, mine.content
+    assert all(r[masked] is None for r in mine.structured_content["rows"])
+    assert masked not in mine.structured_content["totals"]
+    assert set(mine.structured_content["totals"]) == set(columns) - {masked}
+    assert f"total {masked} " not in mine.content[0].text
+    assert masked in theirs.structured_content["totals"]

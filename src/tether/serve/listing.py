@@ -4,11 +4,12 @@ sum_and_average_of, their counts, totals and means in the engine."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlglot import exp
 
-from tether.context.names import ref, ref_column, ref_parts
+from tether.context.names import name_words, ref, ref_column, ref_parts
 from tether.policy.entitle import Refusal, table_allowed
 from tether.serve import pagination
 from tether.serve.answer import SHOWN, measure_words, valued
@@ -266,6 +267,7 @@ def run(ex: Executor, call: Call) -> Answered:
                 not isinstance(last[0], int) or last[0] < 0)):
             raise pagination.CursorError("this cursor is not one of this tool's: ask for "
                                          "the first page again")
+    totalled = [] if call.args.get("cursor") else summed(ex, call)
     null_mark = bool(sort and plan.paging == "keyset" and last and last[0] is None)
     key = (*shape_key(ex, call), null_mark)
     if key not in ex.caches.sql_texts:
@@ -287,6 +289,9 @@ def run(ex: Executor, call: Call) -> Answered:
             query = query.offset(exp.Placeholder(this="k0"))
         else:  # the first page also counts every matching row, in the same statement
             query = query.select(exp.Window(this=exp.Count(this=exp.Star())).as_(TOTAL))
+            for i, column in enumerate(totalled):  # and totals what adds up, beside it
+                query = query.select(exp.Window(this=exp.Sum(this=qualified(ref(
+                    product, column)))).as_(f"{TOTAL}_{i}", quoted=True))
         secured, policy_params = ex.secure(query, call.user)
         ex.caches.sql_texts[key] = (src.render(secured), src.display(secured), policy_params)
     params.update(ex.caches.sql_texts[key][2])
@@ -299,8 +304,11 @@ def run(ex: Executor, call: Call) -> Answered:
         total = pagination.total_of(str(call.args["cursor"]))
     else:
         total = int(rows[0][TOTAL]) if rows else 0
+    sums = {c: rows[0].get(f"{TOTAL}_{i}") for i, c in enumerate(totalled)} if rows else {}
     for r in rows:
         r.pop(TOTAL, None)
+        for i in range(len(totalled)):
+            r.pop(f"{TOTAL}_{i}", None)
     truncated = got.capped is not None
     next_cursor = None
     if truncated and got.rows:
@@ -315,6 +323,8 @@ def run(ex: Executor, call: Call) -> Answered:
     out = ex.result(call, rows, [product], truncated=truncated, next_cursor=next_cursor,
                        paged=True)
     out["total_rows"] = total
+    if (total or 0) > 1 and any(v is not None for v in sums.values()):
+        out["totals"] = {c: v for c, v in sums.items() if v is not None}
     resolved, via = identifiers_read(call)
     if resolved:
         out["identifiers"] = resolved
@@ -328,6 +338,41 @@ def run(ex: Executor, call: Call) -> Answered:
         unknown_entity(ex, out, call)
     return Answered(out, ex.evidence(call, src, shown_text, params, [product, *via],
                                        as_of=[product]))
+
+
+ADDITIVE = frozenset({"count", "milliseconds", "seconds", "minutes", "hours", "days"})
+"""Units whose values add up across rows, besides an amount in one named currency."""
+
+
+def summed(ex: Executor, call: Call) -> list[str]:
+    """The columns a listing's first page totals over every matching row: those it may total
+    (sum_and_average_of) whose unit adds up across rows (an amount in one named currency or its
+    cents, a count, a duration; never a ratio, a percent, an amount in each row's own currency
+    or an unknown one), not masked for the caller; none for a periodic snapshot (a key that
+    holds one of its time columns) or rows that each hold a state over a span of time (a
+    metric's time_end is one of its columns), whose amounts add up within one moment only.
+    "How much" over a first page was answered with the page's sum."""
+    plan, config = call.plan, ex.project.config
+    name = plan.product or ""
+    product = config.products.get(name)
+    if product is None or set(product.primary_key) & set(product.time_columns) or any(
+            m.time_end and ref_column(m.time_end)[0] == name for m in config.metrics.values()):
+        return []
+    masks, _ = ex.policy_of(call.user, name)
+    return [c for c in plan.aggregates if c not in masks and c.rsplit(".", 1)[-1] not in masks
+            and _adds_up(c, plan.units.get(c, ""))]
+
+
+PER_UNIT = frozenset({"price", "prices", "rate", "rates", "per", "avg", "average", "mean",
+                      "median", "ratio", "pct", "percent"})
+"""Words that make a number a value per something (a unit price, a rate, a mean): a sum of them
+over rows means nothing, whatever its unit."""
+
+
+def _adds_up(column: str, unit: str) -> bool:
+    if set(name_words(column.rsplit(".", 1)[-1])) & PER_UNIT:
+        return False
+    return unit in ADDITIVE or bool(re.fullmatch(r"[A-Z]{3}(_cents)?", unit))
 
 
 def unknown_entity(ex: Executor, out: dict[str, Any], call: Call) -> None:
@@ -382,11 +427,12 @@ def listing_words(result: dict[str, Any]) -> str:
     # the total too: "118 matching rows in all; 50 of 118 shown" was answered 50); the page's
     # size is row_count
     if shown >= total:
-        return f"{total} matching rows in all, every one shown" + _one_row(result)
+        return f"{total} matching rows in all, every one shown" + (
+            _one_row(result) or _totals(result))
     out = f"{total} matching rows in all; one page of them shown"
     if result.get("next_cursor"):
         out += " (the rest: next_cursor)"
-    return out
+    return out + _totals(result)
 
 
 def _one_row(result: dict[str, Any]) -> str:
@@ -400,6 +446,14 @@ def _one_row(result: dict[str, Any]) -> str:
     said = [f"{k} = {valued(row[k], unit, row)}" for k, unit in units.items()
             if isinstance(row.get(k), int | float) and not isinstance(row.get(k), bool)]
     return (": " + ", ".join(said[:SHOWN])) if said else ""
+
+
+def _totals(result: dict[str, Any]) -> str:
+    """What the matching rows add up to, each with its unit (not a page's sum)."""
+    totals, units = result.get("totals") or {}, result.get("units") or {}
+    said = [f"{measure_words('sum_' + k)} {valued(v, units.get(k), {})}"
+            for k, v in totals.items()]
+    return ("; over all of them: " + ", ".join(said[:SHOWN])) if said else ""
 
 
 def aggregate_words(result: dict[str, Any]) -> str:
