@@ -576,7 +576,9 @@ _add("list-p-own", L, "{t_p}", {"{a_p}": "{own}", "limit": 50}, f="ok")
 _add("list-p-all", L, "{t_p}", {"limit": 200}, f="ok", m="ok")
 _add("list-fact-other-id", L, "{t_fact}", {"{a_fact_id}": "{other_ref}", "limit": 50})
 _add("list-p-inject", L, "{t_p}", {"{a_p}": "{own}' OR '1'='1"}, f="rejected", m="rejected")
-_add("list-p-lower", L, "{t_p}", {"{a_p}": "{other_lower}"}, f="rejected", m="rejected")
+# another scope's value in lower case: still refused where the row filter excludes it (not in
+# the caller's own values, so not spelled); a caller who may read it gets it, spelled as listed
+_add("list-p-lower", L, "{t_p}", {"{a_p}": "{other_lower}"}, f="rejected", m="ok")
 _add("list-p-list", L, "{t_p}", {"{a_p}": ["{own}", "{other}"]}, f="outside_entitlement", m="ok")
 _add("list-xw-all", L, "{t_xw}", {"limit": 200})
 _add("list-fact-all", L, "{t_fact}", {"limit": 200})
