@@ -59,6 +59,17 @@ def _all_rows(project: Project, user: str, tool: str, args: dict[str, Any]) -> l
         server.close()
 
 
+def _built(which: str, built_both: dict[str, Project], request: pytest.FixtureRequest,
+           tmp_path: Path) -> Project:
+    """The warehouse ``which`` names, built; "W-postgres" its PostgreSQL copy, built here."""
+    if not which.endswith("-postgres"):
+        return built_both[which]
+    d = copy_project(request.getfixturevalue(f"pg_{which.removesuffix('-postgres')}_dir"),
+                     tmp_path / "pg")
+    build(load_project(d))
+    return load_project(d)
+
+
 def _listings(project: Project, user: str) -> list[Any]:
     server = TetherServer(project, stdio_user=user)
     try:
@@ -426,12 +437,7 @@ def test_an_enum_filter_takes_several_values_at_once(which: str, built_both: dic
     (its total is their sum, its rows hold only those values); a metric cut by two values gives
     each value's row as asked alone; one value given bare is the same as a list of one. For a
     filtered user and one who sees all, on DuckDB and PostgreSQL."""
-    if which == "second-postgres":
-        d = copy_project(request.getfixturevalue("pg_second_dir"), tmp_path / "pg")
-        build(load_project(d))
-        project = load_project(d)
-    else:
-        project = built_both[which]
+    project = _built(which, built_both, request, tmp_path)
     listings = metrics = 0
     triples_checked: list[str] = []
     for user in _users(project):
@@ -593,12 +599,7 @@ def test_a_first_page_states_what_every_matching_row_adds_up_to(
     caller, and never for rows that each hold a state at a time (a key with a time column, a
     span a metric reads): "how much" was answered with one page's sum. DuckDB and PostgreSQL,
     a filtered user and one who sees all."""
-    if which == "demo-postgres":
-        d = copy_project(request.getfixturevalue("pg_demo_dir"), tmp_path / "pg")
-        build(load_project(d))
-        project = load_project(d)
-    else:
-        project = built_both[which]
+    project = _built(which, built_both, request, tmp_path)
     config = project.config
     spans = {m.time_end.split(".")[0] for m in config.metrics.values() if m.time_end}
     totalled = at_a_time = 0
