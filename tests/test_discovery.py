@@ -295,12 +295,12 @@ def test_the_generic_listing_refuses_exactly_as_the_products_own_tool(
                 assert "Not answered" not in d.content[0].text, d.content[0].text
             else:  # a wrong argument: the same error, and the product's arguments to fix it
                 # each ends saying it is no answer and which tool to call again
-                again = " " + NOT_ANSWERED.format(tool=tools[product].name)
+                again = ". " + NOT_ANSWERED.format(tool=tools[product].name)
                 assert d.content[0].text.endswith(again), d.content[0].text
                 assert r.content[0].text.endswith(NOT_ANSWERED.format(tool=ROWS))
                 own, _, hint = r.content[0].text.partition(
                     f". The arguments {product} takes for you: ")
-                assert own == d.content[0].text.removesuffix(again) and hint, (
+                assert own.rstrip(".") == d.content[0].text.removesuffix(again) and hint, (
                     product, args, r.content[0].text)
     assert refusals, "a value outside a caller's scope was asked"
 

@@ -162,6 +162,10 @@ def test_pagination_cursor_is_signed_and_scoped(project_dir: Path) -> None:
 
 @pytest.mark.parametrize(("tool", "args", "says"), [
     ("deals_by_stage_and_pipeline", {"stage": "WON"}, "allowed values: CLOSED_LOST"),
+    # a value that is none of a filter's: how to ask for all of them
+    ("orders_by_status_and_customer", {"sales_region": ["ALL_REGIONS"]},
+     "leave sales_region out for every value. Not answered: fix the arguments and call "
+     "orders_by_status_and_customer again."),
     ("orders_by_status_and_customer", {"crm_account_id": "12345"}, "is none of the ids it takes"),
     ("orders_by_status_and_customer", {"period": "the day before"}, "is not recognised"),
     # an id of no declared scheme: refused with the schemes and the tool that maps them, not
