@@ -48,8 +48,11 @@ def product_param(products: list[str], what: str,
 ROWS_PRODUCT = f"The data product ({SEARCH} finds it)."
 
 
-SHAPING = frozenset(LISTING_PARAMS) - {"period"}
-"""A listing's arguments that shape its result rather than pick rows: every product has them."""
+SHAPING = frozenset(LISTING_PARAMS)
+"""A listing's arguments the catalog does not name per product: those that shape its result
+(every product has them), and ``period``, which every product with a time column takes and the
+generic listing's description names once: named beside each product, a small model set it to
+the day or quarter of its prompt where the question asked for every row."""
 
 
 def product_titles(pairs: Iterable[tuple[str | None, Any, dict[str, Any] | None]]
@@ -124,6 +127,8 @@ def rows_tool(products: list[str], meta: Meta,
                  "less), the rest through next_cursor.", source="policy"),
         Sentence(text=f"Its arguments are the product's own ({PROBE} lists them); the server "
                  "checks them as that product's tool would.", source="schema"),
+        Sentence(text="A product with a time column also takes period, which bounds that "
+                 "column; leave period out for every row.", source="schema"),
     ]
     description, sources = join_sentences(sentences)
     props = {
