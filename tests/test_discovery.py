@@ -300,8 +300,9 @@ def test_the_generic_listing_refuses_exactly_as_the_products_own_tool(
                 assert r.content[0].text.endswith(NOT_ANSWERED.format(tool=ROWS))
                 own, _, hint = r.content[0].text.partition(
                     f". The arguments {product} takes for you: ")
-                assert own.rstrip(".") == d.content[0].text.removesuffix(again) and hint, (
+                assert own == d.content[0].text.removesuffix(again) and hint, (
                     product, args, r.content[0].text)
+                assert ".. The arguments" not in r.content[0].text, r.content[0].text
     assert refusals, "a value outside a caller's scope was asked"
 
 

@@ -445,7 +445,8 @@ class TetherServer:
             if call is not None and call.tool != params.name and not e.refusal:
                 # a product reached by name: its arguments, to fix, and the products that take
                 # an argument it does not
-                error += schema_hint(call) + self._taken_elsewhere(turn.user, call)
+                error = (error.rstrip(".") + schema_hint(call)
+                         + self._taken_elsewhere(turn.user, call))
             elif (call is None and not e.refusal and turn.entry is not None
                   and over_products(turn.entry) and kind(turn.entry.plan.kind).over_listings):
                 error += await anyio.to_thread.run_sync(self._products_for_words, turn.user,
