@@ -87,6 +87,14 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
             ("fin.ana", "customers_by_region_and_segment",
              {"sales_region": ["ENTERPRISE"], "segment": "enterprise", "limit": 3},
              {"segment": "ENTERPRISE", "limit": 3}, {"moved_values": {"ENTERPRISE": "segment"}}),
+            # an id given to two parameters, missing one's format: the other reads it (a
+            # country code's on DuckDB; PostgreSQL's orders hold no nested address to filter)
+            *([("fin.ana", "orders_by_status_and_customer",
+                {"ship_to_country": "A-1000000", "crm_account_id": "A-1000000", "limit": 2},
+                {"crm_account_id": "A-1000000", "limit": 2},
+                {"moved_values": {"A-1000000": "crm_account_id"}})]
+              if "ship_to_country" in _tool(project, "orders_by_status_and_customer")[
+                  "inputSchema"]["properties"] else []),
             # its own value in another case: spelled as the enum lists it
             ("fin.ana", "customers_by_region_and_segment", {"segment": ["smb"], "limit": 3},
              {"segment": ["SMB"], "limit": 3}, {"moved_values": {"SMB": "segment"}}),
@@ -151,6 +159,10 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
          {"count_by": "district", "order": "asc"}, {"moved_values": {"asc": "order"}}),
         ("aud.ines", "visits_by_clinic_kind_and_state", {"bucket": state.lower(), "limit": 3},
          {"visit_state": state, "limit": 3}, {"interpreted": {"bucket": "visit_state"}}),
+        # an id given to two parameters, missing one's format: the other reads it
+        ("aud.ines", "visits_by_clinic_kind_and_state",
+         {"clinic_code": member, "patient_uid": member, "limit": 3},
+         {"patient_uid": member, "limit": 3}, {"moved_values": {member: "patient_uid"}}),
         ("aud.ines", "visits_by_clinic_kind_and_state",
          {"visit_kind": [state], "visit_state": [state], "limit": 3},
          {"visit_state": [state], "limit": 3}, {"moved_values": {state: "visit_state"}}),

@@ -225,7 +225,9 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
     shapes the answer (order, count_by) is never a home; a free text parameter keeps any value.
     Values that the one other filter holding them was already given (``sales_region:
     ENTERPRISE`` beside ``segment: ENTERPRISE``) are dropped where they do not fit: the filter
-    that holds them still applies, so nothing widens. A parameter's own value written in
+    that holds them still applies, so nothing widens; so is an id given to two parameters where
+    it misses one's format and fits the other's (``clinic_code: MBR1`` beside ``patient_uid:
+    MBR1``). A parameter's own value written in
     another case (``enterprise``) is spelled as its enum lists it."""
     out: list[tuple[Any, str]] = []
     for k in list(args):
@@ -249,6 +251,10 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
         if held is None:
             again = _holder(value, {p: prop for p, prop in props.items()
                                     if p != k and p in args})
+            if again is None:  # an id given to two parameters, one whose format it misses
+                same = [p for p in props if p != k and p in args and args[p] == value
+                        and enum_of(props[p]) is None and not _misfits(props[p] or {}, values)]
+                again = (same[0], value) if len(same) == 1 else None
             if again is not None and _covers(args[again[0]], again[1]):
                 del args[k]
                 out += [(c, again[0]) for c in (again[1] if isinstance(again[1], list)
