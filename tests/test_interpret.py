@@ -163,6 +163,11 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
         ("aud.ines", "visits_by_clinic_kind_and_state",
          {"clinic_code": member, "patient_uid": member, "limit": 3},
          {"patient_uid": member, "limit": 3}, {"moved_values": {member: "patient_uid"}}),
+        # ... and beside others of that filter's values: both apply, so only it
+        ("aud.ines", "visits_by_clinic_kind_and_state",
+         {"visit_kind": [state], "visit_state": [state, *[
+             s for s in enum_of(visits["visit_state"]) or [] if s != state][:2]], "limit": 3},
+         {"visit_state": [state], "limit": 3}, {"moved_values": {state: "visit_state"}}),
         ("aud.ines", "visits_by_clinic_kind_and_state",
          {"visit_kind": [state], "visit_state": [state], "limit": 3},
          {"visit_state": [state], "limit": 3}, {"moved_values": {state: "visit_state"}}),

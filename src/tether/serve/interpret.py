@@ -223,11 +223,12 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
     them (an enum without them, or a pattern none of them fits), moved (in ``args``) to the one
     other filter, not given, that holds them all (compared as text, case-insensitively). What
     shapes the answer (order, count_by) is never a home; a free text parameter keeps any value.
-    Values that the one other filter holding them was already given (``sales_region:
-    ENTERPRISE`` beside ``segment: ENTERPRISE``) are dropped where they do not fit: the filter
-    that holds them still applies, so nothing widens; so is an id given to two parameters where
-    it misses one's format and fits the other's (``clinic_code: MBR1`` beside ``patient_uid:
-    MBR1``). A parameter's own value written in
+    Values that the one other filter holding them was already given among others are read as
+    that filter's, both conditions applying: it keeps only them (``visit_kind: DISCHARGED``
+    beside ``visit_state: [ARRIVED, DISCHARGED]`` reads ``visit_state: [DISCHARGED]``; beside
+    ``segment: ENTERPRISE`` a ``sales_region: ENTERPRISE`` is dropped), so nothing widens; so
+    is an id given to two parameters where it misses one's format and fits the other's
+    (``clinic_code: MBR1`` beside ``patient_uid: MBR1``). A parameter's own value written in
     another case (``enterprise``) is spelled as its enum lists it."""
     out: list[tuple[Any, str]] = []
     for k in list(args):
@@ -256,7 +257,9 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
                         and enum_of(props[p]) is None and not _misfits(props[p] or {}, values)]
                 again = (same[0], value) if len(same) == 1 else None
             if again is not None and _covers(args[again[0]], again[1]):
+                # both filters apply: the other keeps only these of its values
                 del args[k]
+                args[again[0]] = again[1]
                 out += [(c, again[0]) for c in (again[1] if isinstance(again[1], list)
                                                 else [again[1]])]
             continue
