@@ -191,6 +191,8 @@ def test_bad_arguments_are_tool_errors_and_the_server_stays_up(
     finally:
         server.close()
     assert bad.is_error and says in bad.content[0].text, bad.content[0].text
+    # a tool that exists is called again with the arguments fixed; one that does not is not
+    assert ("Not answered: fix the arguments" in bad.content[0].text) == (tool != "no_such_tool")
     assert not good.is_error
 
 

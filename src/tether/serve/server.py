@@ -451,7 +451,7 @@ class TetherServer:
                   and over_products(turn.entry) and kind(turn.entry.plan.kind).over_listings):
                 error += await anyio.to_thread.run_sync(self._products_for_words, turn.user,
                                                         turn.args)
-            if not e.refusal:  # a refusal of policy is an answer; a misfit argument is not
+            if not e.refusal and turn.entry is not None:  # a refusal of policy is an answer
                 error = f"{error.rstrip('.')}. {NOT_ANSWERED.format(tool=params.name)}"
             meta = refusal_meta(e.refusal) if e.refusal else None
             return types.CallToolResult(content=[types.TextContent(type="text", text=error)],
