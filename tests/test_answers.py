@@ -596,13 +596,14 @@ def test_a_first_page_states_what_every_matching_row_adds_up_to(
     sentence after the count): each total equals the same user's sum_and_average_of over the
     same filter, so a row filter holds; only amounts in one named currency, counts and
     durations, never a value per something (a price, a rate), never a column masked for the
-    caller, and never for rows that each hold a state at a time (a key with a time column, a
-    span a metric reads): "how much" was answered with one page's sum. DuckDB and PostgreSQL,
-    a filtered user and one who sees all."""
+    caller, never for rows that each hold a state over a span a metric reads, and where the
+    key holds a time column (a snapshot, a per-day aggregate) only over rows of one moment (a
+    period of one day): "how much" was answered with one page's sum. DuckDB and PostgreSQL,
+    every user of both warehouses."""
     project = _built(which, built_both, request, tmp_path)
     config = project.config
     spans = {m.time_end.split(".")[0] for m in config.metrics.values() if m.time_end}
-    totalled = at_a_time = 0
+    totalled = at_a_time = one_moment = 0
     for user in config.policies.users:
         masks = config.policies.roles[config.policies.users[user].role].masks
         views = [v for v in _listings(project, user)
@@ -612,25 +613,39 @@ def test_a_first_page_states_what_every_matching_row_adds_up_to(
             assert not r.is_error, (v.name, r.content)
             data, first = r.structured_content, r.content[0].text
             product = config.products[v.plan.product]
-            if set(product.primary_key) & set(product.time_columns) or v.plan.product in spans:
+            moments = [c for c in product.primary_key if c in product.time_columns]
+            if v.plan.product in spans:
                 assert "totals" not in data, (v.name, data.get("totals"))
                 at_a_time += 1
                 continue
+            if moments:
+                if len({str(x.get(moments[0])) for x in data["rows"]}) > 1:
+                    assert "totals" not in data, (v.name, data.get("totals"))
+                    at_a_time += 1
+                day = str(data["rows"][0][moments[0]])[:10] if data["rows"] else None
+                props = v.definition["inputSchema"]["properties"]
+                if day is None or "period" not in props:
+                    continue
+                (r,) = call_tools(project, user, [(v.name, {"period": day})])
+                assert not r.is_error, r.content
+                data, first = r.structured_content, r.content[0].text
+                one_moment += bool(data.get("totals"))
             for column, total in (data.get("totals") or {}).items():
                 assert f"{v.plan.product}.{column}" not in masks, (user, v.name, column)
                 assert not {"price", "rate"} & set(column.split("_")), column
                 unit = data["units"][column]
                 assert re.fullmatch(r"[A-Z]{3}(_cents)?|count|seconds|minutes|hours|days",
                                     unit), (column, unit)
-                (summed,) = call_tools(project, user, [(v.name, {AGG: column})])
+                asked = {"period": day} if moments else {}
+                (summed,) = call_tools(project, user, [(v.name, {AGG: column, **asked})])
                 assert summed.structured_content["rows"][0][f"sum_{column}"] == pytest.approx(
                     total), (user, v.name, column)
                 assert "; over all of them: " in first and f"total {column} " in first, first
                 assert first.index("matching rows in all") < first.index(f"total {column}")
                 totalled += 1
     assert totalled >= 2, f"no listing on {which} totalled a column"
-    if which.startswith("demo"):
-        assert at_a_time >= 1, "no snapshot or span product was checked"
+    assert at_a_time >= 1, "no snapshot, per-day or span product was checked"
+    assert one_moment >= 1, "no product keyed by time totalled one moment's rows"
 
 
 def test_a_column_masked_for_the_caller_is_never_totalled(demo_dir: Path, tmp_path: Path) -> None:

@@ -267,7 +267,7 @@ def run(ex: Executor, call: Call) -> Answered:
                 not isinstance(last[0], int) or last[0] < 0)):
             raise pagination.CursorError("this cursor is not one of this tool's: ask for "
                                          "the first page again")
-    totalled = [] if call.args.get("cursor") else summed(ex, call)
+    totalled, moments = ([], []) if call.args.get("cursor") else summed(ex, call)
     null_mark = bool(sort and plan.paging == "keyset" and last and last[0] is None)
     key = (*shape_key(ex, call), null_mark)
     if key not in ex.caches.sql_texts:
@@ -292,6 +292,10 @@ def run(ex: Executor, call: Call) -> Answered:
             for i, column in enumerate(totalled):  # and totals what adds up, beside it
                 query = query.select(exp.Window(this=exp.Sum(this=qualified(ref(
                     product, column)))).as_(f"{TOTAL}_{i}", quoted=True))
+            for i, column in enumerate(moments):  # a snapshot's totals: one moment only
+                for how, fn in (("min", exp.Min), ("max", exp.Max)):
+                    query = query.select(exp.Window(this=fn(this=qualified(ref(
+                        product, column)))).as_(f"{TOTAL}_{how}_{i}", quoted=True))
         secured, policy_params = ex.secure(query, call.user)
         ex.caches.sql_texts[key] = (src.render(secured), src.display(secured), policy_params)
     params.update(ex.caches.sql_texts[key][2])
@@ -305,10 +309,16 @@ def run(ex: Executor, call: Call) -> Answered:
     else:
         total = int(rows[0][TOTAL]) if rows else 0
     sums = {c: rows[0].get(f"{TOTAL}_{i}") for i, c in enumerate(totalled)} if rows else {}
+    if rows and any(rows[0].get(f"{TOTAL}_min_{i}") != rows[0].get(f"{TOTAL}_max_{i}")
+                    for i in range(len(moments))):
+        sums = {}  # rows of several snapshots: their amounts do not add up
     for r in rows:
         r.pop(TOTAL, None)
         for i in range(len(totalled)):
             r.pop(f"{TOTAL}_{i}", None)
+        for i in range(len(moments)):
+            r.pop(f"{TOTAL}_min_{i}", None)
+            r.pop(f"{TOTAL}_max_{i}", None)
     truncated = got.capped is not None
     next_cursor = None
     if truncated and got.rows:
@@ -344,23 +354,30 @@ ADDITIVE = frozenset({"count", "milliseconds", "seconds", "minutes", "hours", "d
 """Units whose values add up across rows, besides an amount in one named currency."""
 
 
-def summed(ex: Executor, call: Call) -> list[str]:
-    """The columns a listing's first page totals over every matching row: those it may total
-    (sum_and_average_of) whose unit adds up across rows (an amount in one named currency or its
-    cents, a count, a duration; never a ratio, a percent, an amount in each row's own currency
-    or an unknown one), not masked for the caller; none for a periodic snapshot (a key that
-    holds one of its time columns) or rows that each hold a state over a span of time (a
-    metric's time_end is one of its columns), whose amounts add up within one moment only.
-    "How much" over a first page was answered with the page's sum."""
+def summed(ex: Executor, call: Call) -> tuple[list[str], list[str]]:
+    """(the columns a listing's first page totals over every matching row, the time columns
+    whose one value those rows must share for the totals to be said). Totalled: the columns it
+    may total (sum_and_average_of) whose unit adds up across rows (an amount in one named
+    currency or its cents, a count, a duration; never a ratio, a percent, an amount in each
+    row's own currency or an unknown one), not masked for the caller. Where the key holds a
+    time column (a periodic snapshot, or a per-day aggregate: the shape does not tell them
+    apart), amounts add up within one moment only: totals are said only when every matching
+    row has the same value there (a period of one snapshot). None where rows each hold a state
+    over a span of time (a metric's time_end is one of the product's columns). "How much" over
+    a first page was answered with the page's sum."""
     plan, config = call.plan, ex.project.config
     name = plan.product or ""
     product = config.products.get(name)
-    if product is None or set(product.primary_key) & set(product.time_columns) or any(
+    if product is None or any(
             m.time_end and ref_column(m.time_end)[0] == name for m in config.metrics.values()):
-        return []
+        return [], []
     masks, _ = ex.policy_of(call.user, name)
-    return [c for c in plan.aggregates if c not in masks and c.rsplit(".", 1)[-1] not in masks
-            and _adds_up(c, plan.units.get(c, ""))]
+    moments = [c for c in product.primary_key if c in product.time_columns]
+    if any(c in masks for c in moments):
+        return [], []  # a masked time reads as one value: the moments cannot be told apart
+    totalled = [c for c in plan.aggregates if c not in masks
+                and c.rsplit(".", 1)[-1] not in masks and _adds_up(c, plan.units.get(c, ""))]
+    return totalled, moments if totalled else []
 
 
 PER_UNIT = frozenset({"price", "prices", "rate", "rates", "per", "avg", "average", "mean",
