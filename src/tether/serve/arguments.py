@@ -151,7 +151,7 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
             msg = f"{quoted} is not allowed; allowed values: " + ", ".join(
                 map(str, e.validator_value)) + elsewhere(schema, where, e.instance)
             if where not in (*SHAPING, "order") and where not in (schema.get("required") or []):
-                # a model that meant every value wrote one ("ALL_REGIONS") until it gave up
+                # a model that meant every value made one up ("ALL") until it gave up
                 msg += f"; leave {where} out for every value"
         elif e.validator == "pattern":
             msg = f"{quoted} does not fit the format {e.validator_value}"

@@ -136,9 +136,9 @@ CUTS = ("count_by", AGGREGATE)
 
 def _cuts(args: dict[str, Any], props: dict[str, Any]) -> dict[str, str]:
     """A column name given to count_by or sum_and_average_of that is not one of its values but
-    whose words name exactly one of them (``district`` for ``home_district``) is that value
-    (changed in ``args``), as an argument's name is read: ``{"count_by district": "count_by
-    home_district"}``. Two or none: left as given, for the schema to refuse with the values."""
+    whose words name exactly one of them (``colour`` for ``body_colour``) is that value
+    (changed in ``args``), as an argument's name is read: ``{"count_by colour": "count_by
+    body_colour"}``. Two or none: left as given, for the schema to refuse with the values."""
     out = {}
     for key in CUTS:
         given, enum = args.get(key), enum_of(props.get(key)) or []
@@ -224,12 +224,12 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
     other filter, not given, that holds them all (compared as text, case-insensitively). What
     shapes the answer (order, count_by) is never a home; a free text parameter keeps any value.
     Values that the one other filter holding them was already given among others are read as
-    that filter's, both conditions applying: it keeps only them (``visit_kind: DISCHARGED``
-    beside ``visit_state: [ARRIVED, DISCHARGED]`` reads ``visit_state: [DISCHARGED]``; beside
-    ``segment: ENTERPRISE`` a ``sales_region: ENTERPRISE`` is dropped), so nothing widens; so
-    is an id given to two parameters where it misses one's format and fits the other's
-    (``clinic_code: MBR1`` beside ``patient_uid: MBR1``). A parameter's own value written in
-    another case (``enterprise``) is spelled as its enum lists it."""
+    that filter's, both conditions applying: it keeps only them (``kind: SHIPPED`` beside
+    ``state: [OPEN, SHIPPED]`` reads ``state: [SHIPPED]``; beside ``size: LARGE`` a ``colour:
+    LARGE`` is dropped), so nothing widens; so is an id given to two parameters where it
+    misses one's format and fits the other's (``part_code: W-1`` beside ``widget_id: W-1``).
+    A parameter's own value written in another case (``large``) is spelled as its enum lists
+    it."""
     out: list[tuple[Any, str]] = []
     for k in list(args):
         own = enum_of(props.get(k))

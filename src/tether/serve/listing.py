@@ -454,7 +454,7 @@ def listing_words(result: dict[str, Any]) -> str:
 
 def _one_row(result: dict[str, Any]) -> str:
     """The one matching row's numbers that carry a unit, said with them: where a row already
-    holds a count or an amount (a row per clinic and day with its staff on duty), "1 matching
+    holds a count or an amount (a row per site and day with its people on shift), "1 matching
     row" alone was answered 1."""
     rows, units = result.get("rows") or [], result.get("units") or {}
     if len(rows) != 1:
