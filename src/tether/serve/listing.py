@@ -4,13 +4,13 @@ sum_and_average_of, their counts, totals and means in the engine."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sqlglot import exp
 
 from tether.context.names import name_words, ref, ref_column, ref_parts
 from tether.policy.entitle import Refusal, table_allowed
+from tether.profiling.formats import MONEY_UNITS, is_money
 from tether.serve import pagination
 from tether.serve.answer import SHOWN, measure_words, valued
 from tether.serve.arguments import SHAPING, coerce_times, known
@@ -308,17 +308,14 @@ def run(ex: Executor, call: Call) -> Answered:
         total = pagination.total_of(str(call.args["cursor"]))
     else:
         total = int(rows[0][TOTAL]) if rows else 0
-    sums = {c: rows[0].get(f"{TOTAL}_{i}") for i, c in enumerate(totalled)} if rows else {}
-    if rows and any(rows[0].get(f"{TOTAL}_min_{i}") != rows[0].get(f"{TOTAL}_max_{i}")
-                    for i in range(len(moments))):
+    first = dict(rows[0]) if rows else {}
+    sums = {c: first.get(f"{TOTAL}_{i}") for i, c in enumerate(totalled)}
+    if any(first.get(f"{TOTAL}_min_{i}") != first.get(f"{TOTAL}_max_{i}")
+           for i in range(len(moments))):
         sums = {}  # rows of several snapshots: their amounts do not add up
-    for r in rows:
-        r.pop(TOTAL, None)
-        for i in range(len(totalled)):
-            r.pop(f"{TOTAL}_{i}", None)
-        for i in range(len(moments)):
-            r.pop(f"{TOTAL}_min_{i}", None)
-            r.pop(f"{TOTAL}_max_{i}", None)
+    for r in rows:  # what the statement added beside each row's own columns
+        for k in [k for k in r if k.startswith(TOTAL)]:
+            del r[k]
     truncated = got.capped is not None
     next_cursor = None
     if truncated and got.rows:
@@ -388,8 +385,8 @@ over rows means nothing, whatever its unit."""
 
 def _adds_up(column: str, unit: str) -> bool:
     if set(name_words(column.rsplit(".", 1)[-1])) & PER_UNIT:
-        return False
-    return unit in ADDITIVE or bool(re.fullmatch(r"[A-Z]{3}(_cents)?", unit))
+        return False  # an amount of an unknown currency ("cents", "currency") may mix several
+    return unit in ADDITIVE or (is_money(unit) and unit not in MONEY_UNITS)
 
 
 def unknown_entity(ex: Executor, out: dict[str, Any], call: Call) -> None:
