@@ -4,6 +4,7 @@ for their scope; asking for another value is a refusal, never an empty result.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,9 @@ def test_a_pinned_parameter_defaults_to_the_callers_value(which: str, demo_dir: 
             if other_r is not None:
                 assert other_r.is_error and other_r.content[0].text.startswith("Not permitted")
                 assert NOT_YOURS in other_r.content[0].text  # a refusal, never read as a zero
+                # the reason is a sentence of its own before what to answer
+                assert re.search(r"\)\. " + re.escape(NOT_YOURS), other_r.content[0].text), (
+                    other_r.content[0].text)
                 assert other_r.meta["tether/refusal"]["reason"] == "outside_entitlement"
             checked += 1
     assert checked >= 2, "each warehouse has a scoped user with a pinned parameter"

@@ -21,7 +21,10 @@ class TetherError(Exception):
     def paragraph(self) -> str:
         """The one-paragraph form shown to people."""
         head = f"{self.where}: {self.message}" if self.where else self.message
-        return f"{head} {self.hint}" if self.hint else head
+        if not self.hint:
+            return head
+        head = head.rstrip()  # a reason without its full stop gets one before the hint
+        return f"{head}{'' if head[-1:] in '.!?:;' else '.'} {self.hint}"
 
     def __str__(self) -> str:
         return self.paragraph()
