@@ -98,6 +98,11 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
             # its own value in another case: spelled as the enum lists it
             ("fin.ana", "customers_by_region_and_segment", {"segment": ["smb"], "limit": 3},
              {"segment": ["SMB"], "limit": 3}, {"moved_values": {"SMB": "segment"}}),
+            # a value that is no order id but the name of the parameter given beside it
+            ("fin.ana", "orders_by_status_and_customer",
+             {"order_id": "crm_account_id", "crm_account_id": "A-1000000", "limit": 2},
+             {"crm_account_id": "A-1000000", "limit": 2},
+             {"interpreted": {"order_id": "crm_account_id"}}),
             # a column named by some of its words where a cut is asked for: that cut
             ("fin.ana", "customers_by_region_and_segment", {"count_by": ["region"]},
              {"count_by": "sales_region"},
@@ -126,6 +131,9 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
             ("mgr.emea", "orders_by_status_and_customer", {"status": "AMER",
                                                            "sales_region": "AMER"},
              {"sales_region": "AMER"}),
+            ("mgr.emea", "orders_by_status_and_customer", {"order_id": "sales_region",
+                                                           "sales_region": ["AMER"]},
+             {"sales_region": ["AMER"]}),
         ])
     visits = _tool(project, "visits_by_clinic_kind_and_state")["inputSchema"]["properties"]
     districts = enum_of(visits["district"]) or []
@@ -171,6 +179,13 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
         ("aud.ines", "visits_by_clinic_kind_and_state",
          {"visit_kind": [state], "visit_state": [state], "limit": 3},
          {"visit_state": [state], "limit": 3}, {"moved_values": {state: "visit_state"}}),
+        # a value that is no key of its own but the name of a parameter given beside it
+        ("aud.ines", "insurance_claims_by_member_and_state",
+         {"claim_ref": "member_no", "member_no": member}, {"member_no": member},
+         {"interpreted": {"claim_ref": "member_no"}}),
+        ("aud.ines", "insurance_claims_by_member_and_state",
+         {"visit_no": "member_no", "member_no": member}, {"member_no": member},
+         {"interpreted": {"visit_no": "member_no"}}),
     ], [
         ("aud.ines", "insurance_claims_by_member_and_state", {"claim": "x"}, "could mean"),
         ("aud.ines", "visits_by_clinic_kind_and_state", {"wardrobe": 1}, "unknown argument"),
@@ -189,6 +204,9 @@ def _cases(which: str, project: Any) -> tuple[list[Any], list[Any], list[Any]]:
         ("lead.harbor", "visits_by_clinic_kind_and_state", {"visit_kind": other,
                                                             "district": other},
          {"district": other}),
+        ("lead.harbor", "visits_by_clinic_kind_and_state", {"clinic_code": "district",
+                                                            "district": [other]},
+         {"district": [other]}),
     ])
 
 
@@ -222,6 +240,22 @@ def test_interpreted_arguments_answer_as_the_right_ones(built: tuple[str, Any]) 
                 assert a.meta["tether/refusal"] == b.meta["tether/refusal"]
         else:
             _same(a, b)
+
+
+def test_a_value_the_parameter_takes_stays_though_it_names_another(
+        built: tuple[str, Any]) -> None:
+    """Text a parameter takes is its value even where it spells another parameter's name (a
+    sort key naming the filter given beside it): nothing is read, the call answers as written."""
+    which, project = built
+    user, tool, column = (("fin.ana", "orders_by_status_and_customer", "status")
+                          if which == "demo" else
+                          ("aud.ines", "visits_by_clinic_kind_and_state", "visit_state"))
+    value = enum_of(_tool(project, tool)["inputSchema"]["properties"][column])[0]
+    [r] = call_tools(project, user, [(tool, {"order_by": column, column: [value], "limit": 3})])
+    assert not r.is_error, r.content
+    assert "interpreted" not in r.structured_content, r.structured_content
+    shown = [row[column] for row in r.structured_content["rows"]]
+    assert shown and set(shown) == {value}
 
 
 def test_a_product_reached_by_discovery_interprets_too(built: tuple[str, Any]) -> None:

@@ -11,7 +11,9 @@ other parameter holds, is moved there; the result says both (``interpreted``, ``
 and the answer sentence repeats it. An unknown argument whose value is an object of arguments
 (``filter: {binColour: "red"}``) is opened first, each name in it read the same way. An unknown
 name that means no parameter, but whose values only one parameter not given holds (``zone:
-"north"`` where NORTH is a bin's area), is that parameter. A name that could mean two
+"north"`` where NORTH is a bin's area), is that parameter; an argument whose value is not one it
+takes but the name of another parameter the call gives (``part_id: "widget_no"`` beside
+``widget_no``) is read as that parameter. A name that could mean two
 parameters, or none that way either, is refused with the parameters it might mean. Nothing here
 reads data or decides access: the interpreted call is validated, refused and filtered exactly as
 one written that way, so an interpretation never widens what a caller reads.
@@ -22,6 +24,8 @@ from __future__ import annotations
 import difflib
 import re
 from typing import Any
+
+import jsonschema
 
 from tether.config import TetherConfig
 from tether.context.meta import ToolContext, enum_of
@@ -120,6 +124,7 @@ def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any]
                             f"{', '.join(sorted(props)) or 'none'}"
                             + (f" (did you mean {' or '.join(hint)}?)" if hint else "")
                             + " (call again without the others)")
+    interpreted.update(_naming(args, props))
     interpreted.update(_cuts(args, props))
     if interpreted:
         said["interpreted"] = interpreted
@@ -128,6 +133,31 @@ def interpret(definition: dict[str, Any], plan: QueryPlan, given: dict[str, Any]
     if moved:
         said["moved_values"] = {str(v): p for v, p in moved}
     return (args if said else given), said
+
+
+def _naming(args: dict[str, Any], props: dict[str, Any]) -> dict[str, str]:
+    """An argument whose value is nothing it takes but the name of another parameter the call
+    gives (``part_id: "widget_no"`` beside ``widget_no: "W-7"``) says where its value is, not
+    a value: it is read as that parameter (dropped; the other keeps the value it was given).
+    A value the parameter takes (text that happens to be a parameter's name) stays."""
+    out: dict[str, str] = {}
+    for k in list(args):
+        value = args[k]
+        if k not in props or not isinstance(value, str):
+            continue
+        named = [p for p in args if p != k and p in props and norm(p) == norm(value)]
+        if len(named) == 1 and not _takes(props[k], value):
+            del args[k]
+            out[k] = named[0]
+    return out
+
+
+def _takes(prop: Any, value: str) -> bool:
+    """Whether a parameter's schema takes ``value`` (alone, or as a list of one)."""
+    if not isinstance(prop, dict):
+        return True
+    check = jsonschema.Draft202012Validator(prop)
+    return check.is_valid(value) or (prop.get("type") == "array" and check.is_valid([value]))
 
 
 CUTS = ("count_by", AGGREGATE)
