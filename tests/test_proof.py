@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from proof import llama, model, render, run  # noqa: E402
+from proof import llama, model, render, run, where_failed  # noqa: E402
 from proof.llama_launch import plain_classes, plain_schema  # noqa: E402
 
 # --------------------------------------------------------------------------- the model file
@@ -731,3 +731,34 @@ def test_the_second_warehouse_is_built_and_all_its_cases_chosen(tmp_path: Path) 
     assert (out / "tools").is_dir() and any((out / "tools").glob("*.json"))
     cmd = run.eval_command("stdio:x", cases, tmp_path / "o", "http://h", None, pipe.today)
     assert f"today={pipe.today}" in cmd
+
+
+def test_where_failed_tells_a_gold_the_model_read_from_one_it_never_asked_for(
+        tmp_path: Path) -> None:
+    """proof.where_failed: a failed case whose gold number is in a tool result it read is
+    'read'; one whose result holds only a longer number, or whose refusal gold met no policy
+    refusal, is 'never read'; a refusal gold met by a policy refusal is 'read'; right cases are
+    not counted."""
+    d = tmp_path / "grounded"
+    (d / "traces").mkdir(parents=True)
+    cases = {  # id: (correct, gold, [(text, meta)])
+        "copied-the-wrong-number": (False, 33, [("won = 33 deals, lost = 37 deals", {})]),
+        "longer-number-only": (False, 33, [("won = 333 deals; 0.33 ratio", {})]),
+        "refused-and-read": (False, "refused", [("Not permitted: ...", {
+            "tether/refusal": {"reason": "outside_entitlement"}})]),
+        "argument-error-only": (False, "refused", [("segment: 'X' is not allowed", {})]),
+        "money-rounded": (False, 1200119.61, [("amount = 1200119.61 USD", {})]),
+        "right": (True, 7, [("7 staff", {})]),
+    }
+    labels = []
+    for cid, (ok, gold, calls) in cases.items():
+        labels.append(json.dumps({"case_id": cid, "correct": ok}))
+        (d / "traces" / f"{cid}.json").write_text(json.dumps({
+            "case_id": cid, "case": {"gold": {"answer": gold}},
+            "tool_calls": [{"text": t, "meta": m} for t, m in calls]}))
+    (d / "labels.jsonl").write_text("\n".join(labels) + "\n")
+    got = where_failed.classify(d)
+    assert got["failed"] == 5
+    assert sorted(got["read"]) == ["copied-the-wrong-number", "money-rounded", "refused-and-read"]
+    assert sorted(got["never_read"]) == ["argument-error-only", "longer-number-only"]
+    assert where_failed.main([str(tmp_path / "nothing-here")]) == 2
