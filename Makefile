@@ -8,7 +8,7 @@ SCALE  ?= 1
 # when this make started: `make proof` reports its whole wall time, the venv step included
 MAKE_T0 := $(shell date +%s)
 
-.PHONY: demo test test-slow test-spark soak lint bench clean proof proof-second proof-zoo proof-distractors proof-writes
+.PHONY: demo test test-slow test-spark soak lint bench clean proof proof-core proof-second proof-zoo proof-distractors proof-writes
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "tether needs Python 3.11+"'
@@ -90,6 +90,9 @@ bench: $(STAMP) ## benchmarks; results go to docs/benchmarks.md
 
 proof: $(STAMP) ## a real local model against tether's generic, bare, grounded and discovery-only tools and a third-party server; writes docs/proof.md
 	$(BIN)/python -m proof.run --cases $(or $(PROOF_CASES),core) --out $(DEMO)/proof --doc docs/proof.md --make-started $(MAKE_T0)
+
+proof-core: $(STAMP) ## tether's generic and bare tools and a third-party SQL server on the 13 core cases (the grounded pair's comparison); writes docs/proof-core.md
+	$(BIN)/python -m proof.run --cases $(or $(PROOF_CASES),core) --configs generic,bare,motherduck --out $(DEMO)/proof-core --doc docs/proof-core.md --make-started $(MAKE_T0)
 
 proof-second: $(STAMP) ## the same pipeline on the tests' second warehouse (another domain, its 20 cases); writes docs/proof-second.md
 	$(BIN)/python -m proof.run --warehouse second --cases $(or $(PROOF_CASES),all) --out $(DEMO)/proof-second --doc docs/proof-second.md --make-started $(MAKE_T0)
