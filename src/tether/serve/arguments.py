@@ -27,7 +27,7 @@ _VALIDATORS: dict[str, Any] = {}
 _BY_OBJECT: dict[int, tuple[dict[str, Any], Any]] = {}
 
 
-def _validator(schema: dict[str, Any]) -> Any:
+def validator(schema: dict[str, Any]) -> Any:
     """The schema's validator, built once per schema text; found by the schema object first (a
     definition's schema is the same object call after call, and writing its text to look it
     up cost more than checking the arguments)."""
@@ -140,7 +140,7 @@ def validate(definition: dict[str, Any], args: dict[str, Any]) -> None:
         raise ToolError(f"unknown argument(s) {', '.join(unknown)[:200]}; allowed: "
                         f"{', '.join(sorted(allowed)) or 'none'} (call again without the "
                         "others)")
-    errors = sorted(_validator(schema).iter_errors(args), key=lambda e: list(e.path))
+    errors = sorted(validator(schema).iter_errors(args), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
         where = str(e.path[0]) if e.path else "arguments"  # a list's item: its parameter

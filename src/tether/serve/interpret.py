@@ -25,11 +25,10 @@ import difflib
 import re
 from typing import Any
 
-import jsonschema
-
 from tether.config import TetherConfig
 from tether.context.meta import ToolContext, enum_of
 from tether.context.names import IDENTIFIER_WORDS, name_words, ref_column
+from tether.serve.arguments import validator
 from tether.toolgen.model import AGGREGATE, QueryPlan
 from tether.toolgen.plan import ArgumentError
 
@@ -156,7 +155,7 @@ def _takes(prop: Any, value: str) -> bool:
     """Whether a parameter's schema takes ``value`` (alone, or as a list of one)."""
     if not isinstance(prop, dict):
         return True
-    check = jsonschema.Draft202012Validator(prop)
+    check = validator(prop)  # the one the arguments are checked with, formats included
     return check.is_valid(value) or (prop.get("type") == "array" and check.is_valid([value]))
 
 
