@@ -68,3 +68,21 @@ def test_the_demo_subscription_spells(demo_dir: Path, tmp_path: Path) -> None:
     for table in ("orders", "customers", "deals"):  # keys of one column: no history
         block = text.split(f"  {table}:\n", 1)[1].split("\n\n", 1)[0]
         assert "moved in the data" not in block, table
+
+
+def test_values_that_go_back_as_often_as_forth_are_no_history(tmp_path: Path) -> None:
+    """The lines of one order, each its own thing, in line order: a column whose values vary
+    from line to line, as often back as forth, is no status and no move is proposed; beside it
+    a status that moves one way in the same table is."""
+    db = tmp_path / "lines.duckdb"
+    kinds = ["KEEP", "SWAP", "DROP"]
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE crate_lines (crate_ref VARCHAR, line_no INTEGER, "
+                    "packing VARCHAR, stage VARCHAR)")
+        rows = [(f"C{c}", i, kinds[(c * 7 + i * i) % 3], ["NEW", "PACKED", "SENT"][min(i, 2)])
+                for c in range(200) for i in range(4)]
+        con.executemany("INSERT INTO crate_lines VALUES (?, ?, ?, ?)", rows)
+    text = _init(tmp_path, db)
+    assert "packing moved" not in text
+    assert ("    # stage moved in the data (per crate_ref, in line_no order): NEW -> PACKED "
+            "(200), PACKED -> SENT (200)") in text

@@ -7,6 +7,11 @@ The engine decides each candidate in one statement; candidates are first narrowe
 starter already read (both ends' smallest and largest values overlapping, within first, their
 type, an identifier's name for numbers: a small count fits inside any run of ids), and at most
 MAX_CHECKS are asked (and MAX_COMPARED pairs looked at).
+
+Where each table prefixes its own columns (``o_custkey`` in one, ``c_custkey`` the other's key),
+a column whose name without its table's prefix is the key's without its own is named for that
+key: a number of any name or count is then a candidate, asked first, and its values must still
+be the key's.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from tether.context.names import identifier_like
+from tether.context.names import bare_name, column_prefix, identifier_like
 from tether.errors import QueryError, SourceError
 
 if TYPE_CHECKING:
@@ -43,31 +48,36 @@ class Reference:
     column: str
     parent: StarterProduct
     key: str
+    named: bool = False  # the column is named for the key, each name without its table's prefix
 
 
-def _fit(lo: Any, hi: Any, plo: Any, phi: Any, text: bool) -> int | None:
+def _fit(lo: Any, hi: Any, plo: Any, phi: Any, text: bool, named: bool = False) -> int | None:
     """How well the column's ends sit in the key's: 0 within them, 1 overlapping them (an
-    orphan may lie outside), None apart (or, for text, of another length than the key's)."""
+    orphan may lie outside), None apart (or, for text, of another length than the key's, or,
+    for a number not named for the key, a counter low in the key's run)."""
     if hi < plo or phi < lo:
         return None
     if text:
         short, long_ = sorted((len(plo), len(phi)))
         if not any(short <= len(v) <= long_ for v in (lo, hi)):
             return None
-    elif hi - plo < (phi - plo) / 2:  # a counter (1..5) sits in any run of ids from 1
+    elif not named and hi - plo < (phi - plo) / 2:  # a counter (1..5) sits in any run of ids from 1
         return None
     return 0 if plo <= lo and hi <= phi else 1
 
 
 def _candidates(products: list[StarterProduct]) -> list[Reference]:
-    """The pairs worth asking the engine about, those within the key's bounds first."""
-    ranked = sorted(enumerate(_pairs(products)), key=lambda t: (t[1][0], t[0]))
+    """The pairs worth asking the engine about: those named for the key first, then those
+    within the key's bounds."""
+    ranked = sorted(enumerate(_pairs(products)),
+                    key=lambda t: (not t[1][1].named, t[1][0], t[0]))
     return [ref for _, (_, ref) in ranked]
 
 
 def _pairs(products: list[StarterProduct]) -> Iterator[tuple[int, Reference]]:
     parents = [(p, p.primary_key[0]) for p in products
                if len(p.primary_key) == 1 and not p.problem and p.primary_key[0] in p.bounds]
+    prefix = {id(p): column_prefix([c.name for c in p.columns]) for p in products}
     compared = 0
     for child in products:
         if child.problem:
@@ -76,9 +86,9 @@ def _pairs(products: list[StarterProduct]) -> Iterator[tuple[int, Reference]]:
             bounds = child.bounds.get(c.name)
             if (c.nested or "." in c.name or c.name in child.time_columns
                     or c.name in child.identifiers or child.primary_key == [c.name]
-                    or bounds is None or None in bounds or bounds[0] == bounds[1]
-                    or (c.kind == "integer" and not identifier_like(c.name))):
+                    or bounds is None or None in bounds or bounds[0] == bounds[1]):
                 continue
+            bare = bare_name(c.name, prefix[id(child)])
             compared += len(parents)
             if compared > MAX_COMPARED:  # thousands of tables: the rest are left to a person
                 return
@@ -88,9 +98,12 @@ def _pairs(products: list[StarterProduct]) -> Iterator[tuple[int, Reference]]:
                 if (parent is child or key == c.name or "." in key or kind != c.kind
                         or None in (plo, phi)):
                     continue
-                fit = _fit(*bounds, plo, phi, text=c.kind == "string")
+                named = bare == bare_name(key, prefix[id(parent)])
+                if c.kind == "integer" and not (named or identifier_like(c.name)):
+                    continue
+                fit = _fit(*bounds, plo, phi, text=c.kind == "string", named=named)
                 if fit is not None:
-                    yield fit, Reference(child, c.name, parent, key)
+                    yield fit, Reference(child, c.name, parent, key, named)
 
 
 def _included(src: Source, ref: Reference) -> bool:
@@ -112,8 +125,9 @@ def _included(src: Source, ref: Reference) -> bool:
     except (QueryError, SourceError):
         return False
     absent, distinct = int(absent or 0), int(distinct)
-    if isinstance(ref.child.bounds[ref.column][0], int) and distinct < ORPHANS_FROM:
-        return False  # a few numbers fit inside any run of ids by chance
+    if isinstance(ref.child.bounds[ref.column][0], int) and distinct < ORPHANS_FROM and (
+            not ref.named):
+        return False  # a few numbers fit inside any run of ids by chance (unless named so)
     # a few orphans among many values (a warehouse's lookup table that lags) still refer
     return absent == 0 or (distinct >= ORPHANS_FROM and absent * 20 <= distinct)
 

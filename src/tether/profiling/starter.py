@@ -95,6 +95,10 @@ def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: Start
 
 MAX_STATES = 12
 """A text column with at most this many values, changing along a history, is a status."""
+MIN_DIRECTION = 0.1
+"""A status moves one way more than back: the share of its moves not matched by a move back
+(|a -> b minus b -> a| over all moves) is at least this. Values that go back as often as forth
+along the order (the lines of one order, each its own thing, in line order) make no history."""
 _ORDER_KINDS = ("integer", "date", "timestamp", "timestamptz")
 
 
@@ -133,9 +137,18 @@ def _infer_moves(src: Source, rel: exp.Table, cols: list[Column], p: StarterProd
              .where("prev IS NOT NULL AND cur IS NOT NULL AND prev <> cur")
              .group_by("prev", "cur").order_by("prev", "cur"))
         found = [(str(a), str(b), int(n)) for a, b, n in src.query(q)]
-        if found:
+        if found and direction(found) >= MIN_DIRECTION:
             p.moves[col] = found
             p.history = (entity, order)
+
+
+def direction(moves: list[tuple[str, str, int]]) -> float:
+    """The share of moves not matched by a move back: 0 where every a -> b has as many b -> a
+    (the order says nothing), 1 where no move is ever undone."""
+    seen = {(a, b): n for a, b, n in moves}
+    total = sum(seen.values())
+    return sum(abs(n - seen.get((b, a), 0)) for (a, b), n in seen.items()) / 2 / total \
+        if total else 0.0
 
 
 _GRAIN_ORDER = ("second", "day", "month", "year")
