@@ -644,3 +644,50 @@ def test_a_refused_product_call_names_the_products_that_take_the_argument(
         if title:
             assert "For your words, " in found.content[0].text, found.content[0].text
     assert named
+
+
+@pytest.mark.parametrize("which", WHICH)
+def test_a_products_arguments_given_beside_it_are_read_inside_arguments(
+        which: str, built_both: dict[str, Project]) -> None:
+    """Models flatten the call: rows_from_data_product given the product's arguments beside
+    ``product`` instead of inside ``arguments`` reads them inside (the result says each under
+    ``interpreted`` as ``arguments.NAME``, and the sentence repeats it) and answers, for every
+    caller, exactly as the nested call (a row filter holds the same); a name given both ways
+    with two values is refused; a name the product does not take is refused by the product's
+    own check, with its arguments."""
+    project = built_both[which]
+    tools = listings(project)
+    checked = 0
+    for user in project.config.policies.users:
+        reach = sorted(reached(project, user))
+        asked: list[tuple[str, dict[str, Any]]] = []
+        for product in reach:
+            props = tools[product].definition["inputSchema"]["properties"]
+            asked.append((product, {"limit": 2}))
+            if "count_by" in props:
+                asked.append((product, {"count_by": enum_of(props["count_by"])[0],
+                                        "limit": 3}))
+        calls = [(ROWS, {"product": p, **a}) for p, a in asked]
+        calls += [(ROWS, {"product": p, "arguments": a}) for p, a in asked]
+        _, results = session(project, user, calls)
+        flat, nested = results[:len(asked)], results[len(asked):]
+        for (product, args), f, n in zip(asked, flat, nested, strict=True):
+            assert f.is_error == n.is_error, (user, product, f.content[0].text)
+            if n.is_error:
+                continue
+            got = dict(f.structured_content)
+            assert got.pop("interpreted") == {k: f"arguments.{k}" for k in args}
+            assert got == n.structured_content, (user, product)
+            for k in args:
+                assert f"argument {k} read as arguments.{k}" in f.content[0].text
+            checked += 1
+    assert checked
+    user = everyone(project)
+    product = sorted(reached(project, user))[0]
+    _, (twice, unknown) = session(project, user, [
+        (ROWS, {"product": product, "limit": 2, "arguments": {"limit": 3}}),
+        (ROWS, {"product": product, "no_such_argument_here": 1})])
+    assert twice.is_error and "given both beside and inside arguments" in twice.content[0].text
+    assert unknown.is_error
+    assert "unknown argument(s) no_such_argument_here" in unknown.content[0].text
+    assert f"The arguments {product} takes for you" in unknown.content[0].text

@@ -273,3 +273,49 @@ def test_a_column_holding_another_tables_key_is_a_relationship(tmp_path: Path) -
     assert "arrives" in props["count_by"]["enum"]
     assert "ports.code" not in props["departs"].get("description", "")  # a few-valued enum
     assert "crew" not in props.get("count_by", {}).get("enum", [])
+
+
+def test_tables_that_prefix_their_own_columns(tmp_path: Path) -> None:
+    """Where each table prefixes its columns with a word of its own (``bx_shelfnum`` in one
+    table, ``sh_shelfnum`` the other's key), a column named for another table's key without
+    either prefix, whose values are that key's, is a relationship, whatever the number of its
+    values (a lookup of six shelves); a counter of the same range under its own name is none.
+    Its listing takes it as a parameter (by the other product's name too) and counts by it, never
+    totals it, and the grain reads without the prefixes."""
+    db = tmp_path / "prefixed.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE shelf AS SELECT i AS sh_shelfnum, 'aisle ' || (i % 3) "
+                    "AS sh_aisle FROM range(1, 7) t(i)")
+        con.execute("CREATE TABLE box AS SELECT i AS bx_boxkey, 1 + i % 6 AS bx_shelfnum, "
+                    "1 + i % 5 AS bx_tier, i * 1.5 AS bx_mass FROM range(1, 301) t(i)")
+        con.execute("CREATE TABLE box_slot AS SELECT b AS bs_boxkey, s AS bs_slotnumber, "
+                    "(b * s) % 9 AS bs_fill FROM range(1, 301) t(b), range(1, 4) u(s)")
+    r = run_cli("init", "p", "--source", f"duckdb:///{db}", cwd=tmp_path,
+                env={"TETHER_USER": "x"})
+    assert r.returncode == 0, r.stderr
+    cfg = yaml.safe_load((tmp_path / "p" / "tether.yaml").read_text())
+    assert cfg["products"]["box_slot"]["primary_key"] == ["bs_boxkey", "bs_slotnumber"]
+    assert sorted(cfg["relationships"], key=lambda x: x["from"]) == [
+        {"from": "box.bx_shelfnum", "to": "shelf.sh_shelfnum", "kind": "many_to_one"},
+        {"from": "box_slot.bs_boxkey", "to": "box.bx_boxkey", "kind": "many_to_one"}]
+    assert run_cli("build", "--project", "p", cwd=tmp_path).returncode == 0
+    tool = json.loads((tmp_path / "p" / "tools" / "box_by_attributes.json").read_text())
+    props = tool["inputSchema"]["properties"]
+    assert "shelf.sh_shelfnum" in props["bx_shelfnum"]["description"]
+    assert "bx_shelfnum" in props["count_by"]["enum"]
+    assert props["sum_and_average_of"]["enum"] == ["bx_tier", "bx_mass"]
+    slots = json.loads((tmp_path / "p" / "tools" / "box_slot_by_attributes.json").read_text())
+    assert "one row per box and slot," in slots["description"]
+
+    from conftest import call_tools
+    from tether.config import load_project
+
+    project = load_project(tmp_path / "p")
+    named, = call_tools(project, "x", [("box_by_attributes", {"shelf": 2, "limit": 200})])
+    assert not named.is_error, named.content[0].text
+    got = named.structured_content
+    assert got["interpreted"] == {"shelf": "bx_shelfnum"}
+    with duckdb.connect(str(db), read_only=True) as con:
+        want = con.execute("SELECT count(*) FROM box WHERE bx_shelfnum = 2").fetchone()[0]
+    assert got["total_rows"] == want == 50
+    assert {row["bx_shelfnum"] for row in got["rows"]} == {2}

@@ -50,21 +50,58 @@ def identifier_like(name: str) -> bool:
     return bool(words) and words[-1] in IDENTIFIER_WORDS
 
 
-def subject(name: str) -> str:
-    """What an identifier identifies, in words (``widgetID`` -> ``widget``, ``crate_line_no``
-    -> ``crate line``); other names as their words (``step`` -> ``step``)."""
+def column_prefix(names: list[str]) -> list[str]:
+    """The leading words every column of a table shares (``l_orderkey``, ``l_partkey`` -> ``l``;
+    ``custName``, ``custId`` -> ``cust``), where a table names its columns so: a convention of
+    the table, not part of what a column holds. Empty for fewer than two columns or where a
+    column would be left with no word of its own."""
+    split = [name_words(n) for n in names]
+    if len(split) < 2:
+        return []
+    shared: list[str] = []
+    for words in zip(*split, strict=False):
+        if len(set(words)) != 1:
+            break
+        shared.append(words[0])
+    return [] if any(len(w) <= len(shared) for w in split) else shared
+
+
+def bare_name(name: str, prefix: list[str]) -> str:
+    """A column's name without its table's shared leading words, its words run together
+    (``o_custkey`` with prefix ``o`` -> ``custkey``; ``c_CustKey`` with ``c`` -> ``custkey``):
+    what two tables' columns are compared by when each table prefixes its own."""
     words = name_words(name)
+    return "".join(words[len(prefix):] if words[:len(prefix)] == prefix else words)
+
+
+_RUN_TOGETHER = ("key", "id", "number")
+"""Identifier words a name may run into the word before them (``orderkey``, ``linenumber``)."""
+
+
+def subject(name: str, prefix: list[str] | None = None) -> str:
+    """What an identifier identifies, in words (``widgetID`` -> ``widget``, ``crate_line_no``
+    -> ``crate line``, ``l_orderkey`` with its table's prefix ``l`` -> ``order``); other names
+    as their words (``step`` -> ``step``)."""
+    words = name_words(name)
+    if prefix and words[:len(prefix)] == prefix and len(words) > len(prefix):
+        words = words[len(prefix):]
     if len(words) > 1 and words[-1] in IDENTIFIER_WORDS:
         words = words[:-1]
+    elif len(words) == 1 and prefix is not None:  # one word: an identifier word run into it
+        ending = next((w for w in _RUN_TOGETHER if words[0].endswith(w)
+                       and len(words[0]) >= len(w) + 3), None)
+        if ending:
+            words = [words[0][:-len(ending)]]
     return " ".join(words) or name
 
 
-def key_grain(key: list[str]) -> str | None:
+def key_grain(key: list[str], prefix: list[str] | None = None) -> str | None:
     """One row per what a key's columns identify, in words: ``[widgetID, batchNo, step]`` ->
-    "one row per widget, batch and step" (None without a key)."""
+    "one row per widget, batch and step"; ``[l_orderkey, l_linenumber]`` with their table's
+    prefix ``l`` (column_prefix) -> "one row per order and line" (None without a key)."""
     if not key:
         return None
-    words = [subject(c) for c in key]
+    words = [subject(c, prefix) for c in key]
     said = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
     return f"one row per {said}"
 

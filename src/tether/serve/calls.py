@@ -2,7 +2,8 @@
 
 :data:`STEPS` run in order over a :class:`Turn` (the call as it stands): who calls
 (:class:`Identify`), which version of which tool (:class:`Pin`), a product named by its tool's
-name (:class:`ProductByTool`), the answer (:class:`Execute`: the server's own for search, else
+name (:class:`ProductByTool`), its arguments given beside ``arguments`` read inside it
+(:class:`ArgumentsInside`), the answer (:class:`Execute`: the server's own for search, else
 the executor's policy path in a worker thread, with the schema check beside it), what the server
 adds to the result (:class:`Stamp`: the probe's way to the rows, schema drift, the product read
 by tool name, deprecation), and the found product mounted in the caller's session
@@ -40,6 +41,7 @@ class Turn:
     role: str = "?"
     entry: Version | None = None
     named: dict[str, str] | None = None
+    inside: list[str] = field(default_factory=list)  # given beside `arguments`, read inside
     call: Call | None = None  # the call the executor ran (None: answered by the server)
     drift: str | None = None
     answered: Answered | None = None
@@ -93,6 +95,17 @@ class ProductByTool:
         turn.args, turn.named = server.product_by_tool(turn.user, turn.entry, turn.args)
 
 
+class ArgumentsInside:
+    """A product's arguments given beside ``product`` instead of inside ``arguments`` (models
+    flatten the call) are read inside it, and the result says so."""
+
+    name = "arguments_inside"
+
+    async def __call__(self, server: TetherServer, turn: Turn) -> None:
+        assert turn.entry is not None
+        turn.args, turn.inside = server.arguments_inside(turn.entry, turn.args)
+
+
 class Execute:
     """The answer: the server's own for a kind it answers itself (search), else the executor's
     (schema check and answer in one worker thread)."""
@@ -127,6 +140,10 @@ class Stamp:
             result["schema_drift"] = turn.drift
         if turn.named is not None:
             result["product_from_tool"] = turn.named
+        if turn.inside:  # said as the product's parameter each was read as, inside arguments
+            read = dict(result.get("interpreted") or {})
+            result["interpreted"] = {**{k: f"arguments.{read.pop(k, k)}" for k in turn.inside},
+                                     **read}
         entry = turn.entry
         if entry.successor is not None:
             result["deprecation"] = (
@@ -151,5 +168,6 @@ class Mount:
                   f"({type(e).__name__}: {e})", file=sys.stderr, flush=True)
 
 
-STEPS: tuple[Step, ...] = (Identify(), Pin(), ProductByTool(), Execute(), Stamp(), Mount())
+STEPS: tuple[Step, ...] = (Identify(), Pin(), ProductByTool(), ArgumentsInside(), Execute(),
+                           Stamp(), Mount())
 """A tools/call's steps, in order."""

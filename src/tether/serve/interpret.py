@@ -3,7 +3,8 @@
 A model that calls a tool often names an argument by what it means rather than by the
 parameter's name: the column it filters (``widget_id`` for ``canonical_widget_id``, whose
 column is ``widget_id``), an identifier scheme the parameter accepts, a glossary word for the
-column (``area``), or the name in another case style (``binColour``). And it sometimes puts a
+column (``area``), the product whose key the parameter holds (``shelf`` for ``bx_shelfnum``,
+which holds ``shelf``'s key), or the name in another case style (``binColour``). And it sometimes puts a
 value under the wrong parameter (``step: "NORTH"`` where NORTH is a bin's area). Before the
 arguments are checked, each unknown name that names exactly one parameter is used as that
 parameter, and each enum value given to a parameter that does not hold it, but that exactly one
@@ -29,6 +30,7 @@ from tether.config import TetherConfig
 from tether.context.meta import ToolContext, enum_of
 from tether.context.names import IDENTIFIER_WORDS, name_words, ref_column
 from tether.serve.arguments import validator
+from tether.toolgen.describe import singular
 from tether.toolgen.model import AGGREGATE, QueryPlan
 from tether.toolgen.plan import ArgumentError
 
@@ -57,12 +59,27 @@ def _names(definition: dict[str, Any], plan: QueryPlan, config: TetherConfig
         said |= set(schemes.get(param, []))
         if ctx.canonical_ids.get(param):
             said.add(ctx.canonical_ids[param])
+        for r in refs:  # the product whose key it holds names it too ("customer": 42)
+            said |= _referenced(config, str(r))
         fields = {str(r).lower() for r in refs}
         for term, t in config.glossary.items():
             if fields & {x.lower() for x in t.fields}:
                 said |= {term, *t.synonyms}
         out[param] = {norm(x) for x in said if x}
     return out
+
+
+def _referenced(config: TetherConfig, column: str) -> set[str]:
+    """The product whose single-column key ``product.column`` holds (a many-to-one relationship
+    in tether.yaml, else another product keyed by that very name), as its name and its
+    singular; empty for none."""
+    product, name = ref_column(column)
+    found = {r.to.partition(".")[0] for r in config.relationships
+             if r.from_ == f"{product}.{name}" and r.kind in ("many_to_one", "one_to_one")}
+    found |= {other for other, p in config.products.items()
+              if other != product and p.primary_key == [name]}
+    found = {f for f in found if f in config.products}
+    return {n for f in found for n in (f, singular(f))} if len(found) == 1 else set()
 
 
 def named_by(given: str, definition: dict[str, Any], plan: QueryPlan, config: TetherConfig

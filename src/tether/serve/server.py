@@ -531,6 +531,28 @@ class TetherServer:
         return ({**args, "product": listing.plan.product},
                 {"given": name, "product": listing.plan.product})
 
+    def arguments_inside(self, entry: Version, args: dict[str, Any]
+                         ) -> tuple[dict[str, Any], list[str]]:
+        """For the generic listing, the names given beside ``product`` and ``arguments`` (a
+        flattened call: ``{"product": "orders", "limit": 5}``): read inside ``arguments``, and
+        which they were (the result says so). The product's own tool then takes, interprets or
+        refuses each as if it had been written there; a name given both ways with two values
+        is refused."""
+        props = (entry.definition.get("inputSchema") or {}).get("properties") or {}
+        beside = [k for k in args if k not in props]
+        given = args.get("arguments")
+        if (not beside or not kind(entry.plan.kind).over_listings
+                or not isinstance(args.get("product"), str)
+                or not isinstance(given if given is not None else {}, dict)):
+            return args, []
+        inner = dict(given or {})
+        twice = [k for k in beside if k in inner and inner[k] != args[k]]
+        if twice:
+            raise ToolError(f"{', '.join(twice)[:200]} given both beside and inside arguments, "
+                            "with different values; give each once, inside arguments")
+        inner.update({k: args[k] for k in beside})
+        return {**{k: v for k, v in args.items() if k in props}, "arguments": inner}, beside
+
     def _refuse_unreached(self, user: str, product: str) -> NoReturn:
         """A product the caller does not reach: denied by the role's tables (a refusal that
         says so), else unknown to them (no listing tool they may call)."""

@@ -10,7 +10,7 @@ from sqlglot import exp
 from tether.config import ProductConfig
 from tether.context.config_model import api_product
 from tether.context.meta import enum_of
-from tether.context.names import key_grain, ref, words_of
+from tether.context.names import column_prefix, key_grain, ref, words_of
 from tether.context.profile import ColumnProfile
 from tether.context.timeformat import says
 from tether.profiling.formats import is_money
@@ -222,7 +222,8 @@ def _listing_sentences(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnP
     if p.grain:
         question, each = f"Which {plural(noun)} match", f"one row per {noun}"
     elif len(p.primary_key) > 1:  # a composite key says the grain (context/names.py)
-        question, each = f"Which rows of {words} match", str(key_grain(p.primary_key))
+        question, each = f"Which rows of {words} match", str(key_grain(
+            p.primary_key, column_prefix([c.column.name for c in cols])))
     elif words.endswith("s") and not words.endswith("ss"):  # a plural table name: a noun
         question, each = f"Which {words} match", f"one row per {singular(words)}"
     else:  # a mass noun ("weather", "inventory"): no plural is made up
