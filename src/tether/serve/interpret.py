@@ -264,6 +264,15 @@ def _misfits(prop: dict[str, Any], values: list[Any]) -> bool:
         return False
 
 
+def _in_its_case(value: Any, prop: dict[str, Any]) -> str | None:
+    """A text that misses its parameter's format as written but fits it in exactly one other
+    case (upper or lower), so spelled; else None."""
+    if not isinstance(value, str):
+        return None
+    fits = {v for v in (value.upper(), value.lower()) if v != value and not _misfits(prop, [v])}
+    return fits.pop() if len(fits) == 1 else None
+
+
 def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]:
     """Enum values given to a filter parameter (``props``: the filters') that does not hold
     them (an enum without them, or a pattern none of them fits), moved (in ``args``) to the one
@@ -275,7 +284,8 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
     LARGE`` is dropped), so nothing widens; so is an id given to two parameters where it
     misses one's format and fits the other's (``part_code: W-1`` beside ``widget_id: W-1``).
     A parameter's own value written in another case (``large``) is spelled as its enum lists
-    it."""
+    it, or, for a parameter of too many values to list, in the one case its format takes
+    (``lg box`` for ``^[A-Z ]{6,10}$``)."""
     out: list[tuple[Any, str]] = []
     for k in list(args):
         own = enum_of(props.get(k))
@@ -308,6 +318,9 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
                 args[again[0]] = again[1]
                 out += [(c, again[0]) for c in (again[1] if isinstance(again[1], list)
                                                 else [again[1]])]
+            elif own is None and (respelled := _in_its_case(value, props.get(k) or {})):
+                args[k] = respelled  # no other home: its own format, in another case
+                out.append((respelled, k))
             continue
         home, canonical = held
         del args[k]  # a list where the parameter takes several, else the one value

@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from tether.context.meta import enum_of
 from tether.context.names import name_words, ref, ref_column, ref_parts
 from tether.policy.entitle import Refusal, table_allowed
 from tether.profiling.formats import MONEY_UNITS, is_money
@@ -245,6 +246,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
         out["window"] = listing_window(ex, call)
     why_empty(out, call, ex.project.config)
     unknown_entity(ex, out, call)
+    other_case(ex, out, call)
     return Answered(out, ex.evidence(call, src, src.display(secured), params,
                                        [product, *via], as_of=[product]))
 
@@ -343,6 +345,7 @@ def run(ex: Executor, call: Call) -> Answered:
     if not call.args.get("cursor"):
         why_empty(out, call, ex.project.config)
         unknown_entity(ex, out, call)
+        other_case(ex, out, call)
     return Answered(out, ex.evidence(call, src, shown_text, params, [product, *via],
                                        as_of=[product]))
 
@@ -430,6 +433,42 @@ def unknown_entity(ex: Executor, out: dict[str, Any], call: Call) -> None:
             return
 
 
+def other_case(ex: Executor, out: dict[str, Any], call: Call) -> None:
+    """Nothing matched a text value as written, but exactly one value of that column among the
+    rows the caller may see is the same text in another case (``brand#7`` for ``Brand#7``, a
+    column of too many values for the schema to list them): the result says which, to call
+    again with (a zero read as the answer was the failure). One look-up, only for an empty
+    result, over the caller's own rows (row filter applied; a masked column never filters)."""
+    product = call.plan.product
+    if (not product or out.get("total_rows", 0 if not out.get("rows") else 1) != 0
+            or call.args.get("cursor")):
+        return
+    config = ex.project.config
+    props = (call.definition.get("inputSchema") or {}).get("properties") or {}
+    masks, _ = ex.policy_of(call.user, product)
+    for f in call.plan.filters:
+        value = call.args.get(f.param)
+        table, column = ref_column(f.column)
+        if (not isinstance(value, str) or f.routes or enum_of(props.get(f.param)) is not None
+                or table != product or "." in column or column in masks):
+            continue
+        rel = ex.relation(call.user, product)
+        src = ex.source(config.products[product].source)
+        col = exp.column(column, table="q", quoted=True)
+        q = (exp.select(col).distinct().from_(rel.subquery("q"))
+             .where(exp.EQ(this=exp.Lower(this=exp.cast(col.copy(), "text")),
+                           expression=exp.Lower(this=exp.Placeholder(this="other_case"))))
+             .limit(2))
+        found = [r[0] for r in src.run(src.render(q), {**rel.params, "other_case": value},
+                                       ex.timeout)]
+        if len(found) == 1 and isinstance(found[0], str) and found[0] != value:
+            said = (f"no row you may see has {f.param} {value[:80]!r} as written; "
+                    f"{found[0][:80]!r} (another case) is one of its values: call again with it")
+            out["empty_reason"] = (f"{out['empty_reason']}; {said}" if out.get("empty_reason")
+                                   else said)
+            return
+
+
 def listing_words(result: dict[str, Any]) -> str:
     shown, total = result.get("row_count", 0), result.get("total_rows")
     if not isinstance(total, int):
@@ -489,8 +528,8 @@ def aggregate_words(result: dict[str, Any]) -> str:
            "the top ones)" if result.get("truncated") else "")
     implied = (f"; order without order_by read as order_by {agg['order_by']}"
                if agg.get("order_by") else "")
-    return (f"{total} matching rows counted by {by}: " + ", ".join(named) + more + cut
-            + implied)
+    return (f"{total} matching rows counted by {by}" + (": " + ", ".join(named) if named else "")
+            + more + cut + implied)
 
 
 def opening(plan: Any, result: dict[str, Any]) -> str:
