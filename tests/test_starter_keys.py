@@ -319,3 +319,33 @@ def test_tables_that_prefix_their_own_columns(tmp_path: Path) -> None:
         want = con.execute("SELECT count(*) FROM box WHERE bx_shelfnum = 2").fetchone()[0]
     assert got["total_rows"] == want == 50
     assert {row["bx_shelfnum"] for row in got["rows"]} == {2}
+
+
+def test_a_reference_is_checked_in_one_join_on_postgresql(pg_url: str, monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """The inclusion check is one join, not a look-up per value: on PostgreSQL, with no index on
+    a key `tether init` inferred, 40,000 values against 40,000 keys are decided well inside the
+    check's time limit (a NOT EXISTS per value ran as a subplan, scanning the keys' table once
+    for each value, and gave up: no relationship)."""
+    import psycopg
+
+    from tether.profiling import joins
+
+    schema = f"refs_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute(f'CREATE SCHEMA "{schema}"')
+        c.execute(f'CREATE TABLE "{schema}".hulls AS SELECT i AS hu_hullkey, i % 7 AS hu_deck '
+                  "FROM generate_series(1, 40000) i")
+        c.execute(f'CREATE TABLE "{schema}".rivets AS SELECT i AS rv_rivetkey, '
+                  "1 + (i * 7919) % 40000 AS rv_hullkey FROM generate_series(1, 80000) i")
+    try:
+        monkeypatch.setattr(joins, "TIMEOUT", 5.0)
+        config = SourceConfig.model_validate({"url": pg_url, "schema": schema})
+        with open_source("main", config, Path(".")) as src:
+            products = infer_products(src)
+            found = [(r.child.table, r.column, r.parent.table, r.key)
+                     for r in joins.infer_references(src, products)]
+        assert found == [("rivets", "rv_hullkey", "hulls", "hu_hullkey")]
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA "{schema}" CASCADE')

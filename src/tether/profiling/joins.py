@@ -112,14 +112,16 @@ def _included(src: Source, ref: Reference) -> bool:
     values = (exp.select(col.as_("v", quoted=True)).distinct()
               .from_(src.table_expr(ref.child.table)).where(exp.Not(this=exp.Is(
                   this=col.copy(), expression=exp.Null()))))
-    key = exp.column(ref.key, table="k", quoted=True)
-    found = (exp.select(exp.Literal.number(1))
-             .from_(src.table_expr(ref.parent.table).as_("k", quoted=True))
-             .where(exp.EQ(this=key, expression=exp.column("v", table="d", quoted=True))))
-    missing = exp.If(this=exp.Not(this=exp.Exists(this=found)), true=exp.Literal.number(1),
-                     false=exp.Literal.number(0))
-    q = exp.select(exp.func("COUNT", exp.Star()), exp.func("SUM", missing)).from_(
-        values.subquery("d", copy=False))
+    keys = (exp.select(exp.column(ref.key, quoted=True).as_("k", quoted=True)).distinct()
+            .from_(src.table_expr(ref.parent.table)))
+    # a join, not NOT EXISTS per value: an engine that runs the latter as a subplan scans the
+    # key's table once for every value (PostgreSQL, with no index on an inferred key)
+    found = exp.column("k", table="p", quoted=True)
+    q = (exp.select(exp.func("COUNT", exp.Star()), exp.Sub(
+            this=exp.func("COUNT", exp.Star()), expression=exp.func("COUNT", found)))
+         .from_(values.subquery("d", copy=False))
+         .join(keys.subquery("p", copy=False), join_type="left", on=exp.EQ(
+             this=found.copy(), expression=exp.column("v", table="d", quoted=True))))
     try:
         distinct, absent = src.query(q, timeout=TIMEOUT)[0]
     except (QueryError, SourceError):
