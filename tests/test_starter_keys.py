@@ -19,7 +19,14 @@ import yaml
 
 from conftest import run_cli
 from tether.config import SourceConfig
-from tether.context.names import identifier_like, key_grain, name_words, subject
+from tether.context.names import (
+    bare_name,
+    column_prefix,
+    identifier_like,
+    key_grain,
+    name_words,
+    subject,
+)
 from tether.profiling.starter import infer_products
 from tether.sources import open_source
 
@@ -92,6 +99,13 @@ def test_names_are_split_into_their_words() -> None:
     assert key_grain(["playerID", "yearNum", "stint"]) == (
         "one row per player, year num and stint")
     assert key_grain([]) is None
+    # a table that prefixes its own columns: the prefix set aside, an identifier word run into
+    # the word before it split off (never from a word too short to be one: "valid", "humid")
+    assert column_prefix(["bs_boxkey", "bs_slotNumber", "bs_fill"]) == ["bs"]
+    assert column_prefix(["box_id", "box"]) == [] and column_prefix(["a_x"]) == []
+    assert key_grain(["bs_boxkey", "bs_slotNumber"], ["bs"]) == "one row per box and slot"
+    assert [subject(n, []) for n in ("valid", "humid", "userid")] == ["valid", "humid", "user"]
+    assert bare_name("bx_ShelfNum", ["bx"]) == bare_name("sh_shelfnum", ["sh"]) == "shelfnum"
     # search reads names as words too: "hall of fame" finds a table named HallOfFame
     from tether.serve.discovery import words
 

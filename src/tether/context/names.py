@@ -74,8 +74,10 @@ def bare_name(name: str, prefix: list[str]) -> str:
     return "".join(words[len(prefix):] if words[:len(prefix)] == prefix else words)
 
 
-_RUN_TOGETHER = ("key", "id", "number")
-"""Identifier words a name may run into the word before them (``orderkey``, ``linenumber``)."""
+_RUN_TOGETHER = {"key": 3, "number": 3, "id": 4}
+"""Identifier words a name may run into the word before them (``orderkey``, ``linenumber``,
+``userid``), each with the fewest letters that word must keep (many a word ends in "id":
+``valid``, ``humid``)."""
 
 
 def subject(name: str, prefix: list[str] | None = None) -> str:
@@ -88,8 +90,8 @@ def subject(name: str, prefix: list[str] | None = None) -> str:
     if len(words) > 1 and words[-1] in IDENTIFIER_WORDS:
         words = words[:-1]
     elif len(words) == 1 and prefix is not None:  # one word: an identifier word run into it
-        ending = next((w for w in _RUN_TOGETHER if words[0].endswith(w)
-                       and len(words[0]) >= len(w) + 3), None)
+        ending = next((w for w, least in _RUN_TOGETHER.items() if words[0].endswith(w)
+                       and len(words[0]) >= len(w) + least), None)
         if ending:
             words = [words[0][:-len(ending)]]
     return " ".join(words) or name
