@@ -608,3 +608,27 @@ def test_report_shows_the_regression_suite_before_and_after(request: pytest.Fixt
     assert report["before"]["correct"] == 0 and report["flipped"] == []
     text = run_cli("learn", "report", str(p.id), "--project", str(d)).stdout
     assert "regression suite" in text and "correct_and_grounded" in text
+
+
+@pytest.mark.parametrize("which", ["demo", "second"])
+def test_arguments_given_beside_the_product_teach_only_their_names(
+        which: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """Calls that flatten rows_from_data_product (the product's arguments beside ``product``)
+    are read inside ``arguments``; learn notes the parameter a caller named another way
+    (``salesRegion`` for ``sales_region``), never the shape of the call (``limit`` given beside
+    the product names ``limit``: nothing to note)."""
+    d = _project(which, request, tmp_path / "p")
+    la, param, values = next(
+        (la, p, list(v)) for la in _listings(d).values() for p in la.params
+        if "_" in p and (v := enum_of(la.props.get(p) or {})) and len(v) >= 2)
+    camel = re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), param)
+    calls = [("rows_from_data_product", {"product": la.product, camel: [values[0]],
+                                         "limit": 1})] * 3
+    results = call_tools(load_project(d), _widest_user(d), calls, dedicated_tools="none")
+    assert not results[0].is_error, results[0].content[0].text
+    assert results[0].structured_content["interpreted"] == {
+        camel: f"arguments.{param}", "limit": "arguments.limit"}
+    props = [p for p in learn(load_project(d)).proposals
+             if p.rule == "interpreted_arguments" and p.tool == la.tool]
+    assert [p.change.sentence for p in props] == [
+        f"Pass it as {param} (callers have written {camel})"]

@@ -22,6 +22,7 @@ import anyio
 
 from tether.context.meta import pin_of
 from tether.policy.model import role_of
+from tether.serve.interpret import INSIDE
 from tether.serve.kinds import Answered, Call, runner
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ class Stamp:
             result["product_from_tool"] = turn.named
         if turn.inside:  # said as the product's parameter each was read as, inside arguments
             read = dict(result.get("interpreted") or {})
-            result["interpreted"] = {**{k: f"arguments.{read.pop(k, k)}" for k in turn.inside},
+            result["interpreted"] = {**{k: INSIDE + read.pop(k, k) for k in turn.inside},
                                      **read}
         entry = turn.entry
         if entry.successor is not None:

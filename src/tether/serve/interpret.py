@@ -34,6 +34,10 @@ from tether.toolgen.describe import singular
 from tether.toolgen.model import AGGREGATE, QueryPlan
 from tether.toolgen.plan import ArgumentError
 
+INSIDE = "arguments."
+"""How a result says an argument given beside the generic listing's product was read inside its
+``arguments`` (``interpreted: {"limit": "arguments.limit"}``; serve/calls.py)."""
+
 
 def norm(name: str) -> str:
     """A name's words, any identifier word as ``id`` (``widget_id`` and ``widgetNo`` both name

@@ -14,7 +14,7 @@ from tether.context.meta import enum_of
 from tether.learn.model import MIN_SUPPORT, Proposal, quoted, rule
 from tether.learn.observe import CallSeen, Listing, Observed
 from tether.learn.rules.common import proposal
-from tether.serve.interpret import named_by
+from tether.serve.interpret import INSIDE, named_by
 from tether.toolgen.model import QueryPlan
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.]{0,63}$")
@@ -39,7 +39,10 @@ def interpreted_arguments(seen: Observed) -> list[Proposal]:
         if la is None:
             continue
         for given, param in c.interpreted.items():
-            if param not in la.params or not _NAME.match(given):
+            # given beside rows_from_data_product's product, read inside its arguments: a name
+            # of the product's own is a call's shape, not a misnaming (nothing to note)
+            param = param.removeprefix(INSIDE)
+            if param not in la.params or not _NAME.match(given) or given == param:
                 continue
             if (la.tool, given) not in meant:  # a name its words mean, never one read from
                 meant[(la.tool, given)] = _named_by(seen, la, given)  # the values given with it
