@@ -363,3 +363,21 @@ def test_a_reference_is_checked_in_one_join_on_postgresql(pg_url: str, monkeypat
     finally:
         with psycopg.connect(pg_url, autocommit=True) as c:
             c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def test_two_tables_own_ids_are_not_named_for_each_other(tmp_path: Path) -> None:
+    """Each table prefixing its own columns and keyed by its own ``<prefix>_id``: a part of one
+    table's composite key, ``lt_id`` (1..10), is not named for another table's ``vt_id`` (1..40)
+    by the bare word "id" they share; as a number low in that key's run it is no relationship."""
+    db = tmp_path / "ids.duckdb"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE vat AS SELECT i AS vt_id, 'vat ' || i AS vt_label "
+                    "FROM range(1, 41) t(i)")
+        con.execute("CREATE TABLE lot AS SELECT i AS lt_id, s AS lt_step, i * s * 0.5 AS "
+                    "lt_mass FROM range(1, 11) t(i), range(1, 4) u(s)")
+    r = run_cli("init", "p", "--source", f"duckdb:///{db}", cwd=tmp_path,
+                env={"TETHER_USER": "x"})
+    assert r.returncode == 0, r.stderr
+    cfg = yaml.safe_load((tmp_path / "p" / "tether.yaml").read_text())
+    assert cfg["products"]["lot"]["primary_key"] == ["lt_id", "lt_step"]
+    assert "relationships" not in cfg

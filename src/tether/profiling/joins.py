@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from tether.context.names import bare_name, column_prefix, identifier_like
+from tether.context.names import IDENTIFIER_WORDS, bare_name, column_prefix, identifier_like
 from tether.errors import QueryError, SourceError
 
 if TYPE_CHECKING:
@@ -98,7 +98,9 @@ def _pairs(products: list[StarterProduct]) -> Iterator[tuple[int, Reference]]:
                 if (parent is child or key == c.name or "." in key or kind != c.kind
                         or None in (plo, phi)):
                     continue
-                named = bare == bare_name(key, prefix[id(parent)])
+                # named for the key: its name without the prefixes, more than an identifier
+                # word (two tables' own "t_id" and "u_id" are not named for each other)
+                named = bare == bare_name(key, prefix[id(parent)]) and bare not in IDENTIFIER_WORDS
                 if c.kind == "integer" and not (named or identifier_like(c.name)):
                     continue
                 fit = _fit(*bounds, plo, phi, text=c.kind == "string", named=named)
