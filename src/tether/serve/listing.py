@@ -10,6 +10,7 @@ from sqlglot import exp
 
 from tether.context.meta import enum_of
 from tether.context.names import name_words, ref, ref_column, ref_parts
+from tether.errors import QueryError, SourceError
 from tether.policy.entitle import Refusal, table_allowed
 from tether.profiling.formats import MONEY_UNITS, is_money
 from tether.serve import pagination
@@ -459,8 +460,11 @@ def other_case(ex: Executor, out: dict[str, Any], call: Call) -> None:
              .where(exp.EQ(this=exp.Lower(this=exp.cast(col.copy(), "text")),
                            expression=exp.Lower(this=exp.Placeholder(this="other_case"))))
              .limit(2))
-        found = [r[0] for r in src.run(src.render(q), {**rel.params, "other_case": value},
-                                       ex.timeout)]
+        try:
+            found = [r[0] for r in src.run(src.render(q), {**rel.params, "other_case": value},
+                                           ex.timeout)]
+        except (QueryError, SourceError):  # a hint that cannot be read leaves the answer be
+            return
         if len(found) == 1 and isinstance(found[0], str) and found[0] != value:
             said = (f"no row you may see has {f.param} {value[:80]!r} as written; "
                     f"{found[0][:80]!r} (another case) is one of its values: call again with it")
