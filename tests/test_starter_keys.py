@@ -289,6 +289,19 @@ def test_a_column_holding_another_tables_key_is_a_relationship(tmp_path: Path) -
     assert "crew" not in props.get("count_by", {}).get("enum", [])
 
 
+def _init_tables(tmp_path: Path, db: Path, statements: list[str]) -> dict[str, Any]:
+    """A DuckDB file made by ``statements``, `tether init` on it in ``tmp_path / "p"``, and the
+    tether.yaml it wrote."""
+    with duckdb.connect(str(db)) as con:
+        for sql in statements:
+            con.execute(sql)
+    r = run_cli("init", "p", "--source", f"duckdb:///{db}", cwd=tmp_path,
+                env={"TETHER_USER": "x"})
+    assert r.returncode == 0, r.stderr
+    loaded: dict[str, Any] = yaml.safe_load((tmp_path / "p" / "tether.yaml").read_text())
+    return loaded
+
+
 def test_tables_that_prefix_their_own_columns(tmp_path: Path) -> None:
     """Where each table prefixes its columns with a word of its own (``bx_shelfnum`` in one
     table, ``sh_shelfnum`` the other's key), a column named for another table's key without
@@ -297,17 +310,13 @@ def test_tables_that_prefix_their_own_columns(tmp_path: Path) -> None:
     Its listing takes it as a parameter (by the other product's name too) and counts by it, never
     totals it, and the grain reads without the prefixes."""
     db = tmp_path / "prefixed.duckdb"
-    with duckdb.connect(str(db)) as con:
-        con.execute("CREATE TABLE shelf AS SELECT i AS sh_shelfnum, 'aisle ' || (i % 3) "
-                    "AS sh_aisle FROM range(1, 7) t(i)")
-        con.execute("CREATE TABLE box AS SELECT i AS bx_boxkey, 1 + i % 6 AS bx_shelfnum, "
-                    "1 + i % 5 AS bx_tier, i * 1.5 AS bx_mass FROM range(1, 301) t(i)")
-        con.execute("CREATE TABLE box_slot AS SELECT b AS bs_boxkey, s AS bs_slotnumber, "
-                    "(b * s) % 9 AS bs_fill FROM range(1, 301) t(b), range(1, 4) u(s)")
-    r = run_cli("init", "p", "--source", f"duckdb:///{db}", cwd=tmp_path,
-                env={"TETHER_USER": "x"})
-    assert r.returncode == 0, r.stderr
-    cfg = yaml.safe_load((tmp_path / "p" / "tether.yaml").read_text())
+    cfg = _init_tables(tmp_path, db, [
+        "CREATE TABLE shelf AS SELECT i AS sh_shelfnum, 'aisle ' || (i % 3) AS sh_aisle "
+        "FROM range(1, 7) t(i)",
+        "CREATE TABLE box AS SELECT i AS bx_boxkey, 1 + i % 6 AS bx_shelfnum, 1 + i % 5 AS "
+        "bx_tier, i * 1.5 AS bx_mass FROM range(1, 301) t(i)",
+        "CREATE TABLE box_slot AS SELECT b AS bs_boxkey, s AS bs_slotnumber, (b * s) % 9 AS "
+        "bs_fill FROM range(1, 301) t(b), range(1, 4) u(s)"])
     assert cfg["products"]["box_slot"]["primary_key"] == ["bs_boxkey", "bs_slotnumber"]
     assert sorted(cfg["relationships"], key=lambda x: x["from"]) == [
         {"from": "box.bx_shelfnum", "to": "shelf.sh_shelfnum", "kind": "many_to_one"},
@@ -369,15 +378,9 @@ def test_two_tables_own_ids_are_not_named_for_each_other(tmp_path: Path) -> None
     """Each table prefixing its own columns and keyed by its own ``<prefix>_id``: a part of one
     table's composite key, ``lt_id`` (1..10), is not named for another table's ``vt_id`` (1..40)
     by the bare word "id" they share; as a number low in that key's run it is no relationship."""
-    db = tmp_path / "ids.duckdb"
-    with duckdb.connect(str(db)) as con:
-        con.execute("CREATE TABLE vat AS SELECT i AS vt_id, 'vat ' || i AS vt_label "
-                    "FROM range(1, 41) t(i)")
-        con.execute("CREATE TABLE lot AS SELECT i AS lt_id, s AS lt_step, i * s * 0.5 AS "
-                    "lt_mass FROM range(1, 11) t(i), range(1, 4) u(s)")
-    r = run_cli("init", "p", "--source", f"duckdb:///{db}", cwd=tmp_path,
-                env={"TETHER_USER": "x"})
-    assert r.returncode == 0, r.stderr
-    cfg = yaml.safe_load((tmp_path / "p" / "tether.yaml").read_text())
+    cfg = _init_tables(tmp_path, tmp_path / "ids.duckdb", [
+        "CREATE TABLE vat AS SELECT i AS vt_id, 'vat ' || i AS vt_label FROM range(1, 41) t(i)",
+        "CREATE TABLE lot AS SELECT i AS lt_id, s AS lt_step, i * s * 0.5 AS lt_mass "
+        "FROM range(1, 11) t(i), range(1, 4) u(s)"])
     assert cfg["products"]["lot"]["primary_key"] == ["lt_id", "lt_step"]
     assert "relationships" not in cfg
