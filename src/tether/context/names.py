@@ -51,8 +51,8 @@ def identifier_like(name: str) -> bool:
 
 
 def column_prefix(names: list[str]) -> list[str]:
-    """The leading words every column of a table shares (``l_orderkey``, ``l_partkey`` -> ``l``;
-    ``custName``, ``custId`` -> ``cust``), where a table names its columns so: a convention of
+    """The leading words every column of a table shares (``bx_boxkey``, ``bx_shelfnum`` -> ``bx``;
+    ``vatLabel``, ``vatId`` -> ``vat``), where a table names its columns so: a convention of
     the table, not part of what a column holds. Empty for fewer than two columns or where a
     column would be left with no word of its own."""
     split = [name_words(n) for n in names]
@@ -68,21 +68,22 @@ def column_prefix(names: list[str]) -> list[str]:
 
 def bare_name(name: str, prefix: list[str]) -> str:
     """A column's name without its table's shared leading words, its words run together
-    (``o_custkey`` with prefix ``o`` -> ``custkey``; ``c_CustKey`` with ``c`` -> ``custkey``):
+    (``bx_shelfnum`` with prefix ``bx`` -> ``shelfnum``; ``sh_ShelfNum`` with ``sh`` ->
+    ``shelfnum``):
     what two tables' columns are compared by when each table prefixes its own."""
     words = name_words(name)
     return "".join(words[len(prefix):] if words[:len(prefix)] == prefix else words)
 
 
 _RUN_TOGETHER = {"key": 3, "number": 3, "id": 4}
-"""Identifier words a name may run into the word before them (``orderkey``, ``linenumber``,
+"""Identifier words a name may run into the word before them (``boxkey``, ``slotnumber``,
 ``userid``), each with the fewest letters that word must keep (many a word ends in "id":
 ``valid``, ``humid``)."""
 
 
 def subject(name: str, prefix: list[str] | None = None) -> str:
     """What an identifier identifies, in words (``widgetID`` -> ``widget``, ``crate_line_no``
-    -> ``crate line``, ``l_orderkey`` with its table's prefix ``l`` -> ``order``); other names
+    -> ``crate line``, ``bs_boxkey`` with its table's prefix ``bs`` -> ``box``); other names
     as their words (``step`` -> ``step``)."""
     words = name_words(name)
     if prefix and words[:len(prefix)] == prefix and len(words) > len(prefix):
@@ -99,8 +100,8 @@ def subject(name: str, prefix: list[str] | None = None) -> str:
 
 def key_grain(key: list[str], prefix: list[str] | None = None) -> str | None:
     """One row per what a key's columns identify, in words: ``[widgetID, batchNo, step]`` ->
-    "one row per widget, batch and step"; ``[l_orderkey, l_linenumber]`` with their table's
-    prefix ``l`` (column_prefix) -> "one row per order and line" (None without a key)."""
+    "one row per widget, batch and step"; ``[bs_boxkey, bs_slotnumber]`` with their
+    table's prefix ``bs`` (column_prefix) -> "one row per box and slot" (None without a key)."""
     if not key:
         return None
     words = [subject(c, prefix) for c in key]

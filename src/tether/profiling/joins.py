@@ -8,7 +8,7 @@ starter already read (both ends' smallest and largest values overlapping, within
 type, an identifier's name for numbers: a small count fits inside any run of ids), and at most
 MAX_CHECKS are asked (and MAX_COMPARED pairs looked at).
 
-Where each table prefixes its own columns (``o_custkey`` in one, ``c_custkey`` the other's key),
+Where each table prefixes its own columns (``bx_shelfnum`` in one, ``sh_shelfnum`` the other's key),
 a column whose name without its table's prefix is the key's without its own is named for that
 key: a number of any name or count is then a candidate, asked first, and its values must still
 be the key's.

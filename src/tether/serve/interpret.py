@@ -63,7 +63,7 @@ def _names(definition: dict[str, Any], plan: QueryPlan, config: TetherConfig
         said |= set(schemes.get(param, []))
         if ctx.canonical_ids.get(param):
             said.add(ctx.canonical_ids[param])
-        for r in refs:  # the product whose key it holds names it too ("customer": 42)
+        for r in refs:  # the product whose key it holds names it too ("shelf": 2)
             said |= _referenced(config, str(r))
         fields = {str(r).lower() for r in refs}
         for term, t in config.glossary.items():
@@ -289,7 +289,7 @@ def _moved(args: dict[str, Any], props: dict[str, Any]) -> list[tuple[Any, str]]
     misses one's format and fits the other's (``part_code: W-1`` beside ``widget_id: W-1``).
     A parameter's own value written in another case (``large``) is spelled as its enum lists
     it, or, for a parameter of too many values to list, in the one case its format takes
-    (``lg box`` for ``^[A-Z ]{6,10}$``)."""
+    (``bay cc`` for ``^[A-Z ]{6}$``)."""
     out: list[tuple[Any, str]] = []
     for k in list(args):
         own = enum_of(props.get(k))

@@ -436,7 +436,7 @@ def unknown_entity(ex: Executor, out: dict[str, Any], call: Call) -> None:
 
 def other_case(ex: Executor, out: dict[str, Any], call: Call) -> None:
     """Nothing matched a text value as written, but exactly one value of that column among the
-    rows the caller may see is the same text in another case (``brand#7`` for ``Brand#7``, a
+    rows the caller may see is the same text in another case (``hub-04`` for ``Hub-04``, a
     column of too many values for the schema to list them): the result says which, to call
     again with (a zero read as the answer was the failure). One look-up, only for an empty
     result, over the caller's own rows (row filter applied; a masked column never filters)."""

@@ -534,7 +534,7 @@ class TetherServer:
     def arguments_inside(self, entry: Version, args: dict[str, Any]
                          ) -> tuple[dict[str, Any], list[str]]:
         """For the generic listing, the names given beside ``product`` and ``arguments`` (a
-        flattened call: ``{"product": "orders", "limit": 5}``): read inside ``arguments``, and
+        flattened call: ``{"product": "box", "limit": 5}``): read inside ``arguments``, and
         which they were (the result says so). The product's own tool then takes, interprets or
         refuses each as if it had been written there; a name given both ways with two values
         is refused."""
