@@ -615,8 +615,8 @@ def test_arguments_given_beside_the_product_teach_only_their_names(
         which: str, request: pytest.FixtureRequest, tmp_path: Path) -> None:
     """Calls that flatten rows_from_data_product (the product's arguments beside ``product``)
     are read inside ``arguments``; learn notes the parameter a caller named another way
-    (``salesRegion`` for ``sales_region``), never the shape of the call (``limit`` given beside
-    the product names ``limit``: nothing to note)."""
+    (``salesRegion`` for ``sales_region``), never the shape of the call (``limit`` or the
+    parameter's own name given beside the product: nothing to note)."""
     d = _project(which, request, tmp_path / "p")
     la, param, values = next(
         (la, p, list(v)) for la in _listings(d).values() for p in la.params
@@ -624,10 +624,12 @@ def test_arguments_given_beside_the_product_teach_only_their_names(
     camel = re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), param)
     calls = [("rows_from_data_product", {"product": la.product, camel: [values[0]],
                                          "limit": 1})] * 3
-    results = call_tools(load_project(d), _widest_user(d), calls, dedicated_tools="none")
+    own = [("rows_from_data_product", {"product": la.product, param: [values[0]]})] * 3
+    results = call_tools(load_project(d), _widest_user(d), calls + own, dedicated_tools="none")
     assert not results[0].is_error, results[0].content[0].text
     assert results[0].structured_content["interpreted"] == {
         camel: f"arguments.{param}", "limit": "arguments.limit"}
+    assert results[3].structured_content["interpreted"] == {param: f"arguments.{param}"}
     props = [p for p in learn(load_project(d)).proposals
              if p.rule == "interpreted_arguments" and p.tool == la.tool]
     assert [p.change.sentence for p in props] == [

@@ -8,6 +8,7 @@ sections are ``tether.context.references``; the checks against the source are
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -512,6 +513,30 @@ def api_product(config: TetherConfig, product: str) -> bool:
         return False
     source = config.sources.get(p.source or next(iter(config.sources)))
     return source is not None and source.kind == "openapi"
+
+
+def reference_of(config: TetherConfig, product: str, column: str,
+                 keyed_by: Callable[[tuple[str, ...]], list[str]] | None = None
+                 ) -> tuple[str, str] | None:
+    """The product whose single-column key ``product.column`` holds, and that key: by name
+    (legs.shipment_id -> shipments.shipment_id), else by a many-to-one relationship in
+    tether.yaml (legs.port -> ports.code). A product's own key refers to no sibling keyed
+    alike (one-to-one). ``keyed_by``: an index of products by primary key (else a scan)."""
+    if config.products[product].primary_key == [column]:
+        return None
+    keyed = keyed_by((column,)) if keyed_by is not None else [
+        n for n, p in config.products.items() if p.primary_key == [column]]
+    by_name = next((other for other in keyed if other != product), None)
+    if by_name is not None:
+        return by_name, column
+    for r in config.relationships:
+        here, _, col = r.from_.partition(".")
+        there, _, key = r.to.partition(".")
+        target = config.products.get(there)
+        if (r.kind in ("many_to_one", "one_to_one") and (here, col) == (product, column)
+                and there != product and target is not None and target.primary_key == [key]):
+            return there, key
+    return None
 
 
 class TetherConfig(Model):

@@ -90,7 +90,7 @@ def subject(name: str, prefix: list[str] | None = None) -> str:
         words = words[len(prefix):]
     if len(words) > 1 and words[-1] in IDENTIFIER_WORDS:
         words = words[:-1]
-    elif len(words) == 1 and prefix is not None:  # one word: an identifier word run into it
+    elif len(words) == 1:  # one word: an identifier word run into it
         ending = next((w for w, least in _RUN_TOGETHER.items() if words[0].endswith(w)
                        and len(words[0]) >= len(w) + least), None)
         if ending:

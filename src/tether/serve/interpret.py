@@ -27,6 +27,7 @@ import re
 from typing import Any
 
 from tether.config import TetherConfig
+from tether.context.config_model import reference_of
 from tether.context.meta import ToolContext, enum_of
 from tether.context.names import IDENTIFIER_WORDS, name_words, ref_column
 from tether.serve.arguments import validator
@@ -74,16 +75,10 @@ def _names(definition: dict[str, Any], plan: QueryPlan, config: TetherConfig
 
 
 def _referenced(config: TetherConfig, column: str) -> set[str]:
-    """The product whose single-column key ``product.column`` holds (a many-to-one relationship
-    in tether.yaml, else another product keyed by that very name), as its name and its
-    singular; empty for none."""
-    product, name = ref_column(column)
-    found = {r.to.partition(".")[0] for r in config.relationships
-             if r.from_ == f"{product}.{name}" and r.kind in ("many_to_one", "one_to_one")}
-    found |= {other for other, p in config.products.items()
-              if other != product and p.primary_key == [name]}
-    found = {f for f in found if f in config.products}
-    return {n for f in found for n in (f, singular(f))} if len(found) == 1 else set()
+    """The product whose key ``product.column`` holds (the one its parameter's description
+    names: config_model.reference_of), as its name and its singular; empty for none."""
+    found = reference_of(config, *ref_column(column))
+    return {found[0], singular(found[0])} if found else set()
 
 
 def named_by(given: str, definition: dict[str, Any], plan: QueryPlan, config: TetherConfig

@@ -447,14 +447,14 @@ def other_case(ex: Executor, out: dict[str, Any], call: Call) -> None:
     config = ex.project.config
     props = (call.definition.get("inputSchema") or {}).get("properties") or {}
     masks, _ = ex.policy_of(call.user, product)
+    rel = ex.relation(call.user, product)
+    src = ex.source(config.products[product].source)
     for f in call.plan.filters:
         value = call.args.get(f.param)
         table, column = ref_column(f.column)
         if (not isinstance(value, str) or f.routes or enum_of(props.get(f.param)) is not None
                 or table != product or "." in column or column in masks):
             continue
-        rel = ex.relation(call.user, product)
-        src = ex.source(config.products[product].source)
         col = exp.column(column, table="q", quoted=True)
         q = (exp.select(col).distinct().from_(rel.subquery("q"))
              .where(exp.EQ(this=exp.Lower(this=exp.cast(col.copy(), "text")),

@@ -540,12 +540,11 @@ class TetherServer:
         is refused."""
         props = (entry.definition.get("inputSchema") or {}).get("properties") or {}
         beside = [k for k in args if k not in props]
-        given = args.get("arguments")
+        given = args.get("arguments") or {}
         if (not beside or not kind(entry.plan.kind).over_listings
-                or not isinstance(args.get("product"), str)
-                or not isinstance(given if given is not None else {}, dict)):
+                or not isinstance(args.get("product"), str) or not isinstance(given, dict)):
             return args, []
-        inner = dict(given or {})
+        inner = dict(given)
         twice = [k for k in beside if k in inner and inner[k] != args[k]]
         if twice:
             raise ToolError(f"{', '.join(twice)[:200]} given both beside and inside arguments, "

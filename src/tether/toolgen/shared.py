@@ -16,6 +16,7 @@ from typing import Any, Literal
 from sqlglot import exp
 
 from tether.config import ColumnFacts, MetricConfig, ProductConfig, Project, TetherConfig
+from tether.context.config_model import reference_of
 from tether.context.meta import tool_meta_of
 from tether.context.names import identifier_like
 from tether.context.periods import SCHEMA_FORMS, resolve
@@ -494,23 +495,9 @@ def crosswalk_tool(ctx: Ctx, scheme: str) -> str | None:
 
 
 def reference(ctx: Ctx, product: str, column: str) -> tuple[str, str] | None:
-    """The product whose single-column key this column holds, and that key: by name
-    (legs.shipment_id -> shipments.shipment_id), else by a many-to-one relationship in
-    tether.yaml (legs.port -> ports.code). A product's own key refers to no sibling keyed
-    alike (one-to-one)."""
-    if ctx.config.products[product].primary_key == [column]:
-        return None
-    by_name = next((other for other in ctx.keyed_by((column,)) if other != product), None)
-    if by_name is not None:
-        return by_name, column
-    for r in ctx.config.relationships:
-        here, _, col = r.from_.partition(".")
-        there, _, key = r.to.partition(".")
-        target = ctx.config.products.get(there)
-        if (r.kind in ("many_to_one", "one_to_one") and (here, col) == (product, column)
-                and there != product and target is not None and target.primary_key == [key]):
-            return there, key
-    return None
+    """The product whose single-column key this column holds, and that key
+    (config_model.reference_of, with the build's index of products by key)."""
+    return reference_of(ctx.config, product, column, ctx.keyed_by)
 
 
 def parent_product(ctx: Ctx, product: str, column: str) -> str | None:
