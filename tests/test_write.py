@@ -39,6 +39,7 @@ from writeproject import (
     pg_project,
     refused,
     session,
+    tighten,
 )
 
 
@@ -161,6 +162,75 @@ def test_dry_run_apply_replay_and_undo(made: Made) -> None:
                                              "confirmation": d["confirmation"]}))
     session(made.folder, NORTH, undo)
     assert made.states() == before
+
+
+def _versions(folder: Path, tool: str) -> list[str]:
+    registry = open_registry(load_project(folder))
+    try:
+        return [v.version for v in registry.versions(tool)]
+    finally:
+        registry.close()
+
+
+def test_a_pin_keeps_the_shape_never_the_rules(made: Made) -> None:
+    """After a reviewed tightening, a call pinned to the hold's first version runs under the
+    current version's moves and preconditions (and says so); once the arguments changed too, a
+    pinned write is refused, naming the current version."""
+    tighten(made)
+    first, current = _versions(made.folder, HOLD)
+    made.sql("UPDATE shipments SET value_eur = 20 WHERE shipment_id = 'S001'")
+    pin = {"tether/pin": first}
+
+    async def steps(c: Any) -> Any:
+        packed = await c.call_tool(HOLD, {"shipment_id": "S007"}, meta=pin)
+        dear = await c.call_tool(HOLD, {"shipment_id": "S002"}, meta=pin)
+        dry = await c.call_tool(HOLD, {"shipment_id": "S001"}, meta=pin)
+        applied = await c.call_tool(HOLD, {"shipment_id": "S001", "dry_run": False,
+                                           "confirmation": ok(dry)["confirmation"]}, meta=pin)
+        return packed, dear, applied
+
+    packed, dear, applied = session(made.folder, NORTH, steps)
+    text, reason = refused(packed)
+    assert reason == "forbidden_transition" and "Allowed moves: PENDING -> HELD" in text
+    assert "PACKED -> HELD" not in text.split("Allowed moves:")[1]
+    assert refused(dear)[1] == "forbidden_transition"
+    result = ok(applied)
+    assert result["applied"] is True
+    assert result["pinned"]["asked"] == first and result["pinned"]["ran"] == current
+    assert applied.meta["tether/evidence"]["version"] == current
+    assert made.states()["S001"] == "HELD"
+
+    def sets_depot(actions: dict[str, Any]) -> None:  # the write takes another argument now
+        for name in (HOLD, RELEASE):
+            actions[name]["set"] = ["state", "depot"]
+    tighten(made, sets_depot)
+    newest = _versions(made.folder, HOLD)[-1]
+    text, reason = refused(session(made.folder, NORTH, lambda c: c.call_tool(
+        HOLD, {"shipment_id": "S002"}, meta={"tether/pin": current})))
+    assert reason == "superseded" and f"superseded by {newest}" in text
+    assert made.states()["S002"] == "PACKED"
+
+
+def test_a_key_named_many_times_is_one_row_and_stored_once(made: Made) -> None:
+    """100,000 copies of one key name one row: the dry run, the apply and the registry's record
+    of the write hold it once (a few hundred bytes, not 600 KB)."""
+    many = {"shipment_id": ["S001"] * 100_000}
+
+    async def steps(c: Any) -> Any:
+        dry = ok(await c.call_tool(HOLD, many))
+        return dry, ok(await c.call_tool(HOLD, {**many, "dry_run": False,
+                                                "confirmation": dry["confirmation"]}))
+
+    dry, applied = session(made.folder, NORTH, steps)
+    assert dry["row_count"] == 1 and dry["apply_with"]["shipment_id"] == ["S001"]
+    assert applied["applied"] is True and made.states()["S001"] == "HELD"
+    registry = open_registry(load_project(made.folder))
+    try:
+        (kept,) = [w for w in writes(registry) if w["tool"] == HOLD]
+    finally:
+        registry.close()
+    assert kept["arguments"]["shipment_id"] == ["S001"]
+    assert len(json.dumps(kept["arguments"])) < 200
 
 
 def test_outside_the_row_filter_or_absent_is_one_refusal(made: Made) -> None:

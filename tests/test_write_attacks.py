@@ -15,7 +15,17 @@ from typing import Any
 
 import pytest
 
-from writeproject import NORTH, NORTH2, SOUTH, Made, duckdb_project, ok, pg_project, session
+from writeproject import (
+    NORTH,
+    NORTH2,
+    SOUTH,
+    Made,
+    duckdb_project,
+    ok,
+    pg_project,
+    session,
+    tighten,
+)
 
 HOLD, RELEASE, MOVE = "hold_shipment", "release_shipment", "move_depot"
 Attack = Callable[[Made], bool]
@@ -185,6 +195,55 @@ def racing(n: int) -> Attack:
     return attack
 
 
+def pinned_after_tightening(key: str) -> Attack:
+    """After the approved tightening, a caller pins the hold's old version (1.0.0, inside its
+    deprecation window) for the dry run and the apply: S002 is PACKED (a move 2.0.0 no longer
+    allows), S001 is worth 40 EUR (a precondition 2.0.0 added). Neither may be held."""
+    def attack(made: Made) -> bool:
+        tighten(made)
+        pin = {"tether/pin": "1.0.0"}
+
+        async def steps(c: Any) -> Any:
+            dry = await c.call_tool(HOLD, {"shipment_id": key}, meta=pin)
+            if dry.is_error:
+                return dry
+            return await c.call_tool(HOLD, {"shipment_id": key, "dry_run": False,
+                                            "confirmation": dry.structured_content[
+                                                "confirmation"]}, meta=pin)
+        return _changed_by(made, lambda: session(made.folder, NORTH, steps))
+    return attack
+
+
+def confirmed_before_tightening(made: Made) -> bool:
+    """A dry run made under 1.0.0, spent after 2.0.0 (which forbids the move) is current."""
+    token = _dry(made, NORTH, HOLD, {"shipment_id": "S002"})
+    tighten(made)
+    return _changed_by(made, lambda: _apply(made, NORTH, HOLD, {"shipment_id": "S002"}, token))
+
+
+def released_elsewhere(made: Made) -> bool:
+    """Hold S001 (PENDING), then release it to PACKED: an inverse returns a row to the state it
+    came from, never to another state its moves allow."""
+    ok(_apply(made, NORTH, HOLD, {"shipment_id": "S001"},
+              _dry(made, NORTH, HOLD, {"shipment_id": "S001"})))
+    args = {"shipment_id": "S001", "state": "PACKED"}
+
+    def go() -> Any:
+        r = _call(made, NORTH, RELEASE, args)
+        if r.is_error:
+            return r
+        return _apply(made, NORTH, RELEASE, args, r.structured_content["confirmation"])
+    go()
+    return made.states()["S001"] != "HELD"
+
+
+def confirmation_in_a_list(made: Made) -> bool:
+    """A confirmation is a string: one wrapped in a list is no confirmation."""
+    token = _dry(made, NORTH, HOLD, {"shipment_id": "S002"})
+    return _changed_by(made, lambda: _apply(made, NORTH, HOLD, {"shipment_id": "S002"},
+                                            [token]))  # type: ignore[arg-type]
+
+
 def _flip(token: str) -> str:
     return token[:20] + ("A" if token[20] != "A" else "B") + token[21:]
 
@@ -228,6 +287,11 @@ ATTACKS: dict[str, Attack] = {
     "a precondition over a masked column": masked_precondition,
     "a confirmation in other characters": forged(lambda t: t.replace("-", "\u2010", 1)),
     "a confirmation with a non-ASCII letter": forged(lambda t: t[:-1] + "\u00e9"),
+    "a pinned old version's move": pinned_after_tightening("S002"),
+    "a pinned old version past a new precondition": pinned_after_tightening("S001"),
+    "a confirmation made before a tightening": confirmed_before_tightening,
+    "an inverse to a state the row never came from": released_elsewhere,
+    "a confirmation in a list": confirmation_in_a_list,
     "two writers on one row": racing(2),
     "four writers on one row": racing(4),
 }

@@ -7,6 +7,7 @@ depot row filters. Shared by tests/test_write.py and tests/test_write_attacks.py
 from __future__ import annotations
 
 import contextlib
+import json
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -31,6 +32,8 @@ DDL = ("(shipment_id VARCHAR PRIMARY KEY, depot VARCHAR NOT NULL, state VARCHAR 
        "weight_kg DOUBLE PRECISION, value_eur DOUBLE PRECISION)")
 
 NORTH, NORTH2, SOUTH, VIEWER = "disp.north", "disp.north2", "disp.south", "view.all"
+REVIEWER = "rev.rita"
+HOLD, RELEASE = "hold_shipment", "release_shipment"
 
 
 def config(url: str, writer_url: str, schema: str | None) -> dict[str, Any]:
@@ -66,11 +69,13 @@ def config(url: str, writer_url: str, schema: str | None) -> dict[str, Any]:
             "roles": {
                 "dispatcher": {"tools": ["*"], "row_filters": {
                     TABLE: "depot = {{ user.depot }}"}},
-                "viewer": {"tools": ["*"]}},
+                "viewer": {"tools": ["*"]},
+                # a person who reviews changes (a tightened action waits for one)
+                "reviewer": {"tools": ["*"], "reviewer": True}},
             "users": {NORTH: {"role": "dispatcher", "depot": "NORTH"},
                       NORTH2: {"role": "dispatcher", "depot": "NORTH"},
                       SOUTH: {"role": "dispatcher", "depot": "SOUTH"},
-                      VIEWER: {"role": "viewer"}}},
+                      VIEWER: {"role": "viewer"}, REVIEWER: {"role": "reviewer"}}},
     }
 
 
@@ -180,6 +185,31 @@ def pg_project(tmp_path: Path, pg_url: str,
             drop_role(pg_url, writer)
             with psycopg.connect(pg_url, autocommit=True) as c:
                 c.execute(f'DROP SCHEMA "{registry}" CASCADE')
+
+
+def tighten(made: Made, change: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """A reviewed change narrows the hold (2.0.0): only PENDING shipments worth under 30 EUR
+    may be held (and the release allows every move back, no more); ``change`` edits the actions
+    further. Checked (it waits for a person) and approved by the reviewer."""
+    from conftest import run_cli
+
+    path = made.folder / "tether.yaml"
+    cfg = yaml.safe_load(path.read_text())
+    actions = cfg["products"][TABLE]["actions"]
+    actions[HOLD]["transitions"] = {"state": {"PENDING": ["HELD"]}}
+    actions[HOLD]["require"] = ["weight_kg > 0", "value_eur < 30"]
+    actions[RELEASE]["transitions"] = {"state": {"HELD": ["PENDING"]}}
+    if change:
+        change(actions)
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    checked = run_cli("check", "--project", str(made.folder), "--json")
+    assert checked.returncode == 11, (checked.stdout, checked.stderr)
+    reviews = {t["review"] for t in json.loads(checked.stdout)["tools"]
+               if t["tool"] in actions and t.get("review")}
+    for review in sorted(reviews):
+        approved = run_cli("review", "approve", str(review), "--as", REVIEWER, "--project",
+                           str(made.folder))
+        assert approved.returncode == 0, (approved.stdout, approved.stderr)
 
 
 def session(folder: Path, user: str, steps: Callable[[Any], Awaitable[Any]]) -> Any:

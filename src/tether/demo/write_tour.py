@@ -1,7 +1,8 @@
 """The write story for `make demo`: a regional manager puts an order on hold through the
 `hold_order` write tool (a dry run, then the confirmation it returned), replays it (applied once),
 is refused an order of another region and a move no action allows, sees what cancelling would do
-to the backlog, and undoes the hold with the calls the result names. On a copy of the demo
+to the backlog, is refused a release to a state the order never came from, and undoes the hold
+with the calls the result names. On a copy of the demo
 project and its warehouse (demo-out/writes), so the rest of the demo reads the data as it was.
 Run: python -m tether.demo.write_tour PROJECT_DIR"""
 
@@ -92,6 +93,8 @@ def story(project_dir: str) -> None:
             cancel = await c.call_tool("cancel_order", hold)
             print(f"  what cancelling the held order would do (a dry run): "
                   f"{'; '.join(_data(cancel)['consequences'][:1])}")
+            elsewhere = await c.call_tool("release_order", {**hold, "status": "PAID"})
+            print(f"  release it to PAID, a state it never came from: {_said(elsewhere)[:170]}")
             for u in _data(done)["undo"]:
                 d1 = await c.call_tool(u["tool"], u["arguments"])
                 d2 = await c.call_tool(u["tool"], {**u["arguments"], "dry_run": False,

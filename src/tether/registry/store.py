@@ -26,7 +26,7 @@ from tether.policy.versions import POLICY_KIND
 from tether.registry.announce import Listener, announce
 from tether.sources.sqlalchemy import driver_url
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _PUBLISH_LOCK = 0x7E7E_0001  # the advisory lock a PostgreSQL publication holds to its commit
 _EVENTS_LOCK = 0x7E7E_0002  # the same for recording drift events
 _MIGRATIONS = [
@@ -82,6 +82,14 @@ _UPGRADES: dict[int, list[str]] = {
              username VARCHAR(200) NOT NULL, tool VARCHAR(200) NOT NULL, version VARCHAR(40),
              status VARCHAR(20) NOT NULL, arguments TEXT NOT NULL, body TEXT,
              write_at VARCHAR(40) NOT NULL, updated_at VARCHAR(40) NOT NULL)"""],
+    # each row a write changed, with its values before and after, found by the row's key: an
+    # action's inverse returns a row to the state it came from (registry/writes.py, origins)
+    7: ["""CREATE TABLE write_rows (
+             write_id VARCHAR(40) NOT NULL, product VARCHAR(200) NOT NULL,
+             row_key VARCHAR(64) NOT NULL, tool VARCHAR(200) NOT NULL,
+             before_values TEXT NOT NULL, after_values TEXT NOT NULL,
+             write_at VARCHAR(40) NOT NULL)""",
+        "CREATE INDEX write_rows_row ON write_rows (product, row_key)"],
 }
 
 VOLATILE_KEYS = ("version", "supersedes", "generated_at", "change_level", "change_kind",

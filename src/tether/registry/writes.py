@@ -71,14 +71,53 @@ def claim(registry: Registry, key: str, idem: str | None, user: str, tool: str, 
 
 
 def finish(registry: Registry, wid: str, body: dict[str, Any], at: dt.datetime,
-           status: str = "applied") -> None:
+           status: str = "applied", product: str | None = None) -> None:
     """The write's result kept under its key: ``committing`` just before the data's COMMIT (a
-    process that dies after it leaves the rows on record), ``applied`` once it is committed."""
+    process that dies after it leaves the rows on record), ``applied`` once it is committed.
+    With ``product``, each row it changes is recorded by its key (:func:`origins`)."""
+    stamp = at.astimezone(dt.UTC).isoformat()
     with _registry_errors(), registry.engine.begin() as c:
         c.execute(sa.text("UPDATE writes SET status = :s, body = :b, updated_at = :at "
                           "WHERE write_id = :id"),
                   {"s": status, "b": json.dumps(body, sort_keys=True, default=str),
-                   "at": at.astimezone(dt.UTC).isoformat(), "id": wid})
+                   "at": stamp, "id": wid})
+        if product is not None:
+            rows = [{"id": wid, "p": product[:200], "k": row_key(ch["key"]),
+                     "t": str(body.get("action", ""))[:200], "at": stamp,
+                     "b": json.dumps(ch["before"], sort_keys=True, default=str),
+                     "a": json.dumps(ch["after"], sort_keys=True, default=str)}
+                    for ch in body.get("changes") or []]
+            if rows:
+                c.execute(sa.text(
+                    "INSERT INTO write_rows (write_id, product, row_key, tool, before_values, "
+                    "after_values, write_at) VALUES (:id, :p, :k, :t, :b, :a, :at)"), rows)
+
+
+def row_key(key: dict[str, Any]) -> str:
+    """A row's key as the registry finds it: a digest of its columns' values as JSON shows
+    them."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def origins(registry: Registry, product: str, keys: list[dict[str, Any]]
+            ) -> dict[str, dict[str, Any]]:
+    """row_key -> the newest write that changed that row (its tool, write id, and the values
+    before and after), among writes that applied or may have (committing, unsure)."""
+    if not keys:
+        return {}
+    wanted = sorted({row_key(k) for k in keys})
+    sql = sa.text(
+        "SELECT r.row_key, r.tool, r.write_id, r.before_values, r.after_values FROM write_rows r "
+        "JOIN writes w ON w.write_id = r.write_id WHERE r.product = :p AND r.row_key IN :ks "
+        "AND w.status IN ('committing', 'applied', 'unsure') ORDER BY r.write_at DESC"
+    ).bindparams(sa.bindparam("ks", expanding=True))
+    with _registry_errors(), registry.engine.begin() as c:
+        found = c.execute(sql, {"p": product, "ks": wanted}).fetchall()
+    out: dict[str, dict[str, Any]] = {}
+    for k, tool, wid, before, after in found:
+        out.setdefault(k, {"tool": tool, "write_id": wid, "before": json.loads(before),
+                           "after": json.loads(after)})
+    return out
 
 
 def unsure(registry: Registry, wid: str, at: dt.datetime) -> None:

@@ -12,8 +12,10 @@ request (the credential never shown) and the policy's statement over the rows.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+from typing import Any
 
 from sqlglot import exp
 
@@ -22,7 +24,7 @@ from tether.errors import TetherError
 from tether.policy.entitle import entitle
 from tether.serve import pagination
 from tether.serve.executor import Executor, jsonable
-from tether.serve.kinds import Answered, Call, Runner, ToolError, register
+from tether.serve.kinds import Answered, Call, Runner, ToolError, register, superseded
 from tether.sources.apiclient import ApiClient, ApiError
 from tether.sources.apisource import OpenAPISource, rows_table
 
@@ -110,4 +112,19 @@ def run(ex: Executor, call: Call) -> Answered:
     return Answered(out, evidence)
 
 
-RUNNER = register(Runner("api", run))
+RULES = ("server", "security", "scheme")
+"""What an API tool's request carries that decides where a caller's credential goes and how: a
+call pinned to a superseded version sends the old request's shape with the current ones."""
+
+
+def _pinned(pinned: Any, current: Any) -> Any:
+    """A call pinned to a superseded version of an API tool: its parameters, paging and columns
+    as pinned, the server and security scheme of the current version."""
+    old, new = pinned.plan.request, current.plan.request
+    if old is None or new is None:
+        raise superseded(pinned, current, "the current version reads no HTTP API")
+    request = {**old, **{k: new.get(k) for k in RULES}}
+    return dataclasses.replace(pinned, plan=pinned.plan.model_copy(update={"request": request}))
+
+
+RUNNER = register(Runner("api", run, pinned=_pinned))

@@ -18,6 +18,7 @@ import jsonschema
 from tether.context.meta import ToolContext, enum_of, with_enum
 from tether.serve.kinds import Call, ToolError
 from tether.toolgen.model import AGGREGATE, QueryPlan
+from tether.toolgen.write import CONTROL
 
 SHAPING = ("count_by", AGGREGATE)
 """Listing arguments that ask for counts or totals instead of rows."""
@@ -85,7 +86,8 @@ def as_declared(call: Call) -> Call:
         k for k, v in call.args.items() if not isinstance(v, list | dict) and isinstance(
             props.get(k), dict) and props[k].get("type") == "array"}
     one = [k for k, v in call.args.items() if isinstance(v, list) and len(v) == 1 and (
-        k in SHAPING or (isinstance(props.get(k), dict) and props[k].get("type") in _SCALAR))]
+        k in SHAPING or (isinstance(props.get(k), dict) and props[k].get("type") in _SCALAR))
+        and not (call.plan.action is not None and k in CONTROL)]  # a write's: as given
     numeric = {k for k, v in call.args.items() if _numbered(props.get(k), v) != v}
     if not several & set(call.args) and not one and not numeric:
         return call

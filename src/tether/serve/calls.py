@@ -146,6 +146,10 @@ class Stamp:
             result["interpreted"] = {**{k: INSIDE + read.pop(k, k) for k in turn.inside},
                                      **read}
         entry = turn.entry
+        if entry.asked is not None:
+            result["pinned"] = {"asked": entry.asked, "ran": entry.version, "why": (
+                f"version {entry.asked} is superseded; what {entry.version} allows and "
+                "requires is what applies")}
         if entry.successor is not None:
             result["deprecation"] = (
                 f"version {entry.version} is deprecated; served until "

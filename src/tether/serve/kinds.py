@@ -47,6 +47,19 @@ class Runner:
         None)
     """What the server adds to a result (user, arguments, result): the probe's query_with,
     which needs the caller's tool list."""
+    pinned: Callable[[Version, Version], Version] | None = None
+    """For a kind whose version carries rules (who may do what, where a credential goes): the
+    version a call pinned to a superseded one runs as (pinned, current), or a ToolError whose
+    refusal reason is ``superseded``. A pin keeps an old shape, never old permissions."""
+
+
+def superseded(pinned: Version, current: Version, why: str) -> ToolError:
+    """The refusal of a call pinned to a version whose rules are no longer the current ones."""
+    return ToolError(f"Not allowed: {pinned.name}@{pinned.version} is superseded by "
+                     f"{current.version}, and {why}; call {pinned.name} without a version pin "
+                     f"(see {current.version}'s definition)",
+                     refusal={"reason": "superseded",
+                              "detail": f"current version {current.version}"})
 
 
 class ToolError(Exception):

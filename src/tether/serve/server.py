@@ -49,7 +49,7 @@ from tether.serve.arguments import validate, without_blanks
 from tether.serve.calls import STEPS, Turn
 from tether.serve.executor import Executor
 from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE, StoreVerifier, TokenStore
-from tether.serve.kinds import Answered, Call, ToolError
+from tether.serve.kinds import Answered, Call, ToolError, runner
 from tether.serve.lineage import lineage_route
 from tether.serve.pagination import load_key
 from tether.serve.sessions import Mount, SessionTools
@@ -91,6 +91,7 @@ class Version:
     plan: QueryPlan
     served_until: dt.datetime | None = None  # superseded versions, and a retired tool
     successor: str | None = None
+    asked: str | None = None  # the superseded version a call pinned, run under these rules
 
 
 @dataclass
@@ -667,7 +668,11 @@ class TetherServer:
                             f"use {name}@{entry.successor} (current: {current})")
         if over_products(entry):  # over the caller's products, as the current
             return _over(entry, self._index(user).listings)
-        return self.shaped(user, entry)
+        pinned = self.shaped(user, entry)
+        rules = runner(entry.plan.kind)
+        if rules is not None and rules.pinned is not None:  # a shape, never a permission
+            return rules.pinned(pinned, shown[name])
+        return pinned
 
     # --- session tools (serve/sessions.py) ---
 

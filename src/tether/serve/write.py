@@ -20,6 +20,7 @@ Nothing here is reachable from run_sql: it runs only a published write tool's pl
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import hashlib
 import hmac
@@ -39,7 +40,7 @@ from tether.registry import open_registry
 from tether.registry import writes as log
 from tether.serve import sqlguard
 from tether.serve.executor import Executor, jsonable
-from tether.serve.kinds import Answered, Call, Runner, ToolError, register
+from tether.serve.kinds import Answered, Call, Runner, ToolError, register, superseded
 from tether.sources.writer import Writer
 from tether.toolgen.describe import grain_noun, plural
 from tether.toolgen.model import ActionPlan, Consequence
@@ -86,6 +87,17 @@ def _coerce(kind: str, value: Any) -> Any:
     except ValueError:
         raise ToolError(f"{value[:40]!r} is not a {kind} (use ISO 8601)") from None
     return value
+
+
+def folded(act: ActionPlan, args: dict[str, Any]) -> dict[str, Any]:
+    """The arguments with a key given more than once kept once, in the order given: what is
+    confirmed, stored and compared is the set of rows named, not how often each was named."""
+    params = list(act.keys)
+    given = args.get(params[0]) if len(params) == 1 else None
+    if not isinstance(given, list):
+        return args
+    once = list({json.dumps(v, sort_keys=True, default=str): v for v in given}.values())
+    return args if len(once) == len(given) else {**args, params[0]: once}
 
 
 def picked(act: ActionPlan, args: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -292,6 +304,42 @@ def moves_allowed(act: ActionPlan, rows: list[dict[str, Any]], to: dict[str, Any
                              "detail": f"{col} {now} -> {to.get(col)}"})
 
 
+def _same(a: Any, b: Any) -> bool:
+    return json.dumps(jsonable(a), sort_keys=True, default=str) == json.dumps(
+        jsonable(b), sort_keys=True, default=str)
+
+
+def returns_home(ex: Executor, st: Statements, rows: list[dict[str, Any]],
+                 to: dict[str, Any]) -> None:
+    """An inverse returns each row to the state it came from: where the newest write that
+    changed a row was made by an action this one undoes (one that names it as its inverse) and
+    the row still holds what that write left, the values set must be those it found there (not
+    any state this action's moves allow)."""
+    actions = ex.project.config.products[st.product].actions
+    undoes = {name for name, a in actions.items() if a.inverse == st.act.name}
+    if not undoes or not rows:
+        return
+    keys = [{c: jsonable(r[c]) for c in st.key_cols} for r in rows]
+    found = log.origins(_registry(ex), st.product, keys)
+    for r, key in zip(rows, keys, strict=True):
+        came = found.get(log.row_key(key))
+        if came is None or came["tool"] not in undoes or not all(
+                c in r and _same(r[c], v) for c, v in came["after"].items()):
+            continue  # no write of the action it undoes left the row as it is
+        off = {c: v for c, v in came["before"].items() if c in to and not _same(to[c], v)}
+        if off:
+            home = ", ".join(f"{c} {v}" for c, v in sorted(off.items()))
+            raise ToolError(
+                f"Not allowed: {st.act.name} returns a row to the state it came from: "
+                f"{_shown(_key_of(r, st.key_cols))} came to "
+                + ", ".join(f"{c} {came['after'][c]}" for c in sorted(off)) + f" from {home} "
+                f"by {came['tool']} (write {came['write_id']}); call {st.act.name} with "
+                f"{', '.join(f'{c} {v}' for c, v in sorted(off.items()))} for it",
+                refusal={"reason": "forbidden_transition",
+                         "detail": "; ".join(f"{c} {r.get(c)} -> {to.get(c)}, came from {v}"
+                                             for c, v in sorted(off.items()))})
+
+
 def preconditions(act: ActionPlan, before: list[dict[str, Any]], after: list[dict[str, Any]],
                   key_cols: list[str]) -> list[dict[str, Any]]:
     """Each precondition, checked on every row before and after; a row where one fails
@@ -491,6 +539,7 @@ def run(ex: Executor, call: Call) -> Answered:
         raise ToolError(f"{call.tool} has no action in its plan; run tether build")
     product = plan.product or ""
     may_write(ex, call.user, act, product)
+    call = dataclasses.replace(call, args=folded(act, call.args))
     given = call.args.get("idempotency_key")
     if isinstance(given, str) and len(given) > IDEMPOTENCY_KEY_MAX:
         raise ToolError(f"idempotency_key: at most {IDEMPOTENCY_KEY_MAX} characters; use a "
@@ -523,6 +572,7 @@ def _dry_run(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...
     rows = read(st.read())
     found_all(st, keys, rows, noun)
     moves_allowed(st.act, rows, to, st.key_cols)
+    returns_home(ex, st, rows, to)
     checks = preconditions(st.act, read(st.require(None)), read(st.require(to)), st.key_cols)
     said = effects(st, read, to, noun, masked)
     until = time.time() + ex.project.config.serve.confirmation_seconds
@@ -600,6 +650,7 @@ def _apply(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...]]
                     "true and confirm what it shows now",
                     refusal={"reason": "confirmation_invalid", "detail": "the rows changed"})
             moves_allowed(st.act, rows, to, st.key_cols)
+            returns_home(ex, st, rows, to)
             checks = preconditions(st.act, on_tx(st.require(None)), on_tx(st.require(to)),
                                    st.key_cols)
             said = effects(st, on_tx, to, noun, masked)
@@ -624,7 +675,8 @@ def _apply(ex: Executor, call: Call, st: Statements, keys: list[tuple[Any, ...]]
                       "write_id": wid, "undo": undo(st.act, st, shaped),
                       "as_of": dt.datetime.now(dt.UTC).isoformat()}
             # kept before the COMMIT: a process that dies after it leaves what it wrote on record
-            log.finish(registry, wid, result, dt.datetime.now(dt.UTC), "committing")
+            log.finish(registry, wid, result, dt.datetime.now(dt.UTC), "committing",
+                       product=st.product)
         log.finish(registry, wid, result, dt.datetime.now(dt.UTC), "applied")
     except (ToolError, Refusal):  # refused before anything was committed: the key is free
         log.release(registry, wid)
@@ -669,4 +721,16 @@ def _opening(plan: Any, result: dict[str, Any]) -> str:
             f"To apply it, call {result.get('action')} with {apply_with}")
 
 
-RUNNER = register(Runner("write", run, opening=_opening, whole=True))
+def _pinned(pinned: Any, current: Any) -> Any:
+    """A write pinned to a superseded version runs as the current one (its moves, preconditions,
+    roles and consequences, and its confirmations are bound to it) when that takes the same
+    arguments; otherwise it is refused, naming the current version."""
+    old, new = pinned.plan.action, current.plan.action
+    if old is not None and new is not None and (old.keys, old.sets, old.kinds) == (
+            new.keys, new.sets, new.kinds):
+        return dataclasses.replace(current, asked=pinned.version)
+    raise superseded(pinned, current, "a write runs under the current version's rules, which "
+                     "take other arguments")
+
+
+RUNNER = register(Runner("write", run, opening=_opening, whole=True, pinned=_pinned))

@@ -268,6 +268,12 @@ def _sentences(ctx: Ctx, product: str, action: str, a: ActionConfig,
         source, origin = ctx.said("schema", *here, "inverse")
         out.append(Sentence(text=sentence(f"{a.inverse} undoes it"),
                             source=source, origin=origin))
+    undone = sorted(n for n, b in ctx.config.products[product].actions.items()
+                    if b.inverse == action)
+    if undone:  # serve/write.py's returns_home holds it to that
+        out.append(Sentence(text=sentence(
+            f"On a row {join_words(undone)} changed, it returns the row to the state it came "
+            "from, not to another its moves allow"), source="schema"))
     return out
 
 
