@@ -457,6 +457,11 @@ class ServeConfig(Model):
     confirmation_seconds: int = Field(
         default=300, ge=10, le=86400, description="How long a write tool's dry-run "
         "confirmation stays valid.")
+    health_seconds: float = Field(
+        default=10.0, ge=0.5, le=3600, description="Seconds between a server's checks of what "
+        "it can read: a product closed (its table gone, its source down, a rule guarding it "
+        "that no longer compiles) opens again once it can be read, and a product whose table "
+        "its source no longer lists is checked and closed.")
     session_tools: bool = Field(
         default=True, description="A product a caller finds (find_data_for_question), "
         "explains (explain_data_product) or reads by name (rows_from_data_product) joins that "

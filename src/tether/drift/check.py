@@ -12,6 +12,7 @@ import datetime as dt
 import difflib
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from sqlglot import exp
 
 from tether.config import Project
-from tether.context.meta import context_of, retired_info, stamp_publication
+from tether.context.meta import ToolContext, context_of, retired_info, stamp_publication
 from tether.drift import audit, gate
 from tether.drift.detectors import DetectContext, Event, run_detectors, snapshot
 from tether.drift.export import EXPORT_INDEX, TOOLS_DIR, export, unchanged
@@ -30,12 +31,13 @@ from tether.policy import exposure as exposing
 from tether.policy import require_reviewer
 from tether.policy.versions import POLICY_KIND
 from tether.profiling.layers import refresh_all
-from tether.profiling.policycheck import check_profiled
+from tether.profiling.policycheck import Problem, check_profiled, sources_of
 from tether.profiling.probe import PROFILE_KEY, profile_changed
+from tether.profiling.readable import Closed, read_product, readers
 from tether.registry import FIRST, NewVersion, Registry, bump, content_hash, open_registry
 from tether.registry import policy as policyversion
 from tether.sources import open_product_source
-from tether.toolgen import GeneratedTool, generate
+from tether.toolgen import GeneratedTool, generate, without_products
 from tether.toolgen.describe import split_sentences
 
 META_KEY_STATE = "check:last"
@@ -52,7 +54,7 @@ EXIT = {"error": 2, "blocked": 12, "review": 11, "published": 10, "none": 0}
 @dataclass
 class Outcome:
     tool: str
-    outcome: str  # unchanged | published | pending | blocked
+    outcome: str  # unchanged | published | pending | blocked | unreadable
     version: str | None = None
     change_level: str | None = None
     change_kind: str | None = None
@@ -74,7 +76,7 @@ class CheckResult:
         kinds = {o.outcome for o in self.outcomes}
         if "blocked" in kinds:
             return EXIT["blocked"]
-        if "pending" in kinds:
+        if "pending" in kinds or "unreadable" in kinds:  # a person acts on both
             return EXIT["review"]
         return EXIT["published"] if "published" in kinds else EXIT["none"]
 
@@ -108,17 +110,26 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
     stamp = now.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
     old = registry.state()
     cache = {k.split(":", 1)[1]: v for k, v in old.items() if k.startswith(PROFILE_KEY)}
+    gone = _unreadable(project)  # a product that cannot be read stops no other
+    whole, project = project, without_products(project, set(gone))
+    kept = {n: v for n, v in cache.items() if n in gone}  # their profiles wait for them
     listed, cache, redone = profile_changed(project, cache, full=full, progress=note)
+    cache |= kept
     profiles = {p.product: p for p in listed}
-    check_profiled(project, profiles)  # a policy naming a missing column fails closed
-    new = sticky_restrictions(snapshot(project, profiles), old)
+    # a policy naming a missing column fails closed; a rule reading a table that is gone
+    # closes what it guards in the servers, and is drift here
+    broken = check_profiled(project, profiles, closing=readers(whole, set(gone)))
+    new = _kept(old, sticky_restrictions(snapshot(project, profiles), old), set(gone))
     note("running detectors")
     events = run_detectors(old, new, DetectContext(_first_seen(project), stamp,
                                                    project.config.drift.vanish_after_checks))
+    events += unreadable_events(whole, gone, broken, stamp)
     cached = {PROFILE_KEY + n: v for n, v in cache.items()}
     restricted = exposing.restricted_by(project, old, new)
-    policy = policyversion.pending(project, registry, {
-        n: [c.column.name for c in p.columns] for n, p in profiles.items()})
+    # the policy as tether.yaml writes it, a product gone or not (its columns as last read)
+    policy = policyversion.pending(whole, registry, {
+        n: [c.column.name for c in p.columns] for n, p in profiles.items()} | {
+        n: list(old[f"product:{n}"]["columns"]) for n in gone if f"product:{n}" in old})
     widens = policy is not None and policy.effect == "widening"
     current = registry.current()
     open_reviews = [r for r in registry.reviews() if r["status"] in ("pending", "blocked")]
@@ -137,9 +148,14 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
                for t in r["body"]["tools"]}
     result = CheckResult(events=events)
     routes: Routes = {"auto": [], "human": [], "blocked": []}
+    unread = _held(current, gone)
     for t in tools:
         wire = t.wire()
         prev = current.get(t.name)
+        if prev is not None and t.name in unread:  # kept as published while unreadable
+            result.outcomes.append(Outcome(t.name, "unreadable", prev.version,
+                                           change_note=unread[t.name]))
+            continue
         if prev is not None and unchanged(prev, wire, t.plan):
             result.outcomes.append(Outcome(t.name, "unchanged", prev.version))
             continue
@@ -161,7 +177,7 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
         routes[route].append(Candidate(t.name, t.plan.model_dump(mode="json"), wire, outcome))
         result.outcomes.append(outcome)
     _retire_vanished(project, {t.name for t in tools}, current, open_reviews, restricted,
-                     routes, result)
+                     routes, result, unread)
     if policy is not None:
         _route_policy(policy, stamp, waiting, routes, result)
     dispatch(project, registry, routes, result, current, old, new, events,
@@ -254,12 +270,18 @@ def served_definitions(project: Project, registry: Registry) -> list[dict[str, A
 
 def _retire_vanished(project: Project, generated: set[str], current: dict[str, Any],
                      open_reviews: list[dict[str, Any]], restricted: exposing.Restricted,
-                     routes: Routes, result: CheckResult) -> None:
+                     routes: Routes, result: CheckResult,
+                     held: dict[str, str] | None = None) -> None:
     """A published tool that tether.yaml no longer generates (renamed, its product removed) is
-    retired through a review: a person decides, and it is served for its window meanwhile."""
+    retired through a review: a person decides, and it is served for its window meanwhile. A
+    tool over a product that cannot be read now is kept as published (servers close it)."""
     asked = {t["name"] for r in open_reviews for t in r["body"]["tools"] if t.get("retire")}
     for name, prev in sorted(current.items()):
         if name in generated or retired_info(prev.definition):
+            continue
+        if held and name in held:
+            result.outcomes.append(Outcome(name, "unreadable", prev.version,
+                                           change_note=held[name]))
             continue
         if name in asked:
             held = next(r for r in open_reviews for t in r["body"]["tools"]
@@ -284,6 +306,69 @@ def retire_candidate(project: Project, prev: Any, reason: str,
     outcome = Outcome(prev.name, "blocked" if blocked else "pending", version, "major",
                       "breaking", f"Retired: {reason}.")
     return Candidate(prev.name, prev.plan, wire, outcome, retire=True)
+
+
+def _unreadable(project: Project) -> dict[str, Closed]:
+    """The products whose source cannot be reached or whose table (or SQL) cannot be read now;
+    every product gone is an error as before (there is nothing left to check)."""
+    with sources_of(project) as source:
+        gone = {p: found for p in project.config.products
+                if isinstance(found := read_product(project, source, p), Closed)}
+    if gone and len(gone) == len(project.config.products):
+        first = next(iter(gone.values()))
+        raise ConfigError(f"no product can be read: {first.product}: {first.reason}",
+                          where=project.where("products", first.product),
+                          hint="Check the sources in tether.yaml and that they are up.")
+    return gone
+
+
+def unreadable_events(project: Project, gone: dict[str, Closed], broken: list[Problem],
+                      stamp: str) -> list[Event]:
+    """Drift for each product that cannot be read (``missing_table``, ``source_unreachable``:
+    servers close it for everyone) and each rule that reads one of them (a row filter that no
+    longer compiles: servers close its product for its role)."""
+    out: list[Event] = [{"kind": c.kind, "subject": p, "details": {
+        "reason": c.reason, "closed_for": "every role"}, "first_observed_at": None,
+        "detected_at": stamp} for p, c in sorted(gone.items())]
+    for prob in broken:
+        out.append({"kind": "missing_table", "subject": str(prob.product), "details": {
+            "reason": f"{project.where(*prob.loc)}: {prob.message}",
+            "closed_for": [prob.role] if prob.role else "every role",
+            "reads": sorted(gone)}, "first_observed_at": None, "detected_at": stamp})
+    return out
+
+
+def _kept(old: dict[str, Any], new: dict[str, Any], gone: set[str]) -> dict[str, Any]:
+    """A product that cannot be read keeps its last state: nothing else about it is detected
+    until it can be read again (then its changes are, against what it was)."""
+    for key, value in old.items():
+        parts = key.split(":")
+        if parts[0] in ("product", "lineage", "described", "policy") and parts[-1] in gone:
+            new[key] = value
+    return new
+
+
+def _held(current: dict[str, Any], gone: dict[str, Closed]) -> dict[str, str]:
+    """The published tools kept as they are while products cannot be read (name -> why):
+    those reading one, and those whose definition names one of them or a tool reading one
+    (generated without it, they would lose what they say of it)."""
+    held = {n: "Kept as published: " + "; ".join(
+        f"{p} cannot be read now ({gone[p].reason.rstrip('.')})"
+        for p in sorted(set(_products_of(v)) & set(gone))) + "."
+        for n, v in current.items() if set(_products_of(v)) & set(gone)}
+    if not gone:
+        return held
+    words = re.compile(r"\b(" + "|".join(map(re.escape, sorted({*gone, *held}))) + r")\b")
+    return held | {n: f"Kept as published while {', '.join(sorted(gone))} cannot be read: it "
+                   f"names {m.group(1)}." for n, v in current.items()
+                   if n not in held and (m := words.search(json.dumps(v.definition)))}
+
+
+def _products_of(prev: Any) -> list[str]:
+    """The products a published tool reads (its definition's, else its plan's)."""
+    found = ToolContext.of(prev.definition).products
+    product = (prev.plan or {}).get("product")
+    return [*found, *([product] if product else [])]
 
 
 def sticky_restrictions(new: dict[str, Any], old: dict[str, Any]) -> dict[str, Any]:

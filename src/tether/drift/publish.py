@@ -27,7 +27,7 @@ from tether.registry import (
     open_registry,
 )
 from tether.registry import policy as policyversion
-from tether.toolgen import GeneratedTool, Mode, generate
+from tether.toolgen import GeneratedTool, Mode, generate, without_products
 
 """What the last export of tools/ wrote (see :func:`export`)."""
 
@@ -77,7 +77,7 @@ def build(project: Project, mode: Mode = "grounded", progress: Callable[[str], N
     if skipped:  # the first build: a product that cannot be read stops no other
         if len(skipped) == len(project.config.products):
             raise next(iter(skipped.values()))
-        project = project.without(set(skipped))
+        project = without_products(project, set(skipped))
     said = [e.paragraph() for e in skipped.values()]
     profiles = {p.product: p for p in listed}
     check_profiled(project, profiles)  # a policy naming a missing column fails closed

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -37,6 +37,10 @@ Loc = tuple[str | int, ...]
 class Problem:
     loc: Loc
     message: str
+    product: str | None = None
+    """The product it leaves unguarded: a server closes it (for ``role``, else for everyone)
+    instead of refusing to start (serve/health.py)."""
+    role: str | None = None
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,8 @@ def masks_name_columns(facts: Facts) -> list[Problem]:
             if have is not None and column not in have:
                 out.append(Problem(("policies", "roles", rname, "masks", target),
                                    f"mask {target!r} names no column of {product}; the real "
-                                   "column would be served unmasked." + _close(column, have)))
+                                   "column would be served unmasked." + _close(column, have),
+                                   product, rname))
     return out
 
 
@@ -84,7 +89,8 @@ def restricted_name_columns(facts: Facts) -> list[Problem]:
                                         for c in have):
             out.append(Problem(("policies", "restricted", i),
                                f"restricted entry {entry!r} names no column of {product}; the "
-                               "column it means would be served." + _close(column, have)))
+                               "column it means would be served." + _close(column, have),
+                               product))
     return out
 
 
@@ -97,12 +103,14 @@ def templates_are_the_grammar(facts: Facts) -> list[Problem]:
         for product, text in role.row_filters.items():
             problem = templates.check(text)
             if problem:
-                out.append(Problem(("policies", "roles", rname, "row_filters", product), problem))
+                out.append(Problem(("policies", "roles", rname, "row_filters", product),
+                                   problem, product, rname))
     for product, p in config.products.items():
         if p.freshness is not None and p.freshness.where is not None:
             problem = templates.check(p.freshness.where, "freshness")
             if problem:
-                out.append(Problem(("products", product, "freshness", "where"), problem))
+                out.append(Problem(("products", product, "freshness", "where"), problem,
+                                   product))
     return out
 
 
@@ -127,7 +135,8 @@ def row_filters_compile(facts: Facts) -> list[Problem]:
             if problem:
                 out.append(Problem(loc, f"the row filter on {product} does not compile on its "
                                    f"source: {problem}"
-                                   + _case_hint(template, facts.columns.get(product, []))))
+                                   + _case_hint(template, facts.columns.get(product, [])),
+                                   product, str(loc[2])))
     return out
 
 
@@ -159,7 +168,8 @@ def _row_filter(template: str) -> Callable[[str], exp.Expr]:
 
 
 def _probe(facts: Facts, src: Source, product: str, condition: exp.Expr) -> exp.Select:
-    return exp.select("1").from_(_base(src, facts.project, product)).where(condition).limit(0)
+    return exp.select("1").from_(base_relation(src, facts.project, product)).where(
+        condition).limit(0)
 
 
 def _compile_all(facts: Facts, filters: list[tuple[str, str]]) -> bool:
@@ -178,7 +188,8 @@ def _compile_all(facts: Facts, filters: list[tuple[str, str]]) -> bool:
             text = piece(src, ("row filter", template), lambda: exp.select("1").from_(
                 exp.select("1").from_(relation_slot()).where(cond(src.dialect)).limit(0)
                 .subquery("q")))
-            return fill(src, text, {"rel": src.render(_base(src, facts.project, product))})
+            return fill(src, text, {"rel": src.render(base_relation(src, facts.project,
+                                                                       product))})
 
         src.run(" UNION ALL ".join(branch(product, template) for product, template in filters))
     except (sqlglot.errors.SqlglotError, TetherError, KeyError):
@@ -186,7 +197,7 @@ def _compile_all(facts: Facts, filters: list[tuple[str, str]]) -> bool:
     return True
 
 
-def _base(src: Source, project: Project, product: str) -> exp.Expr:
+def base_relation(src: Source, project: Project, product: str) -> exp.Expr:
     """The product as its source has it (its table, or its SQL), aliased by its name."""
     p = project.config.products[product]
     base: exp.Expr = (src.table_expr(p.table) if p.table else src.sql_expr(p.sql or "", product))
@@ -219,7 +230,7 @@ def hash_masks_supported(facts: Facts) -> list[Problem]:
             if dialect not in HASH_DIALECTS:
                 out.append(Problem(("policies", "roles", rname, "masks", target),
                                    f"the hash mask is not available on {dialect} sources; use "
-                                   "redact or null"))
+                                   "redact or null", product, rname))
     return out
 
 
@@ -238,7 +249,7 @@ def freshness_conditions_compile(facts: Facts) -> list[Problem]:
             continue
         out.append(Problem(("products", product, "freshness", "where"),
                            f"the freshness condition of {product} does not compile on its "
-                           f"source: {problem}"))
+                           f"source: {problem}", product))
     return out
 
 
@@ -247,11 +258,23 @@ RULES: tuple[Rule, ...] = (masks_name_columns, restricted_name_columns, template
                            hash_masks_supported, freshness_conditions_compile)
 
 
+def policy_problems(project: Project, columns: Mapping[str, Sequence[str]],
+                    source: Callable[[str], Source], rules: Sequence[Rule] = RULES
+                    ) -> list[Problem]:
+    """Every problem the rules find, for the products ``columns`` names (a server closes what
+    each leaves unguarded; the publishers refuse them all)."""
+    facts = Facts(project, columns, source)
+    return [p for rule in rules for p in rule(facts)]
+
+
 def check_policy(project: Project, columns: Mapping[str, Sequence[str]],
                  source: Callable[[str], Source], rules: Sequence[Rule] = RULES) -> None:
     """Raise one ConfigError naming the file, line and key of each problem (up to five)."""
-    facts = Facts(project, columns, source)
-    problems = [p for rule in rules for p in rule(facts)]
+    _refuse(project, policy_problems(project, columns, source, rules))
+
+
+def _refuse(project: Project, problems: list[Problem]) -> None:
+    """One ConfigError naming the file, line and key of each problem (up to five), if any."""
     if not problems:
         return
     first, rest = problems[0], problems[1:5]
@@ -261,7 +284,7 @@ def check_policy(project: Project, columns: Mapping[str, Sequence[str]],
 
 
 @contextlib.contextmanager
-def _sources(project: Project) -> Iterator[Callable[[str], Source]]:
+def sources_of(project: Project) -> Iterator[Callable[[str], Source]]:
     """product -> its source, each source opened once and closed at the end."""
     opened: dict[str, Source] = {}
 
@@ -278,13 +301,18 @@ def _sources(project: Project) -> Iterator[Callable[[str], Source]]:
             s.close()
 
 
-def check_profiled(project: Project, profiles: Mapping[str, ProductProfile]) -> None:
-    """:func:`check_policy` with the columns the profiles found (sources opened as needed)."""
+def check_profiled(project: Project, profiles: Mapping[str, ProductProfile],
+                   closing: Collection[str] = ()) -> list[Problem]:
+    """:func:`check_policy` with the columns the profiles found (sources opened as needed).
+    The problems of the products in ``closing`` (those whose rules read a table that cannot be
+    read now: a server closes them) are returned instead of refused."""
     columns = {n: sorted({c.column.name for c in p.columns}
                          | {c.column.name.split(".")[0] for c in p.columns})
                for n, p in profiles.items()}
-    with _sources(project) as source:
-        check_policy(project, columns, source)
+    with sources_of(project) as source:
+        found = policy_problems(project, columns, source)
+    _refuse(project, [p for p in found if p.product not in closing])
+    return [p for p in found if p.product in closing]
 
 
 def check_against_sources(project: Project) -> None:
@@ -293,10 +321,11 @@ def check_against_sources(project: Project) -> None:
     publication is caught before a server meets it. A product whose source cannot describe it
     is left to the commands that read it."""
     columns: dict[str, list[str]] = {}
-    with _sources(project) as source:
+    with sources_of(project) as source:
         for name in project.config.products:
             try:
-                found = source(name).describe(_base(source(name), project, name), label=name)
+                found = source(name).describe(base_relation(source(name), project, name),
+                                              label=name)
             except TetherError:
                 continue
             columns[name] = sorted({c.name for col in found for c in [col, *col.leaves()]})

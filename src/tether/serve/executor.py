@@ -45,7 +45,7 @@ from tether.policy.model import role_of
 from tether.registry import Registry
 from tether.serve import pagination, sqlguard
 from tether.serve.arguments import SHAPING, definition_products, definition_units, shown
-from tether.serve.kinds import Answered, Call, ToolError
+from tether.serve.kinds import Answered, Call, SourceFailed, ToolError
 from tether.serve.pipeline import Pending, Steps
 from tether.sources import Fetched, Source, open_source
 from tether.sources.writer import Writer
@@ -242,7 +242,7 @@ class Executor:
             return src.fetch(sql, params, self.timeout, min(max_rows, serve.max_result_rows),
                              serve.max_result_bytes)
         except QueryError as e:
-            raise ToolError("the query failed: " + sqlguard.scrub(e.reason, *known)) from None
+            raise SourceFailed("the query failed: " + sqlguard.scrub(e.reason, *known)) from None
 
     # --- entry point ---
 
@@ -269,7 +269,7 @@ class Executor:
         except (ArgumentError, pagination.CursorError, sqlguard.GuardError) as e:
             raise ToolError(str(e)) from None
         except TetherError as e:  # a timeout, a source that is down
-            raise ToolError(e.paragraph()) from None
+            raise SourceFailed(e.paragraph()) from None
 
     def policy_of(self, user: str, product: str) -> tuple[dict[str, str], dict[str, set[Any]]]:
         """(masks, the values a simple row filter pins) of ``user`` on ``product``, worked out

@@ -71,6 +71,12 @@ class ToolError(Exception):
         self.refusal = refusal
 
 
+class SourceFailed(ToolError):
+    """A call that failed reading its source (an engine error, a timeout, a source that is
+    down): the server checks the products it read (serve/health.py) and closes those that can
+    no longer be read."""
+
+
 @dataclass
 class Answered:
     """A tool's result and the evidence of what it ran (the server puts the evidence in the

@@ -40,7 +40,6 @@ from tether.policy import exposure as exposing
 from tether.policy.entitle import MaskKey, Refusal, table_allowed
 from tether.policy.model import role_of, tool_visible
 from tether.profiling import profile_project
-from tether.profiling.policycheck import check_policy
 from tether.registry import Registry, ToolVersion, open_registry
 from tether.registry import policy as policyversion
 from tether.registry.announce import Listener
@@ -48,8 +47,9 @@ from tether.serve import answer, discovery, interpret, peruser
 from tether.serve.arguments import validate, without_blanks
 from tether.serve.calls import STEPS, Turn
 from tether.serve.executor import Executor
+from tether.serve.health import Health
 from tether.serve.identity import AS_USER_HEADER, RUNNER_SCOPE, StoreVerifier, TokenStore
-from tether.serve.kinds import Answered, Call, ToolError, runner
+from tether.serve.kinds import Answered, Call, SourceFailed, ToolError, runner
 from tether.serve.lineage import lineage_route
 from tether.serve.pagination import load_key
 from tether.serve.sessions import Mount, SessionTools
@@ -114,8 +114,9 @@ class TetherServer:
         self.stdio_user = stdio_user
         self.registry: Registry = open_registry(project)
         try:  # the last approved policy, never tether.yaml's unreviewed edit
-            self.project, self.policy_version = policyversion.enforced(
+            self.enforced, self.policy_version = policyversion.enforced(
                 project, self.registry, required=mode == "grounded")
+            self.project = self.enforced  # less what is closed (serve/health.py)
             if stdio_user is not None:
                 role_of(self.project.config, stdio_user)  # an unknown user fails at start
         except TetherError:
@@ -134,7 +135,9 @@ class TetherServer:
         self._indexes: dict[str, _Index] = {}
         self._docs: dict[tuple[Any, ...], tuple[float, discovery.Index]] = {}
         self.listed = Listed(frozenset(), "dedicated", 0, 0)
-        self._check_policy()
+        self.health = Health(log)
+        self.told = False  # a closure found outside the watch loop, for it to tell clients
+        self._check_health(start=True)
         self.bus = InMemorySubscriptionBus()
         self.legacy_sessions: dict[Any, str] = {}
         serve = project.config.serve
@@ -158,23 +161,62 @@ class TetherServer:
         )
         self.server.middleware.append(self._track_legacy_sessions)
 
-    def _check_policy(self) -> None:
-        """The policy as it stands must name what the sources hold (fails closed at start)."""
-        ex = self.executor
-        config = self.project.config
-        columns: dict[str, list[str]] = {}
-        for p in config.products:
-            try:
-                columns[p] = sorted({c.name for col in ex.columns(p) for c in [col, *col.leaves()]})
-            except TetherError:
-                continue  # a product that is gone: its tools say so when called
+    def _source_of(self) -> Callable[[str], Any]:
+        ex, config = self.executor, self.enforced.config
+        return lambda p: ex.source(config.products[p].source)
+
+    def _check_health(self, products: Any = None, start: bool = False) -> bool:
+        """Check what can be read (serve/health.py: every product, or ``products`` and those
+        whose rules read them); on a change, serve the project with the closed products
+        denied. At start, a problem no product's closure answers stops the server."""
         try:
-            check_policy(self.project, columns,
-                         lambda p: ex.source(config.products[p].source))
+            moved = self.health.check(self.enforced, self._source_of(), products)
         except Exception:
+            if not start:
+                raise
             self.executor.close()
             self.registry.close()
             raise
+        if moved:
+            self._renew()
+        return moved
+
+    def after_failure(self, products: list[str]) -> str:
+        """A call failed reading ``products``: those that can no longer be read close (and the
+        clients hear of it); what closed, in words, for the error the caller gets."""
+        before = dict(self.health.closed)
+        try:
+            if not self.health.after_failure(self.enforced, self._source_of(), products):
+                return ""
+        except Exception as e:  # the check failing too changes nothing: the call says why
+            log(f"tether: the check of {', '.join(products)[:200]} failed "
+                f"({type(e).__name__}: {str(e)[:200]})")
+            return ""
+        self._renew()
+        self.told = True
+        shut = [p for p in products if p in self.health.closed and p not in before]
+        return (f" ({', '.join(shut)} closed: it cannot be read now; every other tool still "
+                "answers)") if shut else ""
+
+    def _renew(self) -> None:
+        """Serve the approved policy with the closed products denied, on a new executor over
+        the same connections; nothing computed before is kept."""
+        self.project = self.health.overlay(self.enforced)
+        old = self.executor
+        self.executor = Executor(self.project, self.cursor_key, old.mask_key,
+                                 sources=old.sources, writers=old.writers,
+                                 registry=self.registry)
+        # new dicts rather than cleared ones: a call in flight keeps the ones it holds
+        self._shaped, self._visible, self._tools, self._indexes, self._docs = {}, {}, {}, {}, {}
+
+    def closed_message(self, user: str, products: list[str]) -> str | None:
+        """Why a product the caller asked for is closed to them, if it is."""
+        try:
+            role = role_of(self.project.config, user)[0]
+        except TetherError:
+            return None
+        found = self.health.closed_for(role, products)
+        return found.said() if found is not None else None
 
     def held_reviews(self) -> list[str]:
         """What tether.yaml holds that this server does not serve, in words (`tether serve`
@@ -201,15 +243,11 @@ class TetherServer:
             return False
         if fresh is not None:
             self.file_project = fresh
-        self.project, self.policy_version = policyversion.enforced(
+        self.enforced, self.policy_version = policyversion.enforced(
             self.file_project, self.registry, required=self.mode == "grounded")
-        old = self.executor
-        # the open connections are kept; nothing computed under the old policy is
-        self.executor = Executor(self.project, self.cursor_key, old.mask_key,
-                                 sources=old.sources, writers=old.writers,
-                                 registry=self.registry)
-        # new dicts rather than cleared ones: a call in flight keeps the ones it holds
-        self._shaped, self._visible, self._tools, self._indexes, self._docs = {}, {}, {}, {}, {}
+        # the policy's rules checked again on the columns last read (no catalog read)
+        self.health.policy_again(self.enforced, self._source_of())
+        self._renew()  # the open connections are kept; nothing computed before is
         log(f"tether: now enforcing access policy {self.policy_version}")
         return True
 
@@ -357,8 +395,17 @@ class TetherServer:
         return schema if isinstance(schema, dict) else None
 
     def _compute_visible(self, user: str) -> list[Version]:
+        shown, failed = self._visible_now(user)
+        if failed and self.after_failure(failed):  # closed now: the list without them
+            return self._visible_now(user)[0]
+        return shown
+
+    def _visible_now(self, user: str) -> tuple[list[Version], list[str]]:
+        """The tools ``user`` reaches, and the products whose values could not be read for
+        them just now (their tools left out)."""
         config = self.project.config
         out = []
+        failed: list[str] = []
         now = self.clock()
         for name, v in sorted(self.current.items()):
             routed = kind(v.plan.kind).routed  # a route to the listings, below
@@ -371,7 +418,11 @@ class TetherServer:
                     table_allowed(config, user, p) for p in products if p in config.products):
                 continue
             if kind(v.plan.kind).discovery:  # listings and metrics: see _index, shaped()
-                v = self.shaped(user, v)
+                try:
+                    v = self.shaped(user, v)
+                except SourceFailed:  # left out: one product failing takes no other down
+                    failed += [p for p in products if p in config.products]
+                    continue
             out.append(v)
         # search, the probe and the generic listing reach exactly the products whose listing
         # tool the caller may call (their role's globs and tables together): offered when
@@ -381,7 +432,7 @@ class TetherServer:
         readable = {str(v.plan.product): v for v in out
                     if kind(v.plan.kind).listing and v.plan.product}
         return [_over(v, readable) if over_products(v) else v for v in out
-                if readable or not kind(v.plan.kind).routed]
+                if readable or not kind(v.plan.kind).routed], failed
 
     # --- identity ---
 
@@ -452,6 +503,11 @@ class TetherServer:
                   and over_products(turn.entry) and kind(turn.entry.plan.kind).over_listings):
                 error += await anyio.to_thread.run_sync(self._products_for_words, turn.user,
                                                         turn.args)
+            if isinstance(e, SourceFailed):  # what can no longer be read closes, alone
+                error += await anyio.to_thread.run_sync(self.after_failure, _read_by(turn))
+                if self.told:
+                    self.told = False
+                    await self.tell_clients()
             if not e.refusal and turn.entry is not None:  # a refusal of policy is an answer
                 error = f"{error.rstrip('.')}. {NOT_ANSWERED.format(tool=params.name)}"
             meta = refusal_meta(e.refusal) if e.refusal else None
@@ -489,7 +545,7 @@ class TetherServer:
             return drift, self.executor.answer(call)
         except ToolError as e:  # a stale definition often fails: say why
             if drift:
-                raise ToolError(f"{e} ({drift})", refusal=e.refusal) from None
+                raise type(e)(f"{e} ({drift})", refusal=e.refusal) from None
             raise
 
     def call_of(self, user: str, entry: Version, args: dict[str, Any]) -> Call:
@@ -553,9 +609,22 @@ class TetherServer:
         inner.update({k: args[k] for k in beside})
         return {**{k: v for k, v in args.items() if k in props}, "arguments": inner}, beside
 
+    def _closed_tool(self, user: str, name: str) -> str | None:
+        """Why a tool the caller would reach is closed to them just now (its products), if so."""
+        v = self.current.get(name)
+        if v is None or not tool_visible(self.enforced.config, user, name, writers_of(v.plan)):
+            return None
+        products = ToolContext.of(v.definition).products or (
+            [v.plan.product] if v.plan.product else [])
+        return self.closed_message(user, products)
+
     def _refuse_unreached(self, user: str, product: str) -> NoReturn:
-        """A product the caller does not reach: denied by the role's tables (a refusal that
-        says so), else unknown to them (no listing tool they may call)."""
+        """A product the caller does not reach: closed just now (what failed), denied by the
+        role's tables (a refusal that says so), else unknown to them (no listing tool they may
+        call)."""
+        closed = self.closed_message(user, [product])
+        if closed is not None and table_allowed(self.enforced.config, user, product):
+            raise ToolError(closed)
         config = self.project.config
         if product in config.products and not table_allowed(config, user, product):
             refusal = Refusal("denied_table", f"your role may not read {product}")
@@ -574,8 +643,8 @@ class TetherServer:
         try:
             definition = peruser.shaped(self.executor, user, v.definition, v.plan, self._shaped)
         except TetherError:  # the source failed reading the caller's values: say so, no text
-            raise ToolError(f"{v.plan.product or v.name}: its values could not be read for you "
-                            "just now (the source failed); try again") from None
+            raise SourceFailed(f"{v.plan.product or v.name}: its values could not be read for "
+                               "you just now (the source failed); try again") from None
         return v if definition is v.definition else dataclasses.replace(v, definition=definition)
 
     def _shaped_or_none(self, user: str, v: Version) -> Version | None:
@@ -656,7 +725,8 @@ class TetherServer:
                 info = retired_info(gone.definition) or {}
                 raise ToolError(f"{name} was retired on {gone.served_until:%Y-%m-%d} "
                                 f"({info.get('reason', 'no longer served')})")
-            raise ToolError(f"unknown tool {name[:100]!r}")
+            closed = self._closed_tool(user, name)
+            raise ToolError(closed or f"unknown tool {name[:100]!r}")
         if pin is None or str(pin) == shown[name].version:
             return shown[name]
         entry = self.history.get((name, str(pin)))
@@ -815,8 +885,22 @@ class TetherServer:
                 continue
             if not self.pending_calls:
                 self._registry_up()
+            moved = await anyio.to_thread.run_sync(self._sweep) or moved or self.told
             if moved:
+                self.told = False
                 await self.tell_clients()
+
+    def _sweep(self) -> bool:
+        """Every serve.health_seconds: closed products opened again once they can be read, and
+        products whose table is gone closed (serve/health.py)."""
+        try:
+            moved = self.health.sweep(self.enforced, self._source_of())
+        except Exception as e:  # a check that fails is logged; serving goes on as it was
+            log(f"tether: the check of what can be read failed ({type(e).__name__}: {e})")
+            return False
+        if moved:
+            self._renew()
+        return moved
 
     async def tell_clients(self) -> None:
         """tools/list_changed to every session, both protocol eras."""
@@ -895,6 +979,16 @@ class TetherServer:
                 tg.cancel_scope.cancel()
         finally:
             self.close()
+
+
+def _read_by(turn: Turn) -> list[str]:
+    """The products a call read (or would have): its plan's and those its definition names."""
+    found: list[str] = []
+    for step in (turn.call, turn.entry):
+        if step is not None:
+            found += [*([step.plan.product] if step.plan.product else []),
+                      *ToolContext.of(step.definition).products]
+    return list(dict.fromkeys(found))
 
 
 def writers_of(plan: QueryPlan) -> list[str] | None:
