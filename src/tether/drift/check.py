@@ -271,7 +271,7 @@ def served_definitions(project: Project, registry: Registry) -> list[dict[str, A
 def _retire_vanished(project: Project, generated: set[str], current: dict[str, Any],
                      open_reviews: list[dict[str, Any]], restricted: exposing.Restricted,
                      routes: Routes, result: CheckResult,
-                     held: dict[str, str] | None = None) -> None:
+                     unread: dict[str, str] | None = None) -> None:
     """A published tool that tether.yaml no longer generates (renamed, its product removed) is
     retired through a review: a person decides, and it is served for its window meanwhile. A
     tool over a product that cannot be read now is kept as published (servers close it)."""
@@ -279,9 +279,9 @@ def _retire_vanished(project: Project, generated: set[str], current: dict[str, A
     for name, prev in sorted(current.items()):
         if name in generated or retired_info(prev.definition):
             continue
-        if held and name in held:
+        if unread and name in unread:
             result.outcomes.append(Outcome(name, "unreadable", prev.version,
-                                           change_note=held[name]))
+                                           change_note=unread[name]))
             continue
         if name in asked:
             held = next(r for r in open_reviews for t in r["body"]["tools"]
