@@ -196,7 +196,8 @@ class OpenAPISource(Source):
                                   hint="Name the user whose credential samples it "
                                   "(`auth.sample_as`), or set `sample_calls: 0`.")
             cred = self.credential(user, list(op.security))
-            client = ApiClient(self.base_url(), self.serve_cfg.statement_timeout_seconds)
+            client = ApiClient(self.base_url(), self.serve_cfg.statement_timeout_seconds,
+                               self.serve_cfg.max_api_call_bytes)
             try:
                 state: dict[str, Any] | None = None
                 for _ in range(calls):

@@ -1,0 +1,229 @@
+"""An HTTP API is untrusted: the corpus of tests/attacks/api.py against a real hostile API
+(tests/hostileapi.py) and the help desk (tests/apiserver.py), through `tether serve` over stdio
+with the real MCP client, and through the CLI.
+
+A credential the API echoes (as sent, in upper or lower case, base64, URL-encoded; in an error,
+a row or a next-page link) reaches no error, result, cursor, evidence, call log or tool; one
+call of an API that pages out gigabytes holds at most ``serve.max_api_call_bytes`` (the server
+process's memory is measured); one user's sampled rows are told to no other user; a spec nested
+100,000 deep is a clear error.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from mcp import Client, StdioServerParameters
+
+from attacks.api import ECHO_FORMS, SECRETS, ApiAttack, of_kind
+from conftest import free_port, run_cli
+from hostileapi import BOMB_PAGES, BOMB_ROW_BYTES, Hostile, encoded, hostile_spec
+from tether.config import load_project
+from tether.registry import open_registry
+
+TETHER = str(Path(sys.executable).parent / "tether")
+MiB = 1 << 20
+
+
+def params(root: Path, user: str) -> StdioServerParameters:
+    return StdioServerParameters(command=TETHER, args=["serve", "--project", str(root),
+                                                       "--as-user", user],
+                                 env={k: v for k, v in os.environ.items()
+                                      if k in ("PATH", "PYTHONPATH")})
+
+
+def spellings(secret: str) -> set[str]:
+    """Every spelling of the secret that must not come back (the attack's and a few more)."""
+    forms = {encoded(secret, f) for f in ("sent", "upper", "lower", "base64", "url", "plus",
+                                          "password")}
+    return forms | {base64.urlsafe_b64encode(secret.encode()).decode()}
+
+
+def leaked(text: str, secret: str) -> list[str]:
+    """The spellings of ``secret`` whose first 10 characters appear in ``text`` (any case)."""
+    low = text.lower()
+    return sorted(f for f in spellings(secret) if f[:10].lower() in low)
+
+
+def cursor_text(cursor: str | None) -> str:
+    """What a cursor carries (its signed body is readable base64)."""
+    if not cursor:
+        return ""
+    return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))[16:].decode(
+        "utf-8", "replace")
+
+
+@pytest.fixture(scope="module")
+def hostile() -> Iterator[tuple[Hostile, int]]:
+    from apiserver import serving
+
+    port = free_port()
+    api = Hostile()
+    with serving(api.app(), port):
+        yield api, port
+
+
+def hostile_project(root: Path, port: int, scheme: str) -> Path:
+    """A project over the hostile API: amy's own credential in the token store, no samples."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "hostile.json").write_text(json.dumps(hostile_spec(scheme)))
+    (root / "tether.yaml").write_text(f"""\
+sources:
+  h:
+    kind: openapi
+    spec: hostile.json
+    base_url: http://127.0.0.1:{port}
+    auth: {{scheme: auth, credential: token_store, sample_as: amy}}
+    sample_calls: 0
+products:
+  echo_error: {{table: echoError, tool: {{name: echo_error}}}}
+  echo_rows: {{table: echoRows, tool: {{name: echo_rows}}}}
+  bomb: {{table: bombRows, tool: {{name: bomb_rows}}}}
+policies:
+  roles: {{all: {{tools: ["*"]}}}}
+  users: {{amy: {{role: all}}}}
+""")
+    res = run_cli("token", "credential", "amy", "--source", "h", "--project", str(root),
+                  input=SECRETS[scheme] + "\n")
+    assert res.returncode == 0, res.stderr
+    res = run_cli("build", "--project", str(root))
+    assert res.returncode == 0, res.stdout + res.stderr
+    return root
+
+
+def echo_session(root: Path, scheme: str) -> dict[tuple[str, str], dict[str, str]]:
+    """Every echo attack of ``scheme`` in one stdio session; per (tool, form) what came back,
+    by channel (error, result, cursor, evidence), and the call log after the server stopped."""
+    calls = [(a.tool or "", a.form or "") for a in of_kind("echo") if a.scheme == scheme]
+
+    async def go() -> list[Any]:
+        async with Client(params(root, "amy")) as c:
+            return [await c.call_tool(tool, {"form": form}) for tool, form in calls]
+
+    out: dict[tuple[str, str], dict[str, str]] = {}
+    for key, r in zip(calls, anyio.run(go), strict=True):
+        result = r.structured_content or {}
+        out[key] = {"error": r.content[0].text if r.is_error else "",
+                    "is_error": str(r.is_error),
+                    "result": json.dumps(result) + json.dumps([c.model_dump() for c in
+                                                               r.content]),
+                    "cursor": cursor_text(result.get("next_cursor")),
+                    "evidence": json.dumps((r.meta or {}).get("tether/evidence"))}
+    registry = open_registry(load_project(root))
+    try:
+        log = json.dumps(registry.calls(None), default=str)
+    finally:
+        registry.close()
+    tools = "".join(p.read_text() for p in (root / "tools").glob("*.json"))
+    for got in out.values():
+        got["call log"] = log
+        got["tools"] = tools
+    return out
+
+
+@pytest.fixture(scope="module")
+def echoes(hostile: tuple[Hostile, int], tmp_path_factory: pytest.TempPathFactory
+           ) -> dict[str, dict[tuple[str, str], dict[str, str]]]:
+    return {scheme: echo_session(hostile_project(tmp_path_factory.mktemp(scheme),
+                                                 hostile[1], scheme), scheme)
+            for scheme in ECHO_FORMS}
+
+
+@pytest.mark.parametrize("attack", of_kind("echo"), ids=lambda a: a.id)
+def test_an_echoed_credential_never_leaves(
+        attack: ApiAttack, echoes: dict[str, dict[tuple[str, str], dict[str, str]]]) -> None:
+    got = echoes[attack.scheme][(attack.tool or "", attack.form or "")]
+    secret = SECRETS[attack.scheme]
+    for channel, text in got.items():
+        assert not leaked(text, secret), (attack.id, channel, leaked(text, secret), text[:600])
+    if attack.tool == "echo_error":
+        assert got["is_error"] == "True" and "answered 400" in got["error"]
+        assert "x" * 150 in got["error"]  # the API's message is still said, less the secret
+    else:
+        assert got["is_error"] == "False", got["result"][:400]
+        assert "you sent <credential>" in got["result"]
+        evidence = json.loads(got["evidence"])
+        assert len(evidence["requests"]) == 2  # the next-page link was followed
+
+
+# --- a page bomb -------------------------------------------------------------------------------
+
+
+def server_pid(root: Path) -> int:
+    """The `tether serve` process this test's MCP client started for ``root``."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            status = (d / "status").read_text()
+        except OSError:
+            continue
+        ppid = next(int(x.split()[1]) for x in status.splitlines() if x.startswith("PPid:"))
+        if ppid == os.getpid() and b"serve" in argv and str(root).encode() in argv:
+            return int(d.name)
+    raise AssertionError("the server process was not found")
+
+
+def memory(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (the peak) of ``pid``, in bytes."""
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            out[key] = int(value.split()[0]) * 1024
+    return out
+
+
+def test_a_page_bomb_is_bounded_by_the_call_byte_cap(
+        hostile: tuple[Hostile, int], tmp_path: Path) -> None:
+    """50 pages of one 8 MiB row each, asked for 50 rows: the call reads at most
+    serve.max_api_call_bytes (32 MiB: three rows), returns what it read with a cursor, and the
+    server's peak memory grows by no more than 4 times the cap and 150 MB. (The old server read
+    all 400 MiB and grew by 2 GB.) What a copy costs: the page's bytes and their join (2 x a
+    page), json.loads's text (1 x), the rows kept (the cap), DuckDB's table of them and the rows
+    read back (2 x the cap at most, the first freed before the second)."""
+    api, port = hostile
+    root = hostile_project(tmp_path / "bomb", port, "bearer")
+    cap = 32 * MiB  # serve.max_api_call_bytes by default
+
+    async def go() -> tuple[Any, dict[str, int], dict[str, int]]:
+        async with Client(params(root, "amy")) as c:
+            await c.list_tools()
+            pid = server_pid(root)
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")  # VmHWM starts again from VmRSS (else it holds the start's peak)
+            before = memory(pid)
+            r = await c.call_tool("bomb_rows", {"limit": 50})
+            return r, before, memory(pid)
+
+    api.bomb_pages = 0
+    r, before, after = anyio.run(go)
+    growth = after["VmHWM"] - before["VmRSS"]
+    print(f"page bomb: VmRSS before {before['VmRSS'] / MiB:.0f} MiB, VmHWM after "
+          f"{after['VmHWM'] / MiB:.0f} MiB, growth {growth / MiB:.0f} MiB, "
+          f"pages read {api.bomb_pages}")
+    assert api.bomb_pages <= cap // BOMB_ROW_BYTES + 1 < BOMB_PAGES
+    assert growth <= 4 * cap + 150 * MiB, growth / MiB
+    assert not r.is_error, r.content
+    assert r.structured_content["truncated"] is True and r.structured_content["next_cursor"]
+    assert load_project(root).config.serve.max_api_call_bytes == cap
+
+
+def test_the_corpus_names_each_attack_once() -> None:
+    from attacks.api import API_ATTACKS
+
+    ids = [a.id for a in API_ATTACKS]
+    assert len(ids) == len(set(ids))
+    assert {a.kind for a in API_ATTACKS} == {"echo", "page_bomb", "sample_leak", "deep_spec"}
+    assert yaml.safe_dump([a.__dict__ for a in API_ATTACKS])  # data only
