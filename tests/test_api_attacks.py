@@ -25,6 +25,7 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 
+from apiserver import running, spec, tickets, write_project
 from attacks.api import ECHO_FORMS, SECRETS, ApiAttack, of_kind
 from conftest import free_port, run_cli
 from hostileapi import BOMB_PAGES, BOMB_ROW_BYTES, Hostile, encoded, hostile_spec
@@ -218,6 +219,43 @@ def test_a_page_bomb_is_bounded_by_the_call_byte_cap(
     assert not r.is_error, r.content
     assert r.structured_content["truncated"] is True and r.structured_content["next_cursor"]
     assert load_project(root).config.serve.max_api_call_bytes == cap
+
+
+# --- one user's samples ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attack", of_kind("sample_leak"), ids=lambda a: a.id)
+def test_one_users_samples_are_told_to_no_one_else(attack: ApiAttack, tmp_path: Path) -> None:
+    """Each caller's own credential, samples read as ann: ben's tools/list holds nothing only
+    ann's responses held, and no sentence a sample wrote (the documented status no sampled
+    response held)."""
+    port = free_port()
+    root = tmp_path / "p"
+    with running(port):
+        write_project(root, port)
+        for user, token in (("ann", "tok-ann"), ("ben", "tok-ben")):
+            res = run_cli("token", "credential", user, "--source", "desk", "--project",
+                          str(root), input=token + "\n")
+            assert res.returncode == 0, res.stderr
+        res = run_cli("build", "--project", str(root))
+        assert res.returncode == 0, res.stdout + res.stderr
+
+        async def go() -> list[Any]:
+            async with Client(params(root, "ben")) as c:
+                return [t.model_dump(by_alias=True) for t in (await c.list_tools()).tools]
+
+        listed = anyio.run(go)
+    text = json.dumps(listed)
+    assert attack.tool in text
+    assert "no sampled response held" not in text
+    for t in listed:
+        sources = ((t.get("_meta") or {}).get("tether/context") or {}).get("sources") or {}
+        assert "samples" not in sources.values(), (t["name"], sources)
+    bens = {str(v) for t in tickets() if t["owner"] == "ben" for v in t.values()}
+    public = json.dumps(spec())
+    anns = {str(v) for t in tickets() if t["owner"] == "ann" for v in t.values()
+            if str(v) not in bens and str(v) not in public and len(str(v)) > 3}
+    assert anns and not [v for v in anns if v in text]
 
 
 def test_the_corpus_names_each_attack_once() -> None:

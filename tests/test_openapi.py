@@ -158,9 +158,8 @@ def test_generated_tools_carry_the_spec_and_the_sample_with_their_sources(projec
     assert rows["amount_cents"]["description"] == "Amount claimed, in cents; unit: USD cents."
     sources = t["_meta"]["tether/context"]["sources"]
     assert sources["List the caller's tickets."] == "openapi"
-    void = next(s for s in sources if "'void'" in s)
-    assert void == "Status 'void' is documented, but no sampled response held it."
-    assert sources[void] == "samples"
+    # each caller's own credential: the sample is ann's rows, and tells no one anything
+    assert "samples" not in sources.values()
     assert any(v == "policy" and "own API credential" in s for s, v in sources.items())
     assert t["annotations"]["readOnlyHint"] is True
     one = api["ticket_by_id"]
@@ -170,6 +169,24 @@ def test_generated_tools_carry_the_spec_and_the_sample_with_their_sources(projec
     # an API's sampled rows are the sampling user's: no probe of them for everyone
     probe = tools["explain_data_product"]
     assert probe["inputSchema"]["properties"]["product"].get("enum", []) == []
+
+
+def test_a_shared_credentials_sample_is_told_with_its_source(
+        desk_port: tuple[HelpDesk, int], tmp_path: Path) -> None:
+    """With one credential for every caller (`env:`), what the sample held is what anyone
+    reads: a documented value no sampled response held is said, from `samples`."""
+    root = tmp_path / "p"
+    write_project(root, desk_port[1])
+    text = (root / "tether.yaml").read_text()
+    (root / "tether.yaml").write_text(text.replace(
+        "credential: token_store, sample_as: ann", 'credential: "env:DESK_TOKEN"'))
+    res = run_cli("build", "--project", str(root), env={"DESK_TOKEN": "tok-ann"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    sources = tools_of(root)["tickets_by_status"]["_meta"]["tether/context"]["sources"]
+    void = next(s for s in sources if "'void'" in s)
+    assert void == "Status 'void' is documented, but no sampled response held it."
+    assert sources[void] == "samples"
+    assert any(v == "policy" and "shared API credential" in s for s, v in sources.items())
 
 
 def test_the_lint_scores_every_generated_tool_ten(project: Path) -> None:
