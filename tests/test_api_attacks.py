@@ -26,7 +26,7 @@ import yaml
 from mcp import Client, StdioServerParameters
 
 from apiserver import running, spec, tickets, write_project
-from attacks.api import ECHO_FORMS, SECRETS, ApiAttack, of_kind
+from attacks.api import DEEP, ECHO_FORMS, SECRETS, ApiAttack, of_kind
 from conftest import free_port, run_cli
 from hostileapi import BOMB_PAGES, BOMB_ROW_BYTES, Hostile, encoded, hostile_spec
 from tether.config import load_project
@@ -256,6 +256,62 @@ def test_one_users_samples_are_told_to_no_one_else(attack: ApiAttack, tmp_path: 
     anns = {str(v) for t in tickets() if t["owner"] == "ann" for v in t.values()
             if str(v) not in bens and str(v) not in public and len(str(v)) > 3}
     assert anns and not [v for v in anns if v in text]
+
+
+# --- a spec nested deeper than anyone writes ---------------------------------------------------
+
+
+def deep_text(kind: str) -> tuple[str, str]:
+    """(file name, text) of a spec nested DEEP levels (``ref``: a chain of DEEP $refs)."""
+    if kind == "json":
+        return "deep.json", ('{"openapi": "3.1.0", "paths": {"/x": {"get": {"responses": '
+                             '{"200": {"content": {"application/json": {"schema": '
+                             + '{"items": ' * DEEP + "{}" + "}" * DEEP + "}}}}}}}}")
+    if kind == "yaml":
+        return "deep.yaml", ("openapi: 3.1.0\npaths:\n  /x:\n    get:\n      responses:\n"
+                             "        '200':\n          content:\n            application/json:"
+                             "\n              schema: " + "[" * DEEP + "]" * DEEP + "\n")
+    schemas = {f"S{i}": {"$ref": f"#/components/schemas/S{i + 1}"} for i in range(DEEP)}
+    schemas[f"S{DEEP}"] = {"type": "object"}
+    return "deep.json", json.dumps({
+        "openapi": "3.1.0", "components": {"schemas": schemas},
+        "paths": {"/x": {"get": {"responses": {"200": {"content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/S0"}}}}}}}}})
+
+
+@pytest.mark.parametrize("attack", of_kind("deep_spec"), ids=lambda a: a.id)
+def test_a_deep_spec_is_a_clear_error_in_init(attack: ApiAttack, tmp_path: Path) -> None:
+    name, text = deep_text(attack.spec or "")
+    (tmp_path / name).write_text(text)
+    res = run_cli("init", str(tmp_path / "proj"), "--openapi", name, "--base-url",
+                  "http://127.0.0.1:9/api", cwd=tmp_path)
+    said = res.stdout + res.stderr
+    assert res.returncode == 2, said[-2000:]
+    assert "Traceback" not in said and "RecursionError" not in said
+    assert name in said and "deeper than" in said, said[-2000:]
+    assert not (tmp_path / "proj").exists()
+
+
+def test_a_deep_spec_stops_build_and_check_with_a_clear_error(tmp_path: Path) -> None:
+    port = free_port()
+    root = tmp_path / "p"
+    with running(port):
+        write_project(root, port)
+        res = run_cli("token", "credential", "ann", "--source", "desk", "--project", str(root),
+                      input="tok-ann\n")
+        assert res.returncode == 0, res.stderr
+        res = run_cli("build", "--project", str(root))
+        assert res.returncode == 0, res.stdout + res.stderr
+        before = {p.name: p.read_text() for p in (root / "tools").glob("*.json")}
+        _, text = deep_text("json")
+        (root / "helpdesk.yaml").write_text(text)  # JSON is YAML: the same file name
+        for command in ("check", "build"):
+            res = run_cli(command, "--project", str(root))
+            said = res.stdout + res.stderr
+            assert res.returncode == 2, (command, said[-2000:])
+            assert "Traceback" not in said and "RecursionError" not in said, command
+            assert "helpdesk.yaml" in said and "deeper than" in said, (command, said[-2000:])
+    assert {p.name: p.read_text() for p in (root / "tools").glob("*.json")} == before
 
 
 def test_the_corpus_names_each_attack_once() -> None:
