@@ -352,6 +352,54 @@ def test_a_changed_spec_goes_through_the_gate(desk_port: tuple[HelpDesk, int],
         registry.close()
 
 
+def test_a_moved_server_waits_for_a_person_and_the_published_one_is_called(
+        desk_port: tuple[HelpDesk, int], tmp_path: Path) -> None:
+    """tether.yaml names no base_url, so requests go to the spec's server. The spec moves it:
+    `tether check` holds a review (exit 11) though no word of any tool changed, and callers'
+    credentials keep going to the published server until a reviewer approves."""
+    desk, port = desk_port
+    root = tmp_path / "p"
+    write_project(root, port)
+    data = yaml.safe_load((root / "tether.yaml").read_text())
+    del data["sources"]["desk"]["base_url"]
+    data["policies"]["roles"]["lead"] = {"tools": ["*"], "reviewer": True}
+    data["policies"]["users"]["lea"] = {"role": "lead"}
+    (root / "tether.yaml").write_text(yaml.safe_dump(data))
+
+    def served_at(p: int) -> None:
+        (root / "helpdesk.yaml").write_text(yaml.safe_dump(
+            spec() | {"servers": [{"url": f"http://127.0.0.1:{p}/api"}]}, sort_keys=False))
+
+    served_at(port)
+    res = run_cli("token", "credential", "ann", "--source", "desk", "--project", str(root),
+                  input="tok-ann\n")
+    assert res.returncode == 0, res.stderr
+    res = run_cli("build", "--project", str(root))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert check(load_project(root)).exit_code == 0
+    new_port = free_port()
+    with running(new_port) as moved:
+        served_at(new_port)
+        result = check(load_project(root))
+        assert result.exit_code == 11
+        out = {o.tool: o for o in result.outcomes}
+        held = out["tickets_by_status"]
+        assert (held.outcome, held.change_kind) == ("pending", "semantic")
+        assert (f"server moved from http://127.0.0.1:{port}/api to "
+                f"http://127.0.0.1:{new_port}/api") in (held.change_note or "")
+        desk.seen.clear()
+        moved.seen.clear()
+        _, (r,) = stdio_calls(root, "ann", [("tickets_by_status", {"status": "open"})])
+        assert not r.is_error, r.content
+        assert desk.seen and not moved.seen  # the published server, still
+        res = run_cli("review", "approve", str(held.review), "--as", "lea", "--project",
+                      str(root))
+        assert res.returncode == 0, res.stdout + res.stderr
+        _, (r,) = stdio_calls(root, "ann", [("tickets_by_status", {"status": "open"})])
+        assert not r.is_error, r.content
+        assert moved.seen
+
+
 def test_a_renamed_parameter_is_breaking(desk_port: tuple[HelpDesk, int],
                                          tmp_path: Path) -> None:
     root = built(tmp_path / "p", desk_port[1])
