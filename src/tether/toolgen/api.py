@@ -18,6 +18,7 @@ from typing import Any
 
 from tether.config import ProductConfig, Project
 from tether.context.config_model import api_product
+from tether.context.meta import CONTEXT_KEY
 from tether.context.profile import ColumnProfile, ProductProfile
 from tether.errors import ConfigError
 from tether.policy.model import values_scoped
@@ -262,6 +263,9 @@ def api_tool(ctx: Ctx, name: str) -> GeneratedTool:
     meta = tool_meta(ctx, API_KIND_NAME, sentences, sources, [name], source_of_truth={},
                      canonical_ids={}, deprecated={},
                      limits={"max_rows": max_rows, "pagination": "cursor" if paged else "none"})
+    if not public:  # described from the spec alone (generate.py reads the profile unsampled)
+        context = meta[CONTEXT_KEY]
+        context["generated_from"] = [s for s in context["generated_from"] if s != "samples"]
     schema = closed(props)
     if required:
         schema["required"] = required
