@@ -225,6 +225,35 @@ def test_a_page_bomb_is_bounded_by_the_call_byte_cap(
     assert load_project(root).config.serve.max_api_call_bytes == cap
 
 
+def test_past_the_call_byte_cap_the_rows_read_come_back_and_a_larger_first_page_is_refused(
+        hostile: tuple[Hostile, int]) -> None:
+    """With 20 MiB a call: two 8 MiB pages whole, the third cut off where the call's bytes
+    run out (not at 32 MiB a page); the next call starts at that third page. With 4 MiB, the
+    first page alone is too large: a clear refusal naming the setting."""
+    from tether.sources.apiclient import ApiClient, ApiError, Credential
+    from tether.sources.openapi import parse_spec
+
+    api, port = hostile
+    s = parse_spec(json.dumps(hostile_spec()), "hostile.json")
+    plan = s.operations["bombRows"].plan()
+    cred = Credential(SECRETS["bearer"], s.schemes["auth"])
+    client = ApiClient(f"http://127.0.0.1:{port}", 30.0, max_bytes=20 * MiB)
+    try:
+        api.bomb_pages = 0
+        first = client.rows(plan, {}, cred, 50)
+        assert [r["id"] for r in first.rows] == [0, 1] and api.bomb_pages == 3
+        assert first.next_state is not None
+        again = client.rows(plan, {}, cred, 1, first.next_state)
+        assert [r["id"] for r in again.rows] == [2]
+        small = ApiClient(f"http://127.0.0.1:{port}", 30.0, max_bytes=4 * MiB)
+        with pytest.raises(ApiError) as e:
+            small.rows(plan, {}, cred, 50)
+        small.close()
+    finally:
+        client.close()
+    assert "serve.max_api_call_bytes" in e.value.paragraph()
+
+
 # --- one user's samples ------------------------------------------------------------------------
 
 

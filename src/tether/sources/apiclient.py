@@ -50,7 +50,6 @@ MAX_ROW_DEPTH = 200
 """Levels a value of a row may nest (deeper: the API's answer is refused, not followed)."""
 SAID_CHARS = 200
 """Characters of an API's error message said at most."""
-__all__ = ["SHOWN_SECRET", "ApiClient", "ApiError", "Credential", "Fetch"]
 
 
 class ApiError(SourceError):
@@ -390,13 +389,9 @@ def _too_large(budget: int) -> ApiError:
     if budget < MAX_BODY:
         return OverBudget(
             "the API's answers to this call are larger than serve.max_api_call_bytes "
-            f"({_mib(budget)} left of the call's bytes).",
+            f"({budget / (1 << 20):.4g} MiB left of the call's bytes).",
             hint="Ask for fewer rows, or raise serve.max_api_call_bytes.")
-    return ApiError(f"the API's answer is larger than {_mib(MAX_BODY)}; ask for fewer rows.")
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):.4g} MiB"
+    return ApiError(f"the API's answer is larger than {MAX_BODY >> 20} MiB; ask for fewer rows.")
 
 
 def _json(data: bytes, said: str) -> Any:
