@@ -158,9 +158,8 @@ def test_generated_tools_carry_the_spec_and_the_sample_with_their_sources(projec
     assert rows["amount_cents"]["description"] == "Amount claimed, in cents; unit: USD cents."
     sources = t["_meta"]["tether/context"]["sources"]
     assert sources["List the caller's tickets."] == "openapi"
-    void = next(s for s in sources if "'void'" in s)
-    assert void == "Status 'void' is documented, but no sampled response held it."
-    assert sources[void] == "samples"
+    # each caller's own credential: the sample is ann's rows, and tells no one anything
+    assert "samples" not in sources.values()
     assert any(v == "policy" and "own API credential" in s for s, v in sources.items())
     assert t["annotations"]["readOnlyHint"] is True
     one = api["ticket_by_id"]
@@ -170,6 +169,24 @@ def test_generated_tools_carry_the_spec_and_the_sample_with_their_sources(projec
     # an API's sampled rows are the sampling user's: no probe of them for everyone
     probe = tools["explain_data_product"]
     assert probe["inputSchema"]["properties"]["product"].get("enum", []) == []
+
+
+def test_a_shared_credentials_sample_is_told_with_its_source(
+        desk_port: tuple[HelpDesk, int], tmp_path: Path) -> None:
+    """With one credential for every caller (`env:`), what the sample held is what anyone
+    reads: a documented value no sampled response held is said, from `samples`."""
+    root = tmp_path / "p"
+    write_project(root, desk_port[1])
+    text = (root / "tether.yaml").read_text()
+    (root / "tether.yaml").write_text(text.replace(
+        "credential: token_store, sample_as: ann", 'credential: "env:DESK_TOKEN"'))
+    res = run_cli("build", "--project", str(root), env={"DESK_TOKEN": "tok-ann"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    sources = tools_of(root)["tickets_by_status"]["_meta"]["tether/context"]["sources"]
+    void = next(s for s in sources if "'void'" in s)
+    assert void == "Status 'void' is documented, but no sampled response held it."
+    assert sources[void] == "samples"
+    assert any(v == "policy" and "shared API credential" in s for s, v in sources.items())
 
 
 def test_the_lint_scores_every_generated_tool_ten(project: Path) -> None:
@@ -333,6 +350,54 @@ def test_a_changed_spec_goes_through_the_gate(desk_port: tuple[HelpDesk, int],
         assert registry.current()["tickets_by_status"].version == "1.1.0"
     finally:
         registry.close()
+
+
+def test_a_moved_server_waits_for_a_person_and_the_published_one_is_called(
+        desk_port: tuple[HelpDesk, int], tmp_path: Path) -> None:
+    """tether.yaml names no base_url, so requests go to the spec's server. The spec moves it:
+    `tether check` holds a review (exit 11) though no word of any tool changed, and callers'
+    credentials keep going to the published server until a reviewer approves."""
+    desk, port = desk_port
+    root = tmp_path / "p"
+    write_project(root, port)
+    data = yaml.safe_load((root / "tether.yaml").read_text())
+    del data["sources"]["desk"]["base_url"]
+    data["policies"]["roles"]["lead"] = {"tools": ["*"], "reviewer": True}
+    data["policies"]["users"]["lea"] = {"role": "lead"}
+    (root / "tether.yaml").write_text(yaml.safe_dump(data))
+
+    def served_at(p: int) -> None:
+        (root / "helpdesk.yaml").write_text(yaml.safe_dump(
+            spec() | {"servers": [{"url": f"http://127.0.0.1:{p}/api"}]}, sort_keys=False))
+
+    served_at(port)
+    res = run_cli("token", "credential", "ann", "--source", "desk", "--project", str(root),
+                  input="tok-ann\n")
+    assert res.returncode == 0, res.stderr
+    res = run_cli("build", "--project", str(root))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert check(load_project(root)).exit_code == 0
+    new_port = free_port()
+    with running(new_port) as moved:
+        served_at(new_port)
+        result = check(load_project(root))
+        assert result.exit_code == 11
+        out = {o.tool: o for o in result.outcomes}
+        held = out["tickets_by_status"]
+        assert (held.outcome, held.change_kind) == ("pending", "semantic")
+        assert (f"server moved from http://127.0.0.1:{port}/api to "
+                f"http://127.0.0.1:{new_port}/api") in (held.change_note or "")
+        desk.seen.clear()
+        moved.seen.clear()
+        _, (r,) = stdio_calls(root, "ann", [("tickets_by_status", {"status": "open"})])
+        assert not r.is_error, r.content
+        assert desk.seen and not moved.seen  # the published server, still
+        res = run_cli("review", "approve", str(held.review), "--as", "lea", "--project",
+                      str(root))
+        assert res.returncode == 0, res.stdout + res.stderr
+        _, (r,) = stdio_calls(root, "ann", [("tickets_by_status", {"status": "open"})])
+        assert not r.is_error, r.content
+        assert moved.seen
 
 
 def test_a_renamed_parameter_is_breaking(desk_port: tuple[HelpDesk, int],

@@ -428,6 +428,11 @@ class ServeConfig(Model):
     statement_timeout_seconds: float = Field(
         default=10.0, gt=0, description="A tool's query running longer is cancelled."
     )
+    max_api_call_bytes: int = Field(
+        default=32 << 20, ge=1024, description="Most bytes one call of an HTTP API's tool reads "
+        "from the API, all its pages together (default 32 MiB): past it the call stops and "
+        "returns the rows it read with a cursor that goes on from the page it could not read; "
+        "a first page larger than this is refused.")
     duckdb_memory_limit: str = Field(
         default="512MB", pattern=r"(?i)^\d+(\.\d+)?\s*(b|kb|mb|gb|tb|kib|mib|gib|tib)$",
         description="Memory a server's DuckDB engine may use for query intermediates and its "

@@ -159,10 +159,11 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
         if prev is not None and unchanged(prev, wire, t.plan):
             result.outcomes.append(Outcome(t.name, "unchanged", prev.version))
             continue
+        moved = gate.server_moved(project, prev.plan if prev else None, t.plan)
         route, level, kind = gate.route(t, wire, prev.definition if prev else None, events,
-                                        restricted, policy_widens=widens)
+                                        restricted, policy_widens=widens, moved=bool(moved))
         version = bump(prev.version, level) if prev else FIRST
-        change_note = _note(project, t, events, kind, new) if prev else "New tool."
+        change_note = _note(project, t, events, kind, new, moved) if prev else "New tool."
         _stamp(wire, version, prev.version if prev else None, level, kind, change_note, stamp,
                now + dt.timedelta(days=project.config.drift.deprecation_days), route)
         outcome = Outcome(t.name, "published" if route == "auto" else
@@ -409,10 +410,10 @@ def _first_seen(project: Project) -> Callable[[str, str, str], str | None]:
 
 
 def _note(project: Project, t: GeneratedTool, events: list[Event], kind: str,
-          new: dict[str, Any]) -> str:
+          new: dict[str, Any], moved: str | None = None) -> str:
     """Plain words: what changed, when it first appeared, how many rows, what it means.
     Restricted columns are never named."""
-    parts = []
+    parts = [moved] if moved else []
     for e in related(t, events):
         d = e["details"]
         if e["kind"] == "enum_value_added":

@@ -24,6 +24,7 @@ from tether.drift.detectors import Event
 from tether.policy.exposure import Restricted, exposure
 from tether.registry.semver import Level
 from tether.toolgen import GeneratedTool
+from tether.toolgen.model import QueryPlan
 
 
 def related(t: GeneratedTool, events: list[Event]) -> list[Event]:
@@ -53,11 +54,13 @@ def _metric_of(t: GeneratedTool) -> set[str]:
 
 
 def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
-          events: list[Event], restricted: Restricted, policy_widens: bool = True
-          ) -> tuple[str, Level, str]:
+          events: list[Event], restricted: Restricted, policy_widens: bool = True,
+          moved: bool = False) -> tuple[str, Level, str]:
     """(route, level, kind) for a changed tool: auto, human or blocked. A change the policy
     made (``policy_changed``) waits for a person only when the policy change widens access
-    (``policy_widens``); one that can only narrow is published with it, at once."""
+    (``policy_widens``); one that can only narrow is published with it, at once. An API tool
+    whose requests would go to another server (``moved``: :func:`server_moved`) is semantic:
+    the callers' credentials would go there, so a person decides."""
     level: Level
     level, kind = ("minor", "additive") if prev is None else classify(prev, wire)
     structural = kind
@@ -65,7 +68,7 @@ def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
     # a policy change wins over a semantic one it comes with: both wait for a person, but only
     # a pending policy change keeps a server from starting on the projection it moved
     semantic = any(e["kind"] == "definition_changed" for e in near) or bool(
-        transform_changed(prev, wire)) or write_changed(prev, wire)
+        transform_changed(prev, wire)) or write_changed(prev, wire) or moved
     if any(e["kind"] == "policy_changed" for e in near):
         level, kind = ("major" if level == "major" or semantic else "minor"), "policy"
     elif semantic:
@@ -79,6 +82,24 @@ def route(t: GeneratedTool, wire: dict[str, Any], prev: dict[str, Any] | None,
     if kind in ("breaking", "semantic", "policy"):
         return "human", level, kind
     return "auto", level, kind
+
+
+def server_moved(project: Project, prev_plan: dict[str, Any] | None, plan: QueryPlan
+                 ) -> str | None:
+    """For an API tool whose requests go to the spec's server (tether.yaml names no
+    base_url), what moved when that server changed ("the API's server moved from A to B"),
+    else None. The definition may not change by a word while every credential would go
+    elsewhere."""
+    if plan.kind != "api" or not prev_plan or prev_plan.get("kind") != "api":
+        return None
+    source = project.config.sources.get(plan.source or "")
+    if source is None or source.base_url:
+        return None
+    old = (prev_plan.get("request") or {}).get("server")
+    new = (plan.request or {}).get("server")
+    if old == new:
+        return None
+    return f"the API's server moved from {old or 'none'} to {new or 'none'}"
 
 
 def write_changed(prev: dict[str, Any] | None, wire: dict[str, Any]) -> bool:

@@ -58,7 +58,8 @@ def run(ex: Executor, call: Call) -> Answered:
         base = source.base_url(req.get("server"))
     except TetherError as e:
         raise ToolError(e.paragraph()) from None
-    client = ApiClient(base, ex.timeout)  # one a call: no cookie or connection outlives a caller
+    # one a call: no cookie or connection outlives a caller
+    client = ApiClient(base, ex.timeout, serve.max_api_call_bytes)
     asked = dt.datetime.now(dt.UTC)
     try:
         fetched = client.rows(req, api_args, credential, limit, state)

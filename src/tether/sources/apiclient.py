@@ -8,6 +8,11 @@ A next page is followed only on the API's own origin. A 429 or 503 is retried, a
 Retry-After asks (within the call's time), only for a safe method and only where the response
 asks for it or the spec declares the status; anything else the API answers with is a clear
 error that says the status and what the API said.
+
+The API is untrusted: whatever it sends back (an error's text, the rows, a next-page link or
+cursor) has the credential replaced in every spelling it can echo (secretforms.py) before it is
+cut or kept, and the bytes one call reads, all its pages together, are capped
+(``serve.max_api_call_bytes``): a page cannot be larger than what is left of the call's budget.
 """
 
 from __future__ import annotations
@@ -16,16 +21,18 @@ import base64
 import contextlib
 import datetime as dt
 import email.utils
+import functools
 import json
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urljoin, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, urlencode, urljoin, urlsplit, urlunsplit
 
 import httpx2 as httpx
 
 from tether.errors import SourceError
+from tether.sources.secretforms import SHOWN_SECRET, Scrubber
 
 MAX_PAGES = 50
 """Pages one call follows at most, whatever the rows cap leaves."""
@@ -37,11 +44,20 @@ MAX_RETRIES = 3
 """Retries of one request at most."""
 MAX_BODY = 32 << 20
 """Bytes of one response read at most."""
-SHOWN_SECRET = "<credential>"
+MAX_CALL_BYTES = 32 << 20
+"""Bytes one call reads at most, all its pages together (``serve.max_api_call_bytes``)."""
+MAX_ROW_DEPTH = 200
+"""Levels a value of a row may nest (deeper: the API's answer is refused, not followed)."""
+SAID_CHARS = 200
+"""Characters of an API's error message said at most."""
 
 
 class ApiError(SourceError):
     """The API answered with an error, timed out, or could not be reached."""
+
+
+class OverBudget(ApiError):
+    """The call's bytes ran out before a page was read whole."""
 
 
 @dataclass(frozen=True)
@@ -59,12 +75,16 @@ class Credential:
             return str(self.scheme.get("name") or "")
         return None
 
-    def scrub(self, text: str) -> str:
-        """``text`` with the secret (as given and URL-encoded) replaced."""
-        for form in {self.secret, quote(self.secret, safe=""), quote_plus(self.secret)}:
-            if form:
-                text = text.replace(form, SHOWN_SECRET)
-        return text
+    @functools.cached_property
+    def scrubber(self) -> Scrubber:
+        basic = (str(self.scheme.get("type", "")).lower() == "http"
+                 and str(self.scheme.get("scheme", "")).lower() == "basic")
+        return Scrubber(self.secret, basic=basic)
+
+    def scrub(self, text: str, cut: int | None = None) -> str:
+        """``text`` with the secret replaced in every spelling a server can echo (as sent,
+        in any case, base64, URL-encoded); with ``cut``, replaced first and cut after."""
+        return self.scrubber.scrub(text, cut)
 
     def apply(self, headers: dict[str, str],
               query: list[tuple[str, str | int | float | bool | None]]) -> None:
@@ -102,6 +122,8 @@ class Fetch:
     from the first row it could not give)."""
     date: dt.datetime | None = None
     retries: int = 0
+    read: int = 0
+    """Bytes of the API's answers read so far (capped by the client's ``max_bytes``)."""
 
 
 def path_value(value: Any, name: str) -> str:
@@ -120,12 +142,14 @@ def query_value(value: Any) -> list[str]:
 
 
 class ApiClient:
-    """Requests to one API at ``base_url``; ``timeout`` bounds one call's requests together."""
+    """Requests to one API at ``base_url``; ``timeout`` bounds one call's requests together,
+    ``max_bytes`` the bytes they read together."""
 
-    def __init__(self, base_url: str, timeout: float):
+    def __init__(self, base_url: str, timeout: float, max_bytes: int = MAX_CALL_BYTES):
         self.base = base_url.rstrip("/")
         self.origin = _origin(self.base)
         self.timeout = timeout
+        self.max_bytes = max_bytes
         self.http = httpx.Client(follow_redirects=False)
 
     def close(self) -> None:
@@ -145,23 +169,23 @@ class ApiClient:
              ) -> Fetch:
         """Up to ``want`` rows of the operation, following its pages from ``state`` (where an
         earlier call stopped: the next request and the rows of it already given). A page that
-        repeats one already read, or a short page of page numbers or offsets, is the last."""
+        repeats one already read, or a short page of page numbers or offsets, is the last.
+        Where the call's bytes run out after some rows, it stops there with the page not read
+        as where to go on. No error names the credential, in any spelling."""
+        try:
+            return self._rows(plan, args, credential, want, state, max_pages)
+        except ApiError as e:
+            if credential is None:
+                raise
+            raise type(e)(credential.scrub(e.message), hint=e.hint) from None
+
+    def _rows(self, plan: dict[str, Any], args: dict[str, Any], credential: Credential | None,
+              want: int, state: dict[str, Any] | None, max_pages: int) -> Fetch:
         deadline = time.monotonic() + self.timeout
         paging = plan.get("paging") or {}
         kind = paging.get("kind", "none")
-        by_in = {p["name"]: p["in"] for p in plan["params"]}
-        path_args = {k: v for k, v in args.items() if by_in.get(k) == "path"}
-        query = [(k, v) for k, v0 in args.items() if by_in.get(k) == "query"
-                 for v in query_value(v0)]
-        size = paging.get("size")
         state = dict(state or {})
-        per = None
-        if size:  # the first call's page size holds for the pages a cursor goes on with
-            cap = paging.get("size_max")
-            per = int(state.get("size") or (min(want, cap) if cap else want))
-            query = [(k, v) for k, v in query if k != size]
-            query.append((size, str(per)))
-        base_url = self.url(plan["path"], path_args)
+        per, base_url, query = self._first(plan, args, want, state)
         skip = int(state.get("skip", 0))
         out = Fetch([], None)
         pages = 0
@@ -180,9 +204,18 @@ class ApiClient:
         while True:
             url, sent, extra = request(state)
             visited.add(json.dumps([url, sent]))
-            page = self.get(plan, url, sent, credential, deadline, out)
+            here = _bare(state)
+            try:
+                page = self.get(plan, url, sent, credential, deadline, out)
+            except OverBudget:
+                if not out.rows:
+                    raise
+                out.next_state = {**here, "skip": skip, "size": per}  # this page, next call
+                return out
             pages += 1
             got = _rows(page.body, plan.get("items"))
+            if credential is not None:
+                got = [_scrubbed(credential, r) for r in got]
             nxt = self.next_state(plan, page, got, extra, credential)
             if nxt is not None and kind in ("page", "offset") and per and len(got) < per:
                 nxt = None  # a short page is the last
@@ -190,7 +223,6 @@ class ApiClient:
                 nxt = None  # the API pointed back at a page already read
             taken = got[skip:]
             room = want - len(out.rows)
-            here = _bare(state)
             out.marks += [{**here, "skip": skip + j, "size": per}
                           for j in range(min(len(taken), room))]
             if len(taken) > room:
@@ -207,11 +239,30 @@ class ApiClient:
                 out.next_state = state
                 return out
 
+    def _first(self, plan: dict[str, Any], args: dict[str, Any], want: int,
+               state: dict[str, Any]) -> tuple[int | None, str, list[tuple[str, str]]]:
+        """(the page size, the URL, the query) of the call's first request: the arguments in
+        the path and the query, and the page size the first call of a cursor asked."""
+        paging = plan.get("paging") or {}
+        by_in = {p["name"]: p["in"] for p in plan["params"]}
+        path_args = {k: v for k, v in args.items() if by_in.get(k) == "path"}
+        query = [(k, v) for k, v0 in args.items() if by_in.get(k) == "query"
+                 for v in query_value(v0)]
+        size = paging.get("size")
+        per = None
+        if size:  # the first call's page size holds for the pages a cursor goes on with
+            cap = paging.get("size_max")
+            per = int(state.get("size") or (min(want, cap) if cap else want))
+            query = [(k, v) for k, v in query if k != size]
+            query.append((size, str(per)))
+        return per, self.url(plan["path"], path_args), query
+
     def next_state(self, plan: dict[str, Any], page: Page, got: list[Any],
                    sent: list[tuple[str, str]], credential: Credential | None
                    ) -> dict[str, Any] | None:
         """The request after ``page``, or None at the last page. A next URL is kept without
-        the caller's credential (it is added again when the page is asked for)."""
+        the caller's credential (it is added again when the page is asked for); a cursor or a
+        link that carries the credential otherwise is refused (a caller holds the cursor)."""
         paging = plan.get("paging") or {}
         kind = paging.get("kind", "none")
         if kind in ("link", "next_url"):
@@ -229,6 +280,10 @@ class ApiClient:
             return self.same_origin(_without(url, credential))
         if kind == "cursor":
             value = _at(page.body, paging.get("field") or [])
+            if credential is not None and isinstance(value, str) and credential.scrubber.holds(
+                    value):
+                raise ApiError("the API's next-page cursor carries the caller's credential; "
+                               "tether does not hand it to the caller in a cursor.")
             return {"value": value} if isinstance(value, str | int) and value != "" else None
         if kind in ("page", "offset"):
             if not got:
@@ -253,25 +308,15 @@ class ApiClient:
         query: list[tuple[str, str | int | float | bool | None]] = list(given)
         if credential is not None:
             credential.apply(headers, query)
-        scrub = credential.scrub if credential else (lambda t: t)
+        scrub = credential.scrub if credential else (lambda t, cut=None: t[:cut])
         shown = scrub(_shown(url, query, credential.query_name if credential else None))
         target = httpx.URL(url).copy_merge_params(httpx.QueryParams(query)) if query else url
         method = str(plan.get("method", "GET"))
         retry_on = set(plan.get("retry") or [])
         retries = 0
         while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise ApiError(f"{method} {shown} did not answer within the call's time.")
-            try:
-                status, r_headers, data, final = self._read(method, target, headers, left,
-                                                            deadline)
-            except httpx.TimeoutException:
-                raise ApiError(f"{method} {shown} did not answer within the call's time "
-                               f"({self.timeout:g} s).") from None
-            except httpx.HTTPError as e:
-                raise ApiError(f"{method} {shown} failed: {e.__class__.__name__}.",
-                               hint="Check that the API is up and base_url is right.") from None
+            status, r_headers, data, final = self._answer(method, shown, target, headers,
+                                                          deadline, out)
             out.requests.append(f"{method} {shown} -> {status}")
             if status in (429, 503):
                 wait = _retry_after(r_headers.get("retry-after"))
@@ -292,35 +337,83 @@ class ApiClient:
                                "the caller's credential.",
                                hint="Set a valid one with `tether token credential`.")
             if status >= 400:
-                raise ApiError(f"{method} {shown} answered {status}: "
-                               f"{scrub(_said(data, r_headers))}")
-            try:
-                body = json.loads(data)
-            except ValueError:
-                raise ApiError(f"{method} {shown} answered {status} with a body that is "
-                               "not JSON.") from None
-            date = r_headers.get("date")
-            if date:
-                with contextlib.suppress(TypeError, ValueError):
-                    when = email.utils.parsedate_to_datetime(date).astimezone(dt.UTC)
-                    out.date = when if out.date is None else min(out.date, when)
-            return Page(body, r_headers, final)
+                raise ApiError(f"{method} {shown} answered {status}: {_said(data, scrub)}")
+            return Page(_json(data, f"{method} {shown} answered {status}"), r_headers, final)
+
+    def _answer(self, method: str, shown: str, target: Any, headers: dict[str, str],
+                deadline: float, out: Fetch) -> tuple[int, httpx.Headers, bytes, str]:
+        """One response within the call's time and what is left of its bytes (counted)."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ApiError(f"{method} {shown} did not answer within the call's time.")
+        try:
+            status, r_headers, data, final = self._read(method, target, headers, left,
+                                                        deadline, self.max_bytes - out.read)
+        except httpx.TimeoutException:
+            raise ApiError(f"{method} {shown} did not answer within the call's time "
+                           f"({self.timeout:g} s).") from None
+        except httpx.HTTPError as e:
+            raise ApiError(f"{method} {shown} failed: {e.__class__.__name__}.",
+                           hint="Check that the API is up and base_url is right.") from None
+        out.read += len(data)
+        date = r_headers.get("date")
+        if date and status < 400:
+            with contextlib.suppress(TypeError, ValueError):
+                when = email.utils.parsedate_to_datetime(date).astimezone(dt.UTC)
+                out.date = when if out.date is None else min(out.date, when)
+        return status, r_headers, data, final
 
     def _read(self, method: str, target: Any, headers: dict[str, str], left: float,
-              deadline: float) -> tuple[int, httpx.Headers, bytes, str]:
-        """One response, its body read within the call's time and at most MAX_BODY bytes."""
+              deadline: float, budget: int) -> tuple[int, httpx.Headers, bytes, str]:
+        """One response, its body read within the call's time and at most MAX_BODY bytes or
+        the ``budget`` the call has left, whichever is less (refused as soon as it says or
+        reads more)."""
+        limit = min(MAX_BODY, budget)
         with self.http.stream(method, target, headers=headers, timeout=left) as r:
+            said = r.headers.get("content-length", "")
+            if said.isdigit() and int(said) > limit:
+                raise _too_large(budget)
             chunks: list[bytes] = []
             size = 0
             for chunk in r.iter_bytes():
                 size += len(chunk)
-                if size > MAX_BODY:
-                    raise ApiError(f"the API's answer is larger than {MAX_BODY >> 20} MiB; "
-                                   "ask for fewer rows.")
+                if size > limit:
+                    raise _too_large(budget)
                 if time.monotonic() > deadline:
                     raise httpx.ReadTimeout("the body took longer than the call's time")
                 chunks.append(chunk)
             return r.status_code, r.headers, b"".join(chunks), str(r.url)
+
+
+def _too_large(budget: int) -> ApiError:
+    if budget < MAX_BODY:
+        return OverBudget(
+            "the API's answers to this call are larger than serve.max_api_call_bytes "
+            f"({budget / (1 << 20):.4g} MiB left of the call's bytes).",
+            hint="Ask for fewer rows, or raise serve.max_api_call_bytes.")
+    return ApiError(f"the API's answer is larger than {MAX_BODY >> 20} MiB; ask for fewer rows.")
+
+
+def _json(data: bytes, said: str) -> Any:
+    """A response's body as JSON; one that is not JSON, or nests deeper than Python reads,
+    is a clear error."""
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ApiError(f"{said} with JSON nested deeper than tether reads.") from None
+    except ValueError:
+        raise ApiError(f"{said} with a body that is not JSON.") from None
+
+
+def _scrubbed(credential: Credential, row: dict[str, Any]) -> dict[str, Any]:
+    """A row with the credential replaced in every text it holds, keys too (an API that
+    echoes the Authorization header in a field)."""
+    try:
+        out = credential.scrubber.value(row, MAX_ROW_DEPTH)
+    except ValueError:
+        raise ApiError(f"the API's rows nest deeper than {MAX_ROW_DEPTH} levels; tether does "
+                       "not read them.") from None
+    return out if isinstance(out, dict) else row
 
 
 def _origin(url: str) -> str:
@@ -356,29 +449,36 @@ def _retry_after(raw: str | None) -> float | None:
             return None
 
 
-def _said(data: bytes, headers: httpx.Headers) -> str:
-    """What an error response says, short: its message field or the start of its text."""
+def _said(data: bytes, scrub: Any) -> str:
+    """What an error response says, short: its message field or the start of its text, the
+    credential replaced before it is cut (a cut never leaves the secret's start)."""
     try:
         body = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         body = None
     if isinstance(body, dict):
         for k in ("message", "error", "detail", "title"):
             if isinstance(body.get(k), str):
-                return str(body[k])[:200]
-    text = data[:400].decode("utf-8", "replace").strip()
-    return text[:200] or "no reason given"
+                return str(scrub(str(body[k])[:SAID_CHARS * 20], cut=SAID_CHARS))
+    text = data[:SAID_CHARS * 20].decode("utf-8", "replace").strip()
+    return str(scrub(text, cut=SAID_CHARS)) or "no reason given"
 
 
 def _without(url: str, credential: Credential | None) -> str:
-    """``url`` less the credential's query parameter (and any value equal to the secret)."""
+    """``url`` less the credential's query parameter and any parameter holding the secret in
+    any spelling; a link that still holds it (in its path) is refused."""
     if credential is None:
         return url
     s = urlsplit(url)
     name = credential.query_name
+    holds = credential.scrubber.holds
     pairs = [(k, v) for k, v in parse_qsl(s.query, keep_blank_values=True)
-             if k != name and v != credential.secret]
-    return urlunsplit((s.scheme, s.netloc, s.path, urlencode(pairs), s.fragment))
+             if k != name and not holds(k) and not holds(v)]
+    kept = urlunsplit((s.scheme, s.netloc, s.path, urlencode(pairs), s.fragment))
+    if holds(kept):
+        raise ApiError("the API's next-page link carries the caller's credential; tether "
+                       "does not keep it in a cursor.")
+    return kept
 
 
 def _at(body: Any, path: list[str] | tuple[str, ...]) -> Any:

@@ -152,9 +152,12 @@ class OpenAPISource(Source):
 
     def catalog_signatures(self, tables: list[exp.Table]) -> dict[str, str]:
         """The operation as the spec describes it: changes with a field, parameter, enum,
-        page model or word of it."""
-        return {t.name: self.spec.operations[t.name].digest for t in tables
-                if t.name in self.spec.operations}
+        page model or word of it, and with the spec's server where tether.yaml names no
+        base_url (where the requests go: a moved server is drift, gated like any)."""
+        server = "" if self.cfg.base_url else next(
+            (s for s in self.spec.servers if s.startswith(("http://", "https://"))), "")
+        return {t.name: self.spec.operations[t.name].digest + (f" {server}" if server else "")
+                for t in tables if t.name in self.spec.operations}
 
     def base_url(self, published: str | None = None) -> str:
         """tether.yaml's base_url, else the server a published tool recorded (a server moved in
@@ -196,7 +199,8 @@ class OpenAPISource(Source):
                                   hint="Name the user whose credential samples it "
                                   "(`auth.sample_as`), or set `sample_calls: 0`.")
             cred = self.credential(user, list(op.security))
-            client = ApiClient(self.base_url(), self.serve_cfg.statement_timeout_seconds)
+            client = ApiClient(self.base_url(), self.serve_cfg.statement_timeout_seconds,
+                               self.serve_cfg.max_api_call_bytes)
             try:
                 state: dict[str, Any] | None = None
                 for _ in range(calls):

@@ -10,7 +10,8 @@ what its response holds beside the items.
 
 The spec is resolved once ($ref within the document, cycles cut), and every problem names the
 spec, the place in it and what to do: an unknown version, a broken $ref, an operation without a
-response schema.
+response schema, nesting (or a $ref chain) deeper than MAX_DEPTH, which would otherwise end in
+a RecursionError.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from tether.context.config_model import SourceConfig
 from tether.context.schema import Column, TypeKind
 from tether.errors import ConfigError
 
+MAX_DEPTH = 256
+"""Levels of nesting tether follows in a spec, each $ref hop counted as one: deeper is refused
+with a clear error (Python's own parsers and recursion give out near 1,000)."""
+DEEP_HINT = "Flatten its deepest nesting and $ref chains, then run the command again."
 READ_METHODS = ("get", "query")
 """HTTP methods that are safe by definition: the only operations a read-only source serves."""
 ALL_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace", "query")
@@ -178,7 +183,11 @@ def parse_spec(text: str, where: str) -> Spec:
     try:
         doc = json.loads(text) if text.lstrip().startswith("{") else yaml.load(
             text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except RecursionError:
+        raise _too_deep(where) from None
     except (json.JSONDecodeError, yaml.YAMLError) as e:
+        if "maximum nesting depth" in str(e):  # libyaml's own limit (1,000 levels)
+            raise _too_deep(where) from None
         raise SpecError(f"{where} is neither JSON nor YAML ({str(e).splitlines()[0]}).",
                         hint="Fix the file; `python -m json.tool` or a YAML linter shows "
                         "where.") from None
@@ -194,9 +203,15 @@ def parse_spec(text: str, where: str) -> Spec:
                         "example with swagger2openapi) and name the converted file.")
     try:
         return _Reader(doc, where).spec()
-    except RecursionError:
-        raise SpecError(f"{where} nests its schemas deeper than tether follows.",
-                        hint="Flatten the deepest $ref chains.") from None
+    except RecursionError:  # a guard behind the depth count: never a traceback
+        raise _too_deep(where) from None
+
+
+def _too_deep(where: str, at: str | None = None) -> SpecError:
+    """A spec nested deeper than :data:`MAX_DEPTH` (a JSON or YAML file, or a $ref chain)."""
+    place = f"; at {at}" if at else ""
+    return SpecError(f"{where} nests its schemas deeper than tether follows (more than "
+                     f"{MAX_DEPTH} levels{place}).", hint=DEEP_HINT)
 
 
 def load_spec(ref: str, root: Path) -> Spec:
@@ -228,11 +243,15 @@ class _Reader:
 
     # --- $ref ---
 
-    def deref(self, node: Any, at: str, seen: tuple[str, ...] = ()) -> Any:
+    def deref(self, node: Any, at: str, seen: tuple[str, ...] = (), depth: int = 0) -> Any:
         """``node`` with every local $ref replaced by what it points at; a $ref met again
-        inside itself (a recursive schema) becomes an open object."""
+        inside itself (a recursive schema) becomes an open object. Nesting (a $ref hop counts
+        as a level) deeper than MAX_DEPTH is a SpecError naming the place."""
+        if depth > MAX_DEPTH:
+            raise _too_deep(self.where, at)
+        depth += 1
         if isinstance(node, list):
-            return [self.deref(x, f"{at}/{i}", seen) for i, x in enumerate(node)]
+            return [self.deref(x, f"{at}/{i}", seen, depth) for i, x in enumerate(node)]
         if not isinstance(node, dict):
             return node
         ref = node.get("$ref")
@@ -246,12 +265,15 @@ class _Reader:
             else:
                 target = self.pointer(ref, at)
                 outer, self.cut = self.cut, False
-                out = self.deref(target, ref, (*seen, ref))
+                out = self.deref(target, ref, (*seen, ref), depth)
                 if not self.cut:  # a resolution that met no cycle is the same everywhere
                     self.resolved[ref] = out
                 self.cut = self.cut or outer
-            return {**out, **self.deref(rest, at, seen)} if rest and isinstance(out, dict) else out
-        return {k: self.deref(v, f"{at}/{_escaped(str(k))}", seen) for k, v in node.items()}
+            if rest and isinstance(out, dict):
+                return {**out, **self.deref(rest, at, seen, depth)}
+            return out
+        return {k: self.deref(v, f"{at}/{_escaped(str(k))}", seen, depth)
+                for k, v in node.items()}
 
     def pointer(self, ref: str, at: str) -> Any:
         if not ref.startswith("#"):

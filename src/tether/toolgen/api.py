@@ -6,7 +6,8 @@ pages; `limit` and `cursor` page as every listing does. Its description says wha
 (summary, description: source `openapi`), what a sample of responses showed (source `samples`:
 a documented value no response held), how it pages and how the API limits its rate, and that
 each caller reads with their own credential. Values a sample saw enter a definition only where
-every caller reads the same data (a shared credential) and no policy scopes them.
+every caller reads the same data (a shared credential) and no policy scopes them: with each
+caller's own, generation reads the profile less its sample (:func:`unsampled`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 
 from tether.config import ProductConfig, Project
 from tether.context.config_model import api_product
-from tether.context.profile import ColumnProfile
+from tether.context.meta import CONTEXT_KEY
+from tether.context.profile import ColumnProfile, ProductProfile
 from tether.errors import ConfigError
 from tether.policy.model import values_scoped
 from tether.sources.openapi import Operation, Spec, field_schema, load_spec, scheme_of, words
@@ -112,8 +114,32 @@ def api_names(project: Project, names: list[str]) -> dict[str, str]:
 def shared_data(ctx: Ctx, name: str) -> bool:
     """Every caller reads the same rows: one shared credential (a sample then shows what any
     caller would see)."""
-    auth = ctx.config.sources[ctx.project.source_name(name)].auth
+    return shared_credential(ctx.project, name)
+
+
+def shared_credential(project: Project, name: str) -> bool:
+    """Whether an API product is read with one credential for every caller (none, or
+    ``env:VAR``); with each caller's own, a sample is the sampling user's rows."""
+    auth = project.config.sources[project.source_name(name)].auth
     return auth is None or auth.credential.startswith("env:")
+
+
+def _unit_unsampled(c: ColumnProfile) -> bool:
+    """A unit tether.yaml, the glossary or the name gives (``name; every row's ...`` read the
+    rows)."""
+    said = c.unit_evidence or ""
+    return said in ("config", "glossary", "name") or said.startswith("config;")
+
+
+def unsampled(profile: ProductProfile) -> ProductProfile:
+    """``profile`` less everything its sample saw: each column's name and type, and a unit
+    tether.yaml, the glossary or the column's name gives. What a tool says of an API read with
+    each caller's own credential (the sample is one user's rows: their values, ranges, counts
+    and which documented values they never held are told to no one)."""
+    columns = [ColumnProfile(column=c.column, unit_hint=c.unit_hint, unit_evidence=c.unit_evidence)
+               if _unit_unsampled(c) else ColumnProfile(column=c.column)
+               for c in profile.columns]
+    return profile.model_copy(update={"columns": columns, "row_count": 0, "as_of": None})
 
 
 def key_field(op: Operation, param: str) -> str | None:
@@ -237,6 +263,9 @@ def api_tool(ctx: Ctx, name: str) -> GeneratedTool:
     meta = tool_meta(ctx, API_KIND_NAME, sentences, sources, [name], source_of_truth={},
                      canonical_ids={}, deprecated={},
                      limits={"max_rows": max_rows, "pagination": "cursor" if paged else "none"})
+    if not public:  # described from the spec alone (generate.py reads the profile unsampled)
+        context = meta[CONTEXT_KEY]
+        context["generated_from"] = [s for s in context["generated_from"] if s != "samples"]
     schema = closed(props)
     if required:
         schema["required"] = required

@@ -16,7 +16,7 @@ from tether.config import ProductConfig, Project
 from tether.context.config_model import api_product
 from tether.context.profile import ProductProfile
 from tether.errors import ConfigError
-from tether.toolgen.api import API_KIND, api_names
+from tether.toolgen.api import API_KIND, api_names, shared_credential, unsampled
 from tether.toolgen.discovery import PROBE, ROWS_KIND, SEARCH_KIND
 from tether.toolgen.kinds import Kind
 from tether.toolgen.listing import LISTING_KIND
@@ -35,8 +35,11 @@ the generic listing names the products that have a listing)."""
 def generate_grounded(project: Project, profiles: dict[str, ProductProfile],
                       kinds: Sequence[Kind] = GROUNDED) -> list[GeneratedTool]:
     """Every grounded tool of the project, sorted by name."""
-    ctx = Ctx(project, profiles)
     apis = [n for n in project.config.products if api_product(project.config, n)]
+    # one user's sample is told to no one: an API read with each caller's own credential
+    # is described from its spec alone
+    ctx = Ctx(project, {n: unsampled(p) if n in apis and not shared_credential(project, n)
+                        else p for n, p in profiles.items()})
     named = api_names(project, apis) if apis else {}
     for name, p in project.config.products.items():
         ctx.tool_names[name] = named.get(name) or product_tool_name(name, p)
