@@ -76,8 +76,8 @@ def tools_of(root: Path) -> dict[str, dict[str, Any]]:
             for p in (root / "tools").glob("*.json")}
 
 
-def stdio_calls(root: Path, user: str, calls: list[tuple[str, dict[str, Any]]]
-                ) -> tuple[list[str], list[Any]]:
+def stdio_calls(root: Path, user: str, calls: list[tuple[str, dict[str, Any]]],
+                meta: dict[str, Any] | None = None) -> tuple[list[str], list[Any]]:
     params = StdioServerParameters(command=TETHER, args=["serve", "--project", str(root),
                                                          "--as-user", user],
                                    env={k: v for k, v in os.environ.items()
@@ -86,7 +86,7 @@ def stdio_calls(root: Path, user: str, calls: list[tuple[str, dict[str, Any]]]
     async def go() -> tuple[list[str], list[Any]]:
         async with Client(params) as c:
             names = [t.name for t in (await c.list_tools()).tools]
-            return names, [await c.call_tool(n, a) for n, a in calls]
+            return names, [await c.call_tool(n, a, meta=meta) for n, a in calls]
 
     return anyio.run(go)
 
@@ -385,6 +385,7 @@ def test_a_moved_server_waits_for_a_person_and_the_published_one_is_called(
         out = {o.tool: o for o in result.outcomes}
         held = out["tickets_by_status"]
         assert (held.outcome, held.change_kind) == ("pending", "semantic")
+        held_from = "1.0.0"  # what the build published
         assert (f"server moved from http://127.0.0.1:{port}/api to "
                 f"http://127.0.0.1:{new_port}/api") in (held.change_note or "")
         desk.seen.clear()
@@ -398,6 +399,15 @@ def test_a_moved_server_waits_for_a_person_and_the_published_one_is_called(
         _, (r,) = stdio_calls(root, "ann", [("tickets_by_status", {"status": "open"})])
         assert not r.is_error, r.content
         assert moved.seen
+        # a call pinned to the version before keeps its shape, never its server: the
+        # credential goes where the current version sends it
+        desk.seen.clear()
+        moved.seen.clear()
+        _, (r,) = stdio_calls(root, "ann", [("tickets_by_status", {"status": "open"})],
+                              meta={"tether/pin": held_from})
+        assert not r.is_error, r.content
+        assert r.structured_content["deprecation"].startswith(f"version {held_from} is")
+        assert moved.seen and not desk.seen
 
 
 def test_a_renamed_parameter_is_breaking(desk_port: tuple[HelpDesk, int],
