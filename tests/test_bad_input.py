@@ -326,3 +326,20 @@ def test_deep_traces_are_a_cases_error_or_a_review_never_a_traceback(
     assert lines["c1"]["needs_human_review"] is True and lines["c1"]["correct"] is None
     res = run_cli("eval", "report", str(recorded), "--out", str(tmp_path / "report"), "--json")
     assert res.returncode == 0 and "Traceback" not in res.stdout + res.stderr, res.stderr
+
+
+# --- a tool list to lint, spans to harvest -------------------------------------------------------
+
+
+@DEPTHS
+@pytest.mark.parametrize("lines", [1, 2], ids=["document", "jsonl"])
+def test_a_deep_tool_list_or_span_export_is_one_paragraph(proj: Path, tmp_path: Path,
+                                                          depth: int, lines: int) -> None:
+    """`tether lint FILE` and `tether eval harvest --otel FILE` read JSON from anywhere."""
+    f = tmp_path / "deep.json"
+    f.write_text(('{"name": "ok"}\n' if lines == 2 else "") + nested(depth) + "\n")
+    if lines == 1:
+        one_paragraph(run_cli("lint", str(f)), 2, SAYS_DEEP, "deep.json")
+    res = run_cli("eval", "harvest", "--otel", str(f), "--out", str(tmp_path / "h.jsonl"),
+                  "--project", str(proj))
+    one_paragraph(res, 2, SAYS_DEEP if lines == 1 else "deep.json:2")

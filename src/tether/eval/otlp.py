@@ -30,6 +30,7 @@ from tether.eval.harvest import (
     _clip,
     stratify,
 )
+from tether.textfiles import JSONProblem, parse_json
 
 OTLP_HINT = ("Give an OTLP JSON trace export: {\"resourceSpans\": [{\"resource\": ..., "
              "\"scopeSpans\": [{\"spans\": [...]}]}]}, one object or one per line.")
@@ -60,15 +61,19 @@ def _load_docs(path: Path) -> list[Any]:
         raise ConfigError(f"{path} does not exist.", hint=OTLP_HINT)
     text = path.read_text(encoding="utf-8")
     try:
-        return [json.loads(text)]
-    except json.JSONDecodeError as whole:
+        return [parse_json(text)]
+    except JSONProblem as whole:
+        if whole.kind != "syntax":  # too deep, a number too long: no reading of it helps
+            raise ConfigError(f"{path.name} {whole.reason}.", where=f"{path}:{whole.line or 1}",
+                              hint=whole.hint or OTLP_HINT) from None
         lines = [(n, s) for n, s in enumerate(text.splitlines(), start=1) if s.strip()]
         docs: list[Any] = []
         for n, line in lines:
             try:
-                docs.append(json.loads(line))
-            except json.JSONDecodeError as e:  # not JSON Lines either: report the likelier reading
-                where, msg = (f"{path}:{n}", e.msg) if docs else (f"{path}:{whole.lineno}", whole.msg)
+                docs.append(parse_json(line, one_line=True))
+            except JSONProblem as e:  # not JSON Lines either: report the likelier reading
+                where, msg = ((f"{path}:{n}", e.detail or e.reason) if docs or e.kind != "syntax"
+                              else (f"{path}:{whole.line}", whole.detail))
                 raise ConfigError(f"not JSON ({msg}).", where=where, hint=OTLP_HINT) from None
         return docs
 

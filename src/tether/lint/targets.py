@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import ConfigError, SourceError
+from tether.textfiles import JSONProblem, parse_json
 
 
 def load_json_tools(path: Path) -> list[dict[str, Any]]:
@@ -25,11 +26,11 @@ def load_json_tools(path: Path) -> list[dict[str, Any]]:
         except UnicodeDecodeError:
             raise ConfigError(f"{f} is not UTF-8 text.", where=f.name) from None
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{f} is not valid JSON: {e.msg} (line {e.lineno}).",
-                              where=f"{f.name}:{e.lineno}",
-                              hint="Give a tools/list result, a list of tools, or one tool.") from None
+            data = parse_json(text)
+        except JSONProblem as e:  # a syntax error, or nesting deeper than real files do
+            raise ConfigError(f"{f} {e.reason}.", where=f"{f.name}:{e.line or 1}",
+                              hint=e.hint or "Give a tools/list result, a list of tools, or "
+                              "one tool.") from None
         if isinstance(data, dict) and "tools" in data:
             data = data["tools"]
         items = data if isinstance(data, list) else [data]
