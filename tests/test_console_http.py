@@ -488,3 +488,23 @@ def test_the_learn_page_lists_applies_and_dismisses_for_reviewers_only(proj: Pro
         tools = {t["name"]: t for t in json.loads(run_cli("tools", "--project", str(proj.root),
                                                           "--json").stdout)}
         assert found[0].change.sentence not in json.dumps(tools[la.tool])
+
+
+def test_a_table_dropped_under_the_project_leaves_every_page_working(proj: Project) -> None:
+    """The customers table dropped upstream: the tools, policy and drift pages still answer,
+    the closed product's tool is not among what the manager reaches, and no page fails."""
+    import duckdb
+
+    with duckdb.connect(str(proj.root / "warehouse.duckdb")) as con:
+        con.execute("DROP TABLE customers")
+    with served(proj.root) as url:
+        c = Client(url)
+        c.sign_in(proj.tokens[MANAGER])
+        for path in ("/tools", "/policy", "/drift", "/reviews", "/tools/order_backlog_by_status"):
+            status, html, _ = c.request(path)
+            assert status == 200 and "Traceback" not in html, (path, status, html[:300])
+        _, tools, _ = c.request("/tools")
+        assert "order_backlog_by_status" in tools
+        assert "customers_by_region_and_segment" not in tools
+        status, html, _ = c.request("/tools/customers_by_region_and_segment")
+        assert status == 404 and "Traceback" not in html
