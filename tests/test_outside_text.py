@@ -27,6 +27,7 @@ from attacks.spec_injection import (
 )
 from conftest import copy_project, run_cli
 from tether.config import load_project
+from tether.context.outside import MAX_CHARS, clean, quote
 from tether.lint import review_tools
 from tether.profiling import profile_project
 from tether.toolgen import generate
@@ -73,6 +74,20 @@ def assert_neutralised(tool: dict[str, Any]) -> None:
         assert quoted_only(tool["description"], order), (order, tool["description"])
     for text in descriptions(tool.get("inputSchema")) + descriptions(tool.get("outputSchema")):
         assert len(text) <= 400, text  # bounded: a field's words are cut, not carried whole
+
+
+# --- cleaning --------------------------------------------------------------------------------------
+
+
+def test_cleaning_keeps_the_words_and_bounds_them() -> None:
+    """Markup goes, the words stay: inline tags, comparisons, names with underscores, code spans
+    and entities are text; a long text is cut at a word and says so."""
+    said = clean("<p>Amount in <b>EUR</b>, x < 10 and y > 3; see `order_id`, __init__ and "
+                 "AT&amp;T.</p>\n\n- one\n- two")
+    assert said == "Amount in EUR, x < 10 and y > 3; see `order_id`, __init__ and AT&T. one two"
+    long = clean("word " * 200)
+    assert len(long) <= MAX_CHARS and long.endswith("word…")
+    assert quote("He said “stop”.", "The source") == "The source says: “He said \"stop\"”"
 
 
 # --- an API spec -----------------------------------------------------------------------------------

@@ -84,11 +84,15 @@ def _markup(text: str) -> str:
     return _BOLD.sub(r"\1", _LINE_MARKS.sub("", text))
 
 
+_SPACES = "\t\n\r\x0b\x0c"
+
+
 def _visible(text: str) -> str:
-    """``text`` without invisible characters (line breaks and tabs become spaces)."""
-    return "".join(" " if ch in "\t\n\r\x0b\x0c" else ch for ch in text
-                   if ch in "\t\n\r\x0b\x0c" or not (unicodedata.category(ch) in _HIDDEN
-                                                     or 0xE0100 <= ord(ch) <= 0xE01EF))
+    """``text`` without invisible characters; line breaks stay (Markdown's line marks are read
+    by line), other white space controls become spaces."""
+    return "".join(ch if ch == "\n" else " " if ch in _SPACES else ch for ch in text
+                   if ch in _SPACES or not (unicodedata.category(ch) in _HIDDEN
+                                            or 0xE0100 <= ord(ch) <= 0xE01EF))
 
 
 def cut(text: str, limit: int = MAX_CHARS) -> str:
