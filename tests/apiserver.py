@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -371,3 +372,51 @@ def serving(app: Starlette, port: int) -> Iterator[None]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def hostile_spec() -> dict[str, Any]:
+    """A spec whose words try to speak to the model (tests/attacks/spec_injection.py): its
+    title, an operation's summary and description, a parameter's and a field's description. A
+    one-word operation (getBomb, no parameter) is the one a title could once name."""
+    from attacks.spec_injection import PAYLOAD, TITLE
+
+    item = {"type": "object", "properties": {
+        "name": {"type": "string", "description": PAYLOAD},
+        "colour": {"type": "string"}}}
+    ok = {"200": {"description": "ok", "content": {"application/json": {
+        "schema": {"type": "array", "items": item}}}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": TITLE, "version": "1", "description": PAYLOAD},
+        "servers": [{"url": "https://gadgets.invalid"}],
+        "paths": {
+            "/bomb": {"get": {"operationId": "getBomb", "summary": PAYLOAD,
+                              "description": PAYLOAD, "responses": ok}},
+            "/gadgets": {"get": {"operationId": "listGadgets", "summary": "Gadgets in stock.",
+                                 "description": PAYLOAD, "parameters": [
+                                     {"name": "colour", "in": "query", "description": PAYLOAD,
+                                      "schema": {"type": "string"}}],
+                                 "responses": ok}},
+        },
+    }
+
+
+def write_hostile_project(root: Path) -> Path:
+    """A tether project over the hostile spec: a shared credential-less API, not sampled (the
+    tools are what the spec says)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "gadgets.json").write_text(json.dumps(hostile_spec()))
+    (root / "tether.yaml").write_text("""\
+sources:
+  shop:
+    kind: openapi
+    spec: gadgets.json
+    sample_calls: 0
+products:
+  bomb: {table: getBomb}
+  gadgets: {table: listGadgets}
+policies:
+  roles: {all: {tools: ["*"]}}
+  users: {amy: {role: all}}
+""")
+    return root

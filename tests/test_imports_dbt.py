@@ -76,7 +76,7 @@ def test_descriptions_units_and_enums_reach_the_tools_with_source_dbt(site: Path
     assert res.returncode == 0, res.stderr
     t = tool(site, "rentals_by_attributes")
     ctx = t["_meta"]["tether/context"]
-    described = "One row per bicycle rental, from unlock to return."
+    described = "The dbt project says: “One row per bicycle rental, from unlock to return”."
     assert described in t["description"]
     assert ctx["sources"][described] == "dbt"
     assert ctx["origins"][described] == "dbt:model.cycling.rentals"
@@ -115,7 +115,7 @@ def test_the_semantic_metric_applies_the_dbt_filter(site: Path) -> None:
     assert run_cli("build", "--project", str(project)).returncode == 0
     t = tool(site, "completed_fares")
     ctx = t["_meta"]["tether/context"]
-    assert ctx["origins"]["Fares of rentals that were completed."] == (
+    assert ctx["origins"]["The dbt project says: “Fares of rentals that were completed”."] == (
         "dbt:metric.cycling.completed_fares")
     result = call(project, "ana", "completed_fares", {"period": "2026-05"})
     assert not result.is_error, result.content
@@ -185,8 +185,8 @@ def test_a_changed_dbt_description_is_a_wording_event(site: Path) -> None:
                    str(project), "--json")
     assert diff.returncode == 0, diff.stderr
     lines = json.loads(diff.stdout)["description"]
-    assert "-One row per bicycle rental, from unlock to return." in lines
-    assert "+One row per bicycle rental, unlock to dock." in lines
+    assert "-The dbt project says: “One row per bicycle rental, from unlock to return”." in lines
+    assert "+The dbt project says: “One row per bicycle rental, unlock to dock”." in lines
 
 
 def test_tether_yaml_overrides_the_layer_key_by_key_and_explain_says_which(site: Path) -> None:

@@ -155,7 +155,8 @@ def test_a_versioned_model_keeps_its_description_and_version_facts(site: Path,
     stations = load_project(site / "tether").config.products["stations"]
     assert stations.table == "stations_v2"
     assert stations.description is not None
-    assert stations.description.startswith("Docks as the planning team calls them.")
+    assert stations.description.startswith(  # dbt's words quoted, tether's own beside them
+        "The dbt project says: “Docks as the planning team calls them”.")
     assert "Version 2 of the dbt model stations, the latest; other versions: 1." in (
         stations.description)
     assert stations.columns["dock_code"].description == "Code painted on the dock."

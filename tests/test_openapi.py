@@ -157,7 +157,9 @@ def test_generated_tools_carry_the_spec_and_the_sample_with_their_sources(projec
     rows = t["outputSchema"]["properties"]["rows"]["items"]["properties"]
     assert rows["amount_cents"]["description"] == "Amount claimed, in cents; unit: USD cents."
     sources = t["_meta"]["tether/context"]["sources"]
-    assert sources["List the caller's tickets."] == "openapi"
+    # the spec's words are quoted as the spec's, never tether's own voice
+    said = "The API's summary says: “List the caller's tickets”."
+    assert t["description"].startswith(said) and sources[said] == "openapi"
     # each caller's own credential: the sample is ann's rows, and tells no one anything
     assert "samples" not in sources.values()
     assert any(v == "policy" and "own API credential" in s for s, v in sources.items())
@@ -632,11 +634,12 @@ policies:
     from conftest import call_tools
 
     config = load_project(root)
-    first, = call_tools(config, "amy", [("catalog_items", {"limit": 3})])
+    # one word (listItems, no filter) takes its source's name: never the spec's title
+    first, = call_tools(config, "amy", [("cat_items", {"limit": 3})])
     assert not first.is_error, first.content
     cursor = first.structured_content["next_cursor"]
     body = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))[16:].decode()
-    second, = call_tools(config, "amy", [("catalog_items", {"limit": 3, "cursor": cursor})])
+    second, = call_tools(config, "amy", [("cat_items", {"limit": 3, "cursor": cursor})])
     assert [r["sku"] for r in second.structured_content["rows"]] == ["S21", "S30", "S31"]
     registry = open_registry(config)
     try:

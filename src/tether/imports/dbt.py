@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.config import Project
+from tether.context.outside import SPEAKERS, clean, quote
 from tether.imports.dbt_files import (
     find_inputs,
     listing_digest,
@@ -189,7 +190,8 @@ def product_facts(project: Project, dbt: DbtProject, node: DbtNode, name: str) -
     facts: dict[str, Any] = {}
     if typed is None:
         facts["table"] = relation_text(project, node.schema_, node.relation)
-    sentences = [node.description.strip()] if node.description and node.description.strip() else []
+    said = quote(node.description, SPEAKERS["dbt"])  # dbt's words, quoted beside tether's own below
+    sentences = [said] if said else []
     sentences += _version_sentences(dbt, node)
     if node.contract.get("enforced") or node.config.contract.get("enforced"):
         sentences.append("Its columns and types are enforced by a dbt contract.")
@@ -251,8 +253,8 @@ def column_facts(dbt: DbtProject, node: DbtNode) -> dict[str, Any]:
             continue
         cname = real_lower[name.lower()] if real_lower is not None else name
         facts: dict[str, Any] = {}
-        if col.description and col.description.strip():
-            facts["description"] = col.description.strip()
+        if described := clean(col.description):  # a field's words: data, cleaned and cut
+            facts["description"] = described
         meta = col.all_meta()
         if isinstance(meta.get("unit"), str) and meta["unit"]:
             facts["unit"] = meta["unit"]

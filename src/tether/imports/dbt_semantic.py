@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.context.outside import NAME_CHARS, SPEAKERS, clean, quote
 from tether.imports.dbt_model import DbtProject, Measure, Metric, SemanticModel
 from tether.imports.sqlcheck import Refused, checked_expr, columns_of
 
@@ -160,9 +161,8 @@ def _metric(metric: Metric, measures: dict[str, tuple[Measure, _Model]],
         predicate = predicate[1:-1]
     if predicate is not None:  # the template's own text, around the columns, is SQL from outside
         predicate = check(predicate, "its filter")
-    entry: dict[str, Any] = {"measure": measure_sql,
-                             "description": (metric.description or metric.label
-                                             or metric.name).strip()}
+    said = quote(metric.description or metric.label, SPEAKERS["dbt"])  # dbt's words, quoted
+    entry: dict[str, Any] = {"measure": measure_sql, "description": said or metric.name}
     if predicate:
         entry["predicate"] = predicate
     time = measure.agg_time_dimension or (
@@ -183,7 +183,7 @@ def _metric(metric: Metric, measures: dict[str, tuple[Measure, _Model]],
     unit = _unit(metric, measure, model, facts)
     if unit:
         entry["unit"] = unit
-    name = (metric.label or metric.name.replace("_", " ")).strip()
+    name = clean(metric.label, NAME_CHARS) or metric.name.replace("_", " ")
     entry["term"] = name
     term: dict[str, Any] = {"_name": name, "definition": entry["description"],
                             "measure": measure_sql,

@@ -3,7 +3,9 @@
 A file is YAML front matter between ``---`` lines (the keys of a tether.yaml glossary term:
 ``predicate`` or ``measure``, ``fields``, ``synonyms``, ``owner``) and a body, which is the
 term's definition. The term is named by the body's first ``# Heading`` when it has one, else by
-the file's name (``late-parcel.md`` is "late parcel"). The folder is read every time
+the file's name (``late-parcel.md`` is "late parcel"). Both are outside words, kept as data:
+markup and hidden characters removed, the length bounded (tether.context.outside); a tool quotes
+the definition as its document's. The folder is read every time
 the project loads (a layer above the imports, below tether.yaml), so an edit is seen by the next
 ``tether check``; every key records the file and line it came from. A symbolic link, and any file
 that resolves outside the folder, is skipped: a definition is read from the folder named, never
@@ -21,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from tether.context.config_model import GlossaryTerm
+from tether.context.outside import NAME_CHARS, TEXT_CHARS, clean
 from tether.errors import ConfigError
 from tether.layers.model import ImportLayer, InputFile, now_stamp
 from tether.textfiles import decode_text, load_yaml, read_bytes
@@ -113,11 +116,12 @@ def _body(lines: list[str], start: int, path: Path) -> tuple[str, str, int]:
     if rest:
         m = _HEADING.match(rest[0][1])
         if m:
-            name = m.group(1).strip()
+            name = clean(m.group(1), NAME_CHARS) or name
             rest.pop(0)
             while rest and not rest[0][1].strip():
                 rest.pop(0)
-    definition = " ".join(" ".join(line.split()) for _, line in rest if line.strip())
+    # the document's words are data: markup and hidden characters out, bounded (tools quote it)
+    definition = clean("\n".join(line for _, line in rest), TEXT_CHARS)
     return name, definition, rest[0][0] if rest else start + 1
 
 

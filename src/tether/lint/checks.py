@@ -1,4 +1,5 @@
-"""The ten-point review of a tool definition, one registered check per point.
+"""The ten-point review of a tool definition, one registered check per point, and a finding
+beyond the ten that costs a point (text that speaks to the model).
 
 Each check reads only the MCP wire form (what tools/list returns), so it works on any server's
 tools; `_meta["tether/context"]` is used where a server provides it (sentence sources, deprecated
@@ -16,6 +17,7 @@ from typing import Any
 
 from tether.context.meta import SOURCES_AT, ToolContext
 from tether.context.names import IDENTIFIER_WORDS, name_words
+from tether.context.outside import instruction_signs
 from tether.toolgen.describe import split_sentences
 from tether.toolgen.model import SOURCES
 
@@ -35,6 +37,9 @@ class Check:
     item: int
     title: str
     run: Callable[[Tool], tuple[str, str] | None]  # (reason, fix) when the point is lost
+    penalty: bool = False
+    """A finding beyond the ten points: it earns none, and costs one when it fires (a tool that
+    speaks to the model cannot score 10/10 however well it is described)."""
 
     def __call__(self, tool: Tool) -> Finding | None:
         lost = self.run(tool)
@@ -306,6 +311,35 @@ def _sources(tool: Tool) -> tuple[str, str] | None:
     return None
 
 
+# 11 (beyond the ten) ------------------------------------------------------------------------------
+def _texts(tool: Tool) -> Iterator[tuple[str, str]]:
+    """(where, text) of every piece of words a model is shown: the title, the description, and
+    each parameter's and output field's description."""
+    yield "the title", str(tool.get("title") or "")
+    yield "the description", str(tool.get("description") or "")
+    for schema, what in ((tool.get("inputSchema"), "parameter"),
+                         (tool.get("outputSchema"), "output field")):
+        for name, s in _walk_fields(schema):
+            yield f"{what} {name}'s description", str(s.get("description") or "")
+
+
+def _speaks_to_the_model(tool: Tool) -> tuple[str, str] | None:
+    """Text that gives the model orders, hides from the user, or carries markup (the signs of
+    tether.context.outside), in any server's tool; quoted words are flagged too, so a person
+    sees what a source tried to say."""
+    said = []
+    for where, text in _texts(tool):
+        reasons = list(dict.fromkeys(s.reason for s in instruction_signs(text)))
+        if reasons:
+            said.append(f"{where} {' and '.join(reasons)}")
+    if said:
+        return ("; ".join(said),
+                "Words from a spec, a dbt project or a glossary must describe data, never "
+                "instruct the model: mend them at their source, or give the tool its own words "
+                "in tether.yaml (description, notes).")
+    return None
+
+
 DEFAULT_CHECKS: tuple[Check, ...] = (
     Check(1, "name states the business question", _business_name),
     Check(2, "scope, units and consequence in the first two sentences", _first_two),
@@ -317,5 +351,7 @@ DEFAULT_CHECKS: tuple[Check, ...] = (
     Check(8, "pagination and row limits stated", _paging),
     Check(9, "read-only or destructive declared", _annotations),
     Check(10, "every sentence has a known source", _sources),
+    Check(11, "no text speaks to the model", _speaks_to_the_model, penalty=True),
 )
-"""The ten points, in order. Callers may pass their own tuple (a third party's extra check)."""
+"""The ten points, in order, then the findings that cost a point beyond them. Callers may pass
+their own tuple (a third party's extra check)."""

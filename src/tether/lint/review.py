@@ -1,4 +1,5 @@
-"""Run the ten checks over a tool list: a score out of ten per tool, each lost point explained."""
+"""Run the ten checks over a tool list: a score out of ten per tool, each lost point explained
+(a finding beyond the ten, such as text that speaks to the model, costs a point too)."""
 
 from __future__ import annotations
 
@@ -57,8 +58,9 @@ def review_tools(
     out = Review(target=target, encoding=ENCODING)
     for tool in tools:
         lost = [f for f in (c(tool) for c in checks) if f is not None]
+        points = sum(1 for c in checks if not c.penalty)
         out.tools.append(ToolReview(
-            name=str(tool.get("name")), score=len(checks) - len(lost), lost=lost,
+            name=str(tool.get("name")), score=max(points - len(lost), 0), lost=lost,
             tokens=tool_tokens(tool), wire_bytes=wire_bytes(tool),
             calls=(calls or Counter()).get(str(tool.get("name")), 0) if calls is not None else None,
         ))

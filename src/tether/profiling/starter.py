@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from sqlglot import exp
 
 from tether.context.names import identifier_like, name_words
+from tether.context.outside import clean
 from tether.context.schema import Column
 from tether.context.timeformat import grain, guesses, is_format, says
 from tether.context.timeformat import pattern as time_pattern
@@ -517,7 +518,7 @@ def render_api_starter(spec_ref: str, base_url: str | None, spec: Spec, user: st
         while name in taken:
             name, n = f"{base}_{n}", n + 1
         taken.add(name)
-        said = " ".join(str(op.summary or "").split())[:90]
+        said = clean(op.summary, 90)  # the spec's words in a comment: one clean line
         lines.append(f"  {_q(name)}:  # {op.method.upper()} {op.path}"
                      + (f": {said}" if said else ""))
         lines.append(f"    table: {_q(table)}")

@@ -2,16 +2,19 @@
 
 Its arguments are the operation's own parameters, with the spec's constraints (types, enums,
 formats, ranges, patterns, defaults), less the ones the server drives while it follows the
-pages; `limit` and `cursor` page as every listing does. Its description says what the spec says
-(summary, description: source `openapi`), what a sample of responses showed (source `samples`:
-a documented value no response held), how it pages and how the API limits its rate, and that
-each caller reads with their own credential. Values a sample saw enter a definition only where
-every caller reads the same data (a shared credential) and no policy scopes them: with each
-caller's own, generation reads the profile less its sample (:func:`unsampled`).
+pages; `limit` and `cursor` page as every listing does. Its description quotes what the spec
+says ("The API's summary says: “...”", source `openapi`: the spec's words are data, cleaned of
+markup and cut, never tether's voice), then says what a sample of responses showed (source
+`samples`: a documented value no response held), how it pages and how the API limits its rate,
+and that each caller reads with their own credential. Values a sample saw enter a definition only
+where every caller reads the same data (a shared credential) and no policy scopes them: with each
+caller's own, generation reads the profile less its sample (:func:`unsampled`). Its name
+is made of identifiers only (the operation id, the path, a parameter's name, the source's name).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +22,7 @@ from typing import Any
 from tether.config import ProductConfig, Project
 from tether.context.config_model import api_product
 from tether.context.meta import CONTEXT_KEY
+from tether.context.outside import MAX_CHARS, NAME_CHARS, SPEAKERS, clean, quote
 from tether.context.profile import ColumnProfile, ProductProfile
 from tether.errors import ConfigError
 from tether.policy.model import values_scoped
@@ -72,11 +76,17 @@ VERBS = frozenset({"get", "list", "read", "fetch", "find", "search", "retrieve",
 """Words of an operation id that name the request, not what it answers."""
 
 
-def api_tool_name(p: ProductConfig, op: Operation, title: str) -> str:
+MAX_NAME = 64
+"""Longest tool name made (MCP allows 128; most model APIs take 64)."""
+
+
+def api_tool_name(p: ProductConfig, op: Operation, source: str) -> str:
     """What the operation answers and what picks its rows: its words less the request's verb,
     ``_by_`` its first filter (listInvoices(status) -> invoices_by_status,
-    getInvoice(invoice_id) -> invoice_by_id); one word alone takes the API's title before it
-    (help_desk_agents)."""
+    getInvoice(invoice_id) -> invoice_by_id); one word alone takes the path's words before it
+    (/desk/agents -> desk_agents), else the source's name in tether.yaml (desk_agents). Only
+    identifiers make a name: the operation id, the path and parameter names, tether.yaml's
+    names; never a spec's prose (its title or summary), which may say anything."""
     noun = [w for w in words(p.table or "api") if w not in VERBS] or words(p.table or "api")
     driven = op.paging.server_params()
     first = next((x for x in sorted(op.params, key=lambda x: x.where != "path")
@@ -84,8 +94,16 @@ def api_tool_name(p: ProductConfig, op: Operation, title: str) -> str:
     by = ([w for w in words(first.name) if w not in noun] or words(first.name)) if first else []
     name = noun + (["by", *by] if by else [])
     if len(name) == 1:
-        name = [w for w in words(title) if w not in noun][:3] + name
-    return "_".join(name)[:64] or "api"
+        name = [w for w in path_words(op.path) if w not in noun][-2:] + name
+    if len(name) == 1:
+        name = [w for w in words(source) if w not in noun][:2] + name
+    return "_".join(name)[:MAX_NAME].strip("_") or "api"
+
+
+def path_words(path: str) -> list[str]:
+    """The words of a path's fixed segments (not its {parameters}, not a version: v1)."""
+    return [w for seg in path.split("/") if seg and "{" not in seg
+            and not re.fullmatch(r"v\d+(\.\d+)*", seg, re.I) for w in words(seg)]
 
 
 def api_names(project: Project, names: list[str]) -> dict[str, str]:
@@ -97,18 +115,25 @@ def api_names(project: Project, names: list[str]) -> dict[str, str]:
     for name in names:
         p = project.config.products[name]
         out[name] = p.tool.name if name in given and p.tool and p.tool.name else api_tool_name(
-            p, operation_in(project, name), spec_of(project, project.source_name(name)).title)
+            p, operation_in(project, name), project.source_name(name))
 
     def rename(how: Callable[[str], str]) -> None:
         """Each product whose tool shares its name with another's (a clash of names given in
         tether.yaml is the person's to mend) renamed by ``how``."""
         count = Counter(out.values())
         for name in [n for n in names if count[out[n]] > 1 and n not in given]:
-            out[name] = how(name)[:64]
+            out[name] = how(name)[:MAX_NAME]
 
     rename(lambda n: "_".join(words(project.config.products[n].table or n)))
     rename(lambda n: f"{out[n][:40]}_{safe_name(n)}")
     return out
+
+
+def first_sentence(text: object, limit: int = MAX_CHARS) -> str:
+    """The first sentence of a spec's words, cleaned (no markup, no hidden characters) and at
+    most ``limit`` characters, without its period; empty when there are no words."""
+    first = split_sentences(clean(text, 10 * limit))[:1]
+    return clean(first[0], limit).rstrip(".") if first else ""
 
 
 def shared_data(ctx: Ctx, name: str) -> bool:
@@ -165,8 +190,8 @@ def _param_schema(raw: dict[str, Any], description: str | None,
     if schema["type"] == "array" and isinstance(raw.get("items"), dict):
         schema["items"] = {k: raw["items"][k] for k in SPEC_KEYS if k in raw["items"]}
     notes = []
-    if description:
-        notes.append(split_sentences(description)[0].rstrip(".")[:200])
+    if description and (said := first_sentence(description, 200)):
+        notes.append(said)
     if schema.get("format") == "date-time":  # RFC 3339, as OpenAPI's format means
         notes.append("an ISO 8601 time with its UTC offset, e.g. 2026-05-01T00:00:00Z")
     elif schema.get("format") == "date":
@@ -233,9 +258,9 @@ def api_tool(ctx: Ctx, name: str) -> GeneratedTool:
     rows = output_rows(ctx, name, cols)
     for c in cols:  # the spec's words on each field, where tether.yaml says nothing
         facts = p.columns.get(c.column.name)
-        said = field_schema(op, c.column.name).get("description")
+        said = first_sentence(field_schema(op, c.column.name).get("description"), 160)
         if said and not (facts and facts.description) and c.column.name in rows:
-            parts = [split_sentences(str(said))[0].rstrip(".")[:160]]
+            parts = [said]
             ours = str(rows[c.column.name].get("description") or "").rstrip(".")
             if ours:  # the unit, the scheme, the masks: what tether adds stays
                 parts.append(ours[:1].lower() + ours[1:])
@@ -269,7 +294,7 @@ def api_tool(ctx: Ctx, name: str) -> GeneratedTool:
     schema = closed(props)
     if required:
         schema["required"] = required
-    title = (op.summary or "").strip().rstrip(".") or None
+    title = clean(op.summary, NAME_CHARS).rstrip(".") or None
     return GeneratedTool(name=ctx.tool_names[name], title=title, description=description,
                          input_schema=schema, output_schema=out, annotations=dict(READ_ONLY),
                          meta=meta, plan=plan)
@@ -279,11 +304,12 @@ def _sentences(ctx: Ctx, name: str, p: ProductConfig, op: Operation,
                cols: list[ColumnProfile], max_rows: int, public: bool) -> list[Sentence]:
     out: list[Sentence] = []
     said: list[str] = []
-    for text in (op.summary, op.description):
-        first = split_sentences(str(text or "").strip())[:1]
-        if first and first[0].rstrip(".").lower() not in said:
-            out.append(Sentence(text=sentence(first[0][:300]), source="openapi"))
-            said.append(first[0].rstrip(".").lower())
+    for text, what in ((op.summary, "summary"), (op.description, "description")):
+        first = first_sentence(text)
+        if first and first.lower() not in said:  # quoted: the spec's words, never tether's
+            out.append(Sentence(text=sentence(quote(first, SPEAKERS[f"openapi_{what}"])),
+                                source="openapi"))
+            said.append(first.lower())
     read = f"read live from {op.method.upper()} {op.path}"
     if op.items is None:
         scope = (f"Read-only: at most 1 row per call (0 rows when none matches), no "

@@ -35,7 +35,7 @@ from tether.toolgen.model import (
     join_sentences,
 )
 from tether.toolgen.plan import from_clause, parse, qualified
-from tether.toolgen.provenance import declared_unseen
+from tether.toolgen.provenance import declared_unseen, words_said
 from tether.toolgen.shared import (
     Ctx,
     closed,
@@ -322,7 +322,8 @@ def _metric_sentences(ctx: Ctx, name: str, m: MetricConfig, kind: str,
         source="schema"))
     if term:
         source, origin = ctx.said("glossary", "glossary", m.term or "", "definition")
-        out.append(Sentence(text=sentence(f"Governed definition of {m.term}: {term.definition}"),
+        said = words_said(ctx.project, term.definition, "glossary", m.term or "", "definition")
+        out.append(Sentence(text=sentence(f"Governed definition of {m.term}: {said}"),
                             source=source, origin=origin))
     if m.time:
         source, origin = ctx.said("glossary", "metrics", name, "time")

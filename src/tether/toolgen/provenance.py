@@ -4,6 +4,7 @@ supplied, the declared values the data does not hold, and the transforms above a
 from __future__ import annotations
 
 from tether.config import Project, TetherConfig
+from tether.context.outside import SPEAKERS, quote
 from tether.context.profile import ColumnProfile
 from tether.layers.model import SOURCE_OF, value_at
 from tether.toolgen.model import Source
@@ -20,6 +21,21 @@ def said(project: Project, default: Source, *path: str | int) -> tuple[Source, s
         return default, None
     source: Source = SOURCE_OF[origin.kind]  # type: ignore[assignment]
     return source, f"{origin.kind}:{origin.where}" if origin.where else origin.kind
+
+
+QUOTED_HERE = ("glossary_dir",)
+"""Layers whose words toolgen quotes where it places them (a glossary document's definition);
+the dbt importer quotes dbt's words itself, where it writes them beside its own sentences, and
+tether.yaml's words are the project's own."""
+
+
+def words_said(project: Project, text: str, *path: str | int) -> str:
+    """The words at ``path`` as a description carries them: quoted as their document's
+    (``its glossary document says: “...”``) where an outside layer supplied them."""
+    origin = project.origin(*path)
+    if origin is not None and origin.kind in QUOTED_HERE:
+        return quote(text, SPEAKERS[origin.kind]) or text
+    return text
 
 
 def note_said(project: Project, default: Source, text: str, *path: str | int

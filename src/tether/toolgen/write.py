@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from tether.config import ActionConfig, ProductConfig
 from tether.context.meta import context_slot
+from tether.context.outside import NAME_CHARS, quoted
 from tether.context.profile import ColumnProfile
 from tether.errors import ConfigError
 from tether.policy import inherit
@@ -86,17 +87,26 @@ def consequences(ctx: Ctx, product: str, a: ActionConfig) -> list[Consequence]:
         config, q, ctx.dialect(q))})
     for node in sorted(set(nodes) | set(built)):
         kind = "product" if node in config.products else "lineage"
-        out.append(Consequence(kind=kind, name=node, text=f"{node} is built from {product}"))
+        out.append(Consequence(kind=kind, name=node, text=f"{_node(node, kind)} is built from "
+                               f"{product}"))
     seen = {c.name for c in out}
     for words in a.consequences:
         if words in seen:
             continue
         if words in config.products or words in {e.to for e in config.lineage}:
             kind = "product" if words in config.products else "lineage"
-            out.append(Consequence(kind=kind, name=words, text=f"{words} reacts to it"))
+            out.append(Consequence(kind=kind, name=words, text=f"{_node(words, kind)} reacts "
+                                   "to it"))
         else:
             out.append(Consequence(kind="words", text=words.strip().rstrip(".")))
     return out
+
+
+def _node(name: str, kind: str) -> str:
+    """A lineage node as a description names it: a product by its name; any other node (a
+    dataset an import named: OpenLineage events, a dbt project) quoted and cleaned, since its
+    name is the outside's words."""
+    return name if kind == "product" else quoted(name, NAME_CHARS)
 
 
 def _value_schema(c: ColumnProfile, targets: list[str] | None) -> dict[str, Any]:
