@@ -21,7 +21,7 @@ from typing import Any
 
 from tether.config import ProductConfig, Project
 from tether.context.config_model import api_product
-from tether.context.meta import CONTEXT_KEY
+from tether.context.meta import context_slot
 from tether.context.outside import MAX_CHARS, NAME_CHARS, SPEAKERS, clean, quote
 from tether.context.profile import ColumnProfile, ProductProfile
 from tether.errors import ConfigError
@@ -289,7 +289,7 @@ def api_tool(ctx: Ctx, name: str) -> GeneratedTool:
                      canonical_ids={}, deprecated={},
                      limits={"max_rows": max_rows, "pagination": "cursor" if paged else "none"})
     if not public:  # described from the spec alone (generate.py reads the profile unsampled)
-        context = meta[CONTEXT_KEY]
+        context = context_slot(meta)
         context["generated_from"] = [s for s in context["generated_from"] if s != "samples"]
     schema = closed(props)
     if required:
