@@ -8,6 +8,7 @@ never published. Exit codes: 2 error, 12 blocked, 11 waiting for review, 10 publ
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import difflib
 import hashlib
@@ -312,9 +313,20 @@ def retire_candidate(project: Project, prev: Any, reason: str,
 def _unreadable(project: Project) -> dict[str, Closed]:
     """The products whose source cannot be reached or whose table (or SQL) cannot be read now;
     every product gone is an error as before (there is nothing left to check)."""
+    gone: dict[str, Closed] = {}
+    by_source: dict[str, list[str]] = {}
+    for p in project.config.products:
+        by_source.setdefault(project.source_name(p), []).append(p)
     with sources_of(project) as source:
-        gone = {p: found for p in project.config.products
-                if isinstance(found := read_product(project, source, p), Closed)}
+        for members in by_source.values():
+            reading: contextlib.AbstractContextManager[None]
+            try:
+                reading = source(members[0]).catalog_read()
+            except Exception:  # the source cannot be opened: each product says so below
+                reading = contextlib.nullcontext()
+            with reading:  # one read of the catalog for all of a source's tables
+                gone |= {p: found for p in members
+                         if isinstance(found := read_product(project, source, p), Closed)}
     if gone and len(gone) == len(project.config.products):
         first = next(iter(gone.values()))
         raise ConfigError(f"no product can be read: {first.product}: {first.reason}",

@@ -14,6 +14,7 @@ from sqlglot import exp
 
 from tether.config import Project
 from tether.context.config_model import api_product
+from tether.context.schema import Column
 from tether.errors import TetherError
 from tether.policy import templates
 from tether.profiling.policycheck import base_relation
@@ -48,9 +49,9 @@ class Closed:
 
 
 def read_product(project: Project, source: Callable[[str], Source], product: str
-                 ) -> list[str] | Closed:
-    """The product's column names (nested fields as ``a.b``) as its source describes it now,
-    or why it cannot be read (a driver's own error included: a source fails in many ways)."""
+                 ) -> list[Column] | Closed:
+    """The product's columns as its source describes them now, or why it cannot be read (a
+    driver's own error included: a source fails in many ways)."""
     try:
         src = source(product)
     except Exception as e:
@@ -62,7 +63,12 @@ def read_product(project: Project, source: Callable[[str], Source], product: str
     except Exception as e:
         return Closed(product, "missing_table" if _answers(src) else "source_unreachable",
                       _said(e))
-    return sorted({c.name for col in found for c in [col, *col.leaves()]})
+    return found
+
+
+def column_names(columns: list[Column]) -> list[str]:
+    """Every column's name, nested fields as ``a.b``: what the policy's rules are checked on."""
+    return sorted({c.name for col in columns for c in [col, *col.leaves()]})
 
 
 def _said(e: Exception) -> str:

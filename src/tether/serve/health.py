@@ -24,9 +24,10 @@ import time
 from collections.abc import Callable, Iterable
 
 from tether.config import Project
+from tether.context.schema import Column
 from tether.errors import ConfigError
 from tether.profiling.policycheck import policy_problems
-from tether.profiling.readable import Closed, read_product, readers, unlisted
+from tether.profiling.readable import Closed, column_names, read_product, readers, unlisted
 from tether.sources import Source
 
 AGAIN = 2.0
@@ -43,7 +44,8 @@ class Health:
     def __init__(self, log: Callable[[str], None]):
         self.log = log
         self.closed: dict[str, list[Closed]] = {}
-        self.columns: Columns = {}  # each readable product's columns, as last read
+        self.columns: Columns = {}  # each readable product's column names, as last read
+        self.described: dict[str, list[Column]] = {}  # and its columns, as its source says
         self._failed: dict[str, float] = {}  # when a failure last had a product checked
         self._swept = 0.0
         self._lock = threading.Lock()
@@ -91,8 +93,10 @@ class Health:
                 if isinstance(got, Closed):
                     found.append(got)
                     self.columns.pop(p, None)
+                    self.described.pop(p, None)
                 else:
-                    self.columns[p] = got
+                    self.columns[p] = column_names(got)
+                    self.described[p] = got
             found += self._policy(project, source, {p: self.columns[p] for p in wanted
                                                     if p in self.columns})
             return self._settle({p: cs for p, cs in self.closed.items() if p not in wanted},

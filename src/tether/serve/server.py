@@ -179,7 +179,17 @@ class TetherServer:
             raise
         if moved:
             self._renew()
+        elif start:
+            self._seed()
         return moved
+
+    def _seed(self) -> None:
+        """The executor's columns of each table product, as the check just read them (not
+        described twice)."""
+        config = self.project.config
+        self.executor.caches.columns.update({
+            p: cols for p, cols in self.health.described.items()
+            if p in config.products and config.products[p].table})
 
     def after_failure(self, products: list[str]) -> str:
         """A call failed reading ``products``: those that can no longer be read close (and the
@@ -208,6 +218,7 @@ class TetherServer:
                                  registry=self.registry)
         # new dicts rather than cleared ones: a call in flight keeps the ones it holds
         self._shaped, self._visible, self._tools, self._indexes, self._docs = {}, {}, {}, {}, {}
+        self._seed()
 
     def closed_message(self, user: str, products: list[str]) -> str | None:
         """Why a product the caller asked for is closed to them, if it is."""
