@@ -11,8 +11,9 @@ from typing import Any
 
 from tether.config import Project
 from tether.errors import ConfigError
-from tether.learn.model import Proposal, Rule
+from tether.learn.model import Proposal
 from tether.learn.observe import Observed, observe, since_time
+from tether.learn.rulebook import Rule
 from tether.learn.rules import DEFAULT_RULES
 from tether.registry import Registry, open_registry
 from tether.registry import proposals as stored

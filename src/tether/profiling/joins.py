@@ -17,17 +17,14 @@ be the key's.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
 from tether.context.names import IDENTIFIER_WORDS, bare_name, column_prefix, identifier_like
 from tether.errors import QueryError, SourceError
-
-if TYPE_CHECKING:
-    from tether.profiling.starter import StarterProduct
-    from tether.sources import Source
+from tether.profiling.starter import Reference, StarterProduct
+from tether.sources import Source
 
 MAX_COMPARED = 200_000
 """Column-to-key comparisons made in Python at most (a warehouse of thousands of tables stops
@@ -40,15 +37,6 @@ as lookup tables that lag behind their facts have); fewer values must all be fou
 number column needs this many values at all (and to reach past the middle of the key's run)."""
 TIMEOUT = 30.0
 """Seconds one check may take: an unanswered one infers nothing."""
-
-
-@dataclass(frozen=True)
-class Reference:
-    child: StarterProduct
-    column: str
-    parent: StarterProduct
-    key: str
-    named: bool = False  # the column is named for the key, each name without its table's prefix
 
 
 def _fit(lo: Any, hi: Any, plo: Any, phi: Any, text: bool, named: bool = False) -> int | None:

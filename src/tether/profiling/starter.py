@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlglot import exp
 
@@ -27,9 +27,6 @@ from tether.sources import Source, resolve_duckdb_path
 from tether.sources.openapi import Spec
 from tether.sources.openapi import words as openapi_words
 from tether.sources.sqlalchemy import redact
-
-if TYPE_CHECKING:
-    from tether.profiling.joins import Reference
 
 INFERRED = "# inferred: confirm"
 _LOAD_WORDS = ("load", "ingest", "etl", "sync", "updat", "refresh", "extract")
@@ -51,6 +48,17 @@ class StarterProduct:
     moves: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
     """status column -> (from, to, how often) moves observed along a history (see _moves)"""
     history: tuple[list[str], str] | None = None  # (the entity's key columns, the order)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A column of one starter product found to hold another's key (profiling/joins.py)."""
+
+    child: StarterProduct
+    column: str
+    parent: StarterProduct
+    key: str
+    named: bool = False  # the column is named for the key, each name without its table's prefix
 
 
 def infer_products(src: Source) -> list[StarterProduct]:

@@ -160,7 +160,8 @@ def _meta_over_every_product(ctx: Ctx) -> Meta:
     def meta(kind: str, sentences: list[Sentence], sources: dict[str, str],
              limits: dict[str, Any]) -> dict[str, Any]:  # as the probe's: over every product
         return tool_meta(ctx, kind, sentences, sources, products, canonical_ids={},
-                         deprecated={}, source_of_truth={}, limits=limits, definitions=[])
+                         deprecated={}, source_of_truth={}, limits=limits, definitions=[],
+                         upstream=False)
     return meta
 
 

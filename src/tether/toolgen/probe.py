@@ -84,7 +84,8 @@ def probe_tool(ctx: Ctx) -> GeneratedTool:
     }
     props = {"product": product_param(products, "Data product to explain.")}
     meta = tool_meta(ctx, "probe", sentences, sources, products, canonical_ids={}, deprecated={},
-                 source_of_truth={}, limits={"max_rows": 1, "pagination": "none"})
+                     source_of_truth={}, limits={"max_rows": 1, "pagination": "none"},
+                     upstream=False)
     return GeneratedTool(name=PROBE, title="What does this data product contain and mean?",
                          description=description,
                          input_schema={**closed(props), "required": ["product"]},

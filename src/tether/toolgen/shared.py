@@ -36,7 +36,6 @@ from tether.toolgen.describe import (
     plural,
     sentence,
 )
-from tether.toolgen.kinds import kind as tool_kind
 from tether.toolgen.model import (
     Route,
     Sentence,
@@ -558,7 +557,10 @@ def tool_meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str,
           deprecated: dict[str, list[str]], limits: dict[str, Any],
           definitions: list[str] | None = None,
           fields: dict[str, Any] | None = None,
-          fields_from: dict[str, dict[str, str]] | None = None) -> dict[str, Any]:
+          fields_from: dict[str, dict[str, str]] | None = None,
+          upstream: bool = True) -> dict[str, Any]:
+    """A tool's provenance (``_meta["tether/context"]``); ``upstream``: the versions of what it
+    is built from are recorded (a discovery tool over every product records none)."""
     used: set[Source] = {s.source for s in sentences}
     used.add("schema")
     if any(ctx.profiles[p].columns for p in products if p in ctx.profiles):
@@ -586,7 +588,7 @@ def tool_meta(ctx: Ctx, kind: str, sentences: list[Sentence], sources: dict[str,
         context["origins"] = origins
     if fields_from:
         context["field_origins"] = fields_from
-    upstream = {} if tool_kind(kind).discovery else upstream_versions(ctx.config, products)
-    if upstream:
-        context["upstream"] = upstream
+    built_from = upstream_versions(ctx.config, products) if upstream else {}
+    if built_from:
+        context["upstream"] = built_from
     return tool_meta_of(context)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tether.learn.model import RULES, Rule
+from tether.learn.rulebook import RULES, Rule
 from tether.learn.rules import (  # noqa: F401  (each module registers its rule)
     clarifications,
     empty,

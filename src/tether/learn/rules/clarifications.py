@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tether.learn.model import MIN_CASES, Proposal, Seen, rule
+from tether.learn.model import MIN_CASES, Proposal, Seen
 from tether.learn.observe import Observed
+from tether.learn.rulebook import rule
 from tether.learn.rules.common import proposal
 
 

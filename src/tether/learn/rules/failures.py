@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections import defaultdict
 
 from tether.eval.label.answer import is_number
-from tether.learn.model import MIN_CASES, Proposal, Seen, rule
+from tether.learn.model import MIN_CASES, Proposal, Seen
 from tether.learn.observe import CaseSeen, Listing, Observed
+from tether.learn.rulebook import rule
 from tether.learn.rules.common import proposal
 from tether.learn.rules.runs import listing_of_call, symptoms
 

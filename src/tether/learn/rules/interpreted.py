@@ -11,8 +11,9 @@ import re
 from collections import defaultdict
 
 from tether.context.meta import enum_of
-from tether.learn.model import MIN_SUPPORT, Proposal, quoted, rule
+from tether.learn.model import MIN_SUPPORT, Proposal, quoted
 from tether.learn.observe import CallSeen, Listing, Observed
+from tether.learn.rulebook import rule
 from tether.learn.rules.common import proposal
 from tether.serve.interpret import INSIDE, named_by
 from tether.toolgen.model import QueryPlan

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tether.learn.model import MIN_SUPPORT, Proposal, rule
+from tether.learn.model import MIN_SUPPORT, Proposal
 from tether.learn.observe import CallSeen, Observed
+from tether.learn.rulebook import rule
 from tether.learn.rules.common import percentile, proposal
 
 SHARE = 0.5

@@ -9,8 +9,9 @@ import json
 from collections import Counter, defaultdict
 
 from tether.context.meta import enum_of
-from tether.learn.model import Proposal, quoted, rule
+from tether.learn.model import Proposal, quoted
 from tether.learn.observe import CallSeen, Observed
+from tether.learn.rulebook import rule
 from tether.learn.rules.common import proposal, succeeded, values_of
 
 MIN_CALLS = 20

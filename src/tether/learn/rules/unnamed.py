@@ -9,8 +9,9 @@ import re
 from collections import defaultdict
 
 from tether.context.names import ref_column
-from tether.learn.model import MIN_CASES, Proposal, Seen, rule
+from tether.learn.model import MIN_CASES, Proposal, Seen
 from tether.learn.observe import Observed
+from tether.learn.rulebook import rule
 from tether.learn.rules.common import proposal
 from tether.learn.rules.runs import listing_of_call, symptoms
 
