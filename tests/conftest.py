@@ -301,3 +301,17 @@ def scratch_schema(url: str, prefix: str, ddl: str, rows: list[tuple[Any, ...]],
     finally:
         with psycopg.connect(url, autocommit=True) as c:
             c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+_PIPES: dict[int, tuple[Any, Any]] = {}
+
+
+def piped(ex: Any) -> Any:
+    """The call pipeline over the executor ``ex`` (serve/pipeline.py), made once per executor:
+    its steps' caches are kept between calls, as a server keeps them."""
+    from tether.serve.pipeline import Pipeline
+
+    hit = _PIPES.get(id(ex))
+    if hit is None or hit[0] is not ex:
+        hit = _PIPES[id(ex)] = (ex, Pipeline(ex))
+    return hit[1]

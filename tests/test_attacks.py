@@ -40,7 +40,7 @@ from attacks.harness import (
     summary,
     table,
 )
-from conftest import free_port, http_process, run_cli
+from conftest import free_port, http_process, piped, run_cli
 
 TETHER = str(Path(sys.executable).parent / "tether")
 logging.getLogger("sqlglot").setLevel(logging.ERROR)  # "unsupported syntax" notes
@@ -103,10 +103,10 @@ def test_the_oracle_catches_leaks(target: Target) -> None:
     opened = w.users["open"]
     for q in ("SELECT * FROM {p} WHERE {fc} = '{other}' LIMIT 5", "SELECT count(*) AS n FROM {p}"):
         sql = fill(q, n)
-        o = Outcome(result=target.ex.run(_call(target, opened, "run_sql", {"sql": sql})))
+        o = Outcome(result=piped(target.ex).run(_call(target, opened, "run_sql", {"sql": sql})))
         assert judge(target, w.users["filtered"], "run_sql", {"sql": sql}, o), sql
     sql = fill("SELECT {mc} FROM {p} LIMIT 3", n)
-    o = Outcome(result=target.ex.run(_call(target, opened, "run_sql", {"sql": sql})))
+    o = Outcome(result=piped(target.ex).run(_call(target, opened, "run_sql", {"sql": sql})))
     assert judge(target, w.users["masked"], "run_sql", {"sql": sql}, o)
     if w is CLINIC:  # the oracle's own hash mask is the documented digest
         assert target.oracle.verify_hash_masks() > 100

@@ -22,7 +22,8 @@ from tether.context.meta import EVIDENCE_KEY, enum_of
 from tether.context.meta import REFUSAL_KEY as REFUSAL_META
 from tether.errors import ConfigError
 from tether.policy.entitle import equality_scope
-from tether.serve.server import NOT_ANSWERED, TetherServer
+from tether.serve.calls import NOT_ANSWERED
+from tether.serve.server import TetherServer
 from tether.toolgen.discovery import PROBE, ROWS, SEARCH, listed
 from tether.toolgen.discovery import SHAPING as NOT_PICKING
 from tether.toolgen.tokens import tool_tokens

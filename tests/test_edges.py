@@ -8,7 +8,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from conftest import run_cli, without_named_restrictions
+from conftest import piped, run_cli, without_named_restrictions
 from tether.config import load_project, parse_project
 from tether.context.meta import enum_of
 from tether.errors import ConfigError
@@ -61,7 +61,7 @@ def test_a_struct_with_a_restricted_field_is_withheld_whole(tmp_path: Path) -> N
         for sql in ("SELECT info FROM people", "SELECT info.ssn FROM people",
                     "SELECT * FROM people"):
             try:
-                rows = ex.run(Call("sam", "run_sql", "1", run_sql.wire(), run_sql.plan,
+                rows = piped(ex).run(Call("sam", "run_sql", "1", run_sql.wire(), run_sql.plan,
                                    {"sql": sql}))["rows"]
             except ToolError:
                 continue
@@ -77,8 +77,8 @@ def test_masked_column_cannot_be_a_filter(tmp_path: Path) -> None:
     ex = Executor(project, load_key(tmp_path / "k"))
     try:
         with pytest.raises(ToolError, match="masked"):
-            ex.run(Call("sam", tool.name, "1", tool.wire(), tool.plan, {"team": "red"}))
-        rows = ex.run(Call("sam", tool.name, "1", tool.wire(), tool.plan, {}))["rows"]
+            piped(ex).run(Call("sam", tool.name, "1", tool.wire(), tool.plan, {"team": "red"}))
+        rows = piped(ex).run(Call("sam", tool.name, "1", tool.wire(), tool.plan, {}))["rows"]
         assert {r["team"] for r in rows} == {"[redacted]"}
     finally:
         ex.close()
@@ -91,7 +91,7 @@ def test_default_limit_follows_a_small_max_rows(tmp_path: Path) -> None:
     assert tool.input_schema["properties"]["limit"]["default"] == 10
     ex = Executor(project, load_key(tmp_path / "k"))
     try:
-        out = ex.run(Call("sam", tool.name, "1", tool.wire(), tool.plan, {}))
+        out = piped(ex).run(Call("sam", tool.name, "1", tool.wire(), tool.plan, {}))
     finally:
         ex.close()
     assert out["row_count"] == 10 and out["truncated"]
@@ -196,9 +196,9 @@ def test_mixed_case_postgres_names_are_quoted(tmp_path: Path, pg_url: str) -> No
         run_sql = next(t for t in generate(project, profiles, "generic") if t.name == "run_sql")
         ex = Executor(project, load_key(tmp_path / "k"))
         try:
-            out = ex.run(Call("mia", tool.name, "1", tool.wire(), tool.plan,
+            out = piped(ex).run(Call("mia", tool.name, "1", tool.wire(), tool.plan,
                               {"Status": "NEW", "limit": 200}))
-            counted = ex.run(Call("mia", "run_sql", "1", run_sql.wire(), run_sql.plan,
+            counted = piped(ex).run(Call("mia", "run_sql", "1", run_sql.wire(), run_sql.plan,
                                   {"sql": 'SELECT count(*) AS n FROM "Orders"'}))
         finally:
             ex.close()

@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from conftest import copy_project
+from conftest import copy_project, piped
 from tether.config import Project, load_project
 from tether.drift.publish import build
 from tether.eval.cases import Case, Gold, Window
@@ -87,7 +87,7 @@ class Served:
              mode: str = "grounded") -> ToolCall:
         version, definition, plan = self.tools[mode][name]
         try:
-            answered = self.executor.answer(Call(user, name, version, definition, plan, args))
+            answered = piped(self.executor).answer(Call(user, name, version, definition, plan, args))
         except ToolError as e:  # what the server sends back: an error result, no evidence
             return ToolCall(index=index, turn=index, name=name, arguments=args, text=str(e),
                             is_error=True, tool_version=version,

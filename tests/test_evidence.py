@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from conftest import copy_project, run_cli
+from conftest import copy_project, piped, run_cli
 from tether.config import load_project
 from tether.drift.publish import build
 from tether.eval.label import LabelContext, label_run, label_trace
@@ -137,7 +137,7 @@ def tethers_evidence(project_dir: Path) -> dict[str, Any]:
         registry.close()
     ex = Executor(project, load_key(project_dir / ".tether" / "cursor.key"))
     try:
-        answered = ex.answer(Call("fin.ana", ACTIVE, v.version, v.definition,
+        answered = piped(ex).answer(Call("fin.ana", ACTIVE, v.version, v.definition,
                                   QueryPlan.model_validate(v.plan),
                                   {"sales_region": "EMEA", "period": "FY2027-Q1"}))
     finally:

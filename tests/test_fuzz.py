@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
-from conftest import copy_project, free_port, http_process, run_cli
+from conftest import copy_project, free_port, http_process, piped, run_cli
 from test_bad_files import GOOD_CASES
 from test_bad_input import MANIFEST_V12, run_event
 from tether.config import load_project
@@ -374,7 +374,7 @@ def test_random_users_attributes_and_row_filters(built: Path) -> None:
         ex = Executor(project, key)
         tool = listings[product]
         try:
-            result = ex.run(Call("fuzz.user", tool.name, "1.0.0", tool.wire(), tool.plan,
+            result = piped(ex).run(Call("fuzz.user", tool.name, "1.0.0", tool.wire(), tool.plan,
                                  {"limit": 200}))
         finally:
             ex.close()

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import copy_project, with_serve
+from conftest import copy_project, piped, with_serve
 from tether.config import load_project
 from tether.drift.publish import build
 from tether.profiling import profile_product
@@ -98,7 +98,7 @@ def test_every_string_parameter_and_run_sql_against_a_corpus(target: Path) -> No
                     call = Call("mgr.emea", tool.name, "1.0.0", tool.wire(), tool.plan,
                                 {pname: [payload, payload[::-1]] if several else payload})
                     try:
-                        result = ex.run(call)
+                        result = piped(ex).run(call)
                     except ToolError:
                         outcomes["error"] += 1
                         continue
@@ -110,10 +110,10 @@ def test_every_string_parameter_and_run_sql_against_a_corpus(target: Path) -> No
         for sql, says in SQL_ATTACKS:
             call = Call("mgr.emea", "run_sql", "1.0.0", run_sql.wire(), run_sql.plan, {"sql": sql})
             if says is None:
-                assert ex.run(call)["row_count"] >= 0
+                assert piped(ex).run(call)["row_count"] >= 0
                 continue
             with pytest.raises(ToolError) as e:
-                ex.run(call)
+                piped(ex).run(call)
             assert says in str(e.value), (sql, str(e.value))
         for payload in STRINGS:  # the generic tools' own string parameters
             for name in ("describe_table", "run_sql"):
@@ -121,7 +121,7 @@ def test_every_string_parameter_and_run_sql_against_a_corpus(target: Path) -> No
                 call = Call("mgr.emea", name, "1.0.0", generic[name].wire(), generic[name].plan,
                             {arg: payload})
                 try:
-                    ex.run(call)
+                    piped(ex).run(call)
                 except ToolError:
                     outcomes["error"] += 1
     finally:
@@ -137,7 +137,7 @@ def test_run_sql_enforces_row_filters_and_masks(target: Path) -> None:
         run_sql = next(t for t in generate(project, {}, "generic") if t.name == "run_sql")
 
         def sql(user: str, q: str) -> list[dict[str, Any]]:
-            rows: list[dict[str, Any]] = ex.run(Call(user, "run_sql", "1.0.0", run_sql.wire(),
+            rows: list[dict[str, Any]] = piped(ex).run(Call(user, "run_sql", "1.0.0", run_sql.wire(),
                                                      run_sql.plan, {"sql": q}))["rows"]
             return rows
 

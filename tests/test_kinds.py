@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from sqlglot import exp
 
-from conftest import copy_project
+from conftest import copy_project, piped
 from tether.config import load_project
 from tether.profiling import profile_project
-from tether.serve import kinds as serve_kinds
+from tether.serve import runners as serve_kinds
 from tether.serve.executor import Executor, jsonable
 from tether.serve.kinds import Answered, Call, ToolError
 from tether.toolgen import kinds as toolgen_kinds
@@ -90,7 +90,7 @@ def test_a_kind_added_from_outside_is_generated_and_run_through_the_policy_path(
     try:
         def count(user: str) -> tuple[int, Answered]:
             t = tools["how_many_customers"]
-            answered = ex.answer(Call(user, t.name, "1.0.0", t.wire(), t.plan, {}))
+            answered = piped(ex).answer(Call(user, t.name, "1.0.0", t.wire(), t.plan, {}))
             return int(answered.result["rows"][0]["n"]), answered
 
         everyone, _ = count("fin.ana")
@@ -102,6 +102,6 @@ def test_a_kind_added_from_outside_is_generated_and_run_through_the_policy_path(
         assert "EMEA" not in (answered.evidence.sql or "")
         t = tools["how_many_customers"]
         with pytest.raises(ToolError, match="unknown argument"):  # the same checks first
-            ex.answer(Call("fin.ana", t.name, "1.0.0", t.wire(), t.plan, {"region": "EMEA"}))
+            piped(ex).answer(Call("fin.ana", t.name, "1.0.0", t.wire(), t.plan, {"region": "EMEA"}))
     finally:
         ex.close()

@@ -18,7 +18,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from conftest import run_cli
+from conftest import piped, run_cli
 from tether.config import load_project
 from tether.drift.publish import build
 from tether.eval.cases import Case, Gold
@@ -79,7 +79,7 @@ def answer(d: Path, name: str, args: dict[str, Any]) -> ToolCall:
         registry.close()
     ex = Executor(project, load_key(d / ".tether" / "cursor.key"))
     try:
-        got = ex.answer(Call("fin.ana", name, v.version, v.definition,
+        got = piped(ex).answer(Call("fin.ana", name, v.version, v.definition,
                              QueryPlan.model_validate(v.plan), args))
     finally:
         ex.close()

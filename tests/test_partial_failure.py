@@ -223,7 +223,7 @@ def test_a_table_dropped_under_a_running_server(made: Made) -> None:
         assert not _call(field, tool_of["visits"]).is_error
         _restore_zones(made)
         time.sleep(0.6)  # serve.health_seconds: 0.5
-        assert field._sweep()  # what the server's watch loop runs between publications
+        assert field.policy.sweep()  # what the server's background loop runs
         assert set(_listed(field)) == set(TABLES)
         assert not _call(field, tool_of["accounts"]).is_error
     finally:

@@ -20,7 +20,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from conftest import copy_project, run_cli, with_serve
+from conftest import copy_project, piped, run_cli, with_serve
 from tether.config import Project, load_project
 from tether.context.meta import enum_of
 from tether.drift.check import check
@@ -107,7 +107,7 @@ def tool_for(d: Path, kind: str, product: str | None = None) -> Any:
 def run(ex: Executor, user: str, tool: tuple[str, dict[str, Any], Any],
         args: dict[str, Any]) -> dict[str, Any]:
     name, definition, plan = tool
-    return ex.run(Call(user, name, "1.0.0", definition, plan, args))
+    return piped(ex).run(Call(user, name, "1.0.0", definition, plan, args))
 
 
 def test_the_probe_shows_a_filtered_user_only_their_rows(warehouse: Path) -> None:
@@ -245,15 +245,15 @@ def test_results_stop_at_the_row_and_byte_caps(warehouse: Path) -> None:
     table = project.config.products[biggest].table
     ex = executor(warehouse)
     try:
-        out = ex.run(Call(auditor, "run_sql", "1", run_sql.wire(), run_sql.plan,
+        out = piped(ex).run(Call(auditor, "run_sql", "1", run_sql.wire(), run_sql.plan,
                           {"sql": f"SELECT * FROM {table}"}))
         assert out["truncated"] and 0 < out["row_count"] <= 7
         assert len(json.dumps(out["rows"])) < 2048 + 1024
-        wide = ex.run(Call(auditor, "run_sql", "1", run_sql.wire(), run_sql.plan,
+        wide = piped(ex).run(Call(auditor, "run_sql", "1", run_sql.wire(), run_sql.plan,
                            {"sql": f"SELECT a.*, b.* FROM {table} a, {table} b"}))
         assert wide["truncated"] and wide["row_count"] <= 7
         with pytest.raises(ToolError) as e:
-            ex.run(Call(auditor, "run_sql", "1", run_sql.wire(), run_sql.plan,
+            piped(ex).run(Call(auditor, "run_sql", "1", run_sql.wire(), run_sql.plan,
                         {"sql": "SELECT repeat('x', 200000000)"}))
         assert e.value.refusal and e.value.refusal["reason"] == "function_not_allowed"
     finally:
@@ -292,10 +292,10 @@ def test_every_page_of_every_listing_follows_its_cursor(warehouse: Path) -> None
             plan = QueryPlan.model_validate(v.plan)
             if not plan.order_by:
                 continue
-            first = ex.run(Call(user, v.name, v.version, v.definition, plan, {"limit": 3}))
+            first = piped(ex).run(Call(user, v.name, v.version, v.definition, plan, {"limit": 3}))
             if not first["next_cursor"]:
                 continue
-            second = ex.run(Call(user, v.name, v.version, v.definition, plan,
+            second = piped(ex).run(Call(user, v.name, v.version, v.definition, plan,
                                  {"limit": 3, "cursor": first["next_cursor"]}))
             assert second["rows"] and second["rows"] != first["rows"], v.name
     finally:

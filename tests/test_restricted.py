@@ -22,7 +22,8 @@ def _restricted(server: TetherServer) -> dict[str, list[str]]:
     """{product: its restricted columns} as the server's policy path reads them."""
     out = {}
     ex = server.executor
-    step = next(s for s in ex.steps.before if isinstance(s, NoRestrictedName))
+    step = next(s for s in server.policy.pipeline.steps.before
+                if isinstance(s, NoRestrictedName))
     for product in server.project.config.products:
         names = sorted(n for n in step.names(ex, product) if "." not in n)
         if names:

@@ -160,7 +160,7 @@ def test_the_list_stays_within_the_budget(project: Path, tmp_path: Path) -> None
     try:
         base = sum(tool_tokens(v.definition) for v in server.visible(WRITER))
         sizes = {p: tool_tokens(server.shaped(WRITER, v).definition)
-                 for p, v in server._index(WRITER).listings.items()}
+                 for p, v in server.seen.index(WRITER).listings.items()}
     finally:
         server.close()
     first, second = FOUND, "orders"

@@ -16,7 +16,7 @@ from typing import Any
 
 from attacks.corpus import ATTACKS, SKIP, Attack, Warehouse, fill
 from attacks.oracle import REASONS, Engine, EngineError, Oracle, Policy, text_of
-from conftest import with_serve, without_named_restrictions
+from conftest import piped, with_serve, without_named_restrictions
 from tether.config import Project, load_project
 from tether.keyfile import load_secret
 from tether.policy import table_allowed, tool_visible
@@ -162,7 +162,7 @@ def call(t: Target, user: str, tool: str, args: dict[str, Any], version: str = "
     started = time.perf_counter()
     try:
         definition = peruser.shaped(t.ex, user, g.wire(), g.plan, t.shaped)  # as served
-        o = Outcome(result=t.ex.run(Call(user, name, version, definition, g.plan, args)))
+        o = Outcome(result=piped(t.ex).run(Call(user, name, version, definition, g.plan, args)))
     except ToolError as e:
         o = Outcome(error=str(e), refusal=e.refusal)
     except Exception as e:  # a crash is what the corpus looks for

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from tether.context.names import ref_column
-from tether.serve.kinds import runner
+from tether.serve.runners import runner
 from tether.toolgen.model import QueryPlan
 
 SHOWN = 8

@@ -24,7 +24,8 @@ from tether.errors import TetherError
 from tether.policy.entitle import entitle
 from tether.serve import pagination
 from tether.serve.executor import Executor, jsonable
-from tether.serve.kinds import Answered, Call, Runner, ToolError, register, superseded
+from tether.serve.kinds import Answered, Call, ToolError, superseded
+from tether.serve.runners import Runner, register
 from tether.sources.apiclient import ApiClient, ApiError
 from tether.sources.apisource import OpenAPISource, rows_table
 

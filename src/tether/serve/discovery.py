@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.context.meta import Evidence, ToolContext, enum_of
 from tether.context.names import spaced
-from tether.serve.kinds import Answered, Runner, register
+from tether.serve.kinds import Answered
+from tether.serve.runners import Runner, register
 from tether.toolgen.discovery import PROBE, ROWS, SEARCH_LIMIT
 from tether.toolgen.kinds import kind
 from tether.toolgen.shared import LISTING_PARAMS

@@ -28,14 +28,13 @@ from tether.context.meta import MASK_KEY_SHOWN, Evidence
 from tether.context.profile import ProductProfile
 from tether.context.schema import Column
 from tether.context.timeformat import to_time
-from tether.errors import QueryError, TetherError
+from tether.errors import QueryError
 from tether.keyfile import load_secret
 from tether.policy import inherit, templates
 from tether.policy.entitle import (
     MASK_KEY_PARAMS,
     Entitled,
     MaskKey,
-    Refusal,
     column_masks,
     entitle,
     equality_scope,
@@ -43,13 +42,12 @@ from tether.policy.entitle import (
 )
 from tether.policy.model import role_of
 from tether.registry import Registry
-from tether.serve import pagination, sqlguard
+from tether.serve import sqlguard
 from tether.serve.arguments import SHAPING, definition_products, definition_units, shown
-from tether.serve.kinds import Answered, Call, SourceFailed, ToolError
-from tether.serve.pipeline import Pending, Steps
+from tether.serve.kinds import Call, SourceFailed, ToolError
 from tether.sources import Fetched, Source, open_source
 from tether.sources.writer import Writer
-from tether.toolgen.plan import ArgumentError, chosen_route
+from tether.toolgen.plan import chosen_route
 
 
 @dataclass
@@ -94,8 +92,9 @@ class Caches:
 
 @dataclass
 class Executor:
-    """Runs a call: the project, one read-only connection per source, the keys, the steps a
-    call passes (serve/pipeline.py) and what is kept between calls."""
+    """What a call runs with: the project, one read-only connection per source, the keys, the
+    policy path and what is kept between calls. The steps a call passes, and the runner of its
+    kind, are serve/pipeline.py's."""
 
     project: Project
     cursor_key: bytes
@@ -105,7 +104,6 @@ class Executor:
     """source -> its writer connection (write tools only; serve/write.py)"""
     registry: Registry | None = None
     """where writes are logged and their keys claimed (opened on the first write if None)"""
-    steps: Steps = field(default_factory=Steps)
     caches: Caches = field(default_factory=Caches)
     freshness_ttl: float = 2.0
 
@@ -243,33 +241,6 @@ class Executor:
                              serve.max_result_bytes)
         except QueryError as e:
             raise SourceFailed("the query failed: " + sqlguard.scrub(e.reason, *known)) from None
-
-    # --- entry point ---
-
-    def run(self, call: Call) -> dict[str, Any]:
-        """The call's result (see :meth:`answer` for the evidence beside it)."""
-        return self.answer(call).result
-
-    def answer(self, call: Call) -> Answered:
-        """The call through the checks (serve/pipeline.py), its kind's runner, and what the
-        steps after add; a refusal, a bad argument or a failing source as a ToolError."""
-        pending = Pending(call)
-        for check in self.steps.admit:
-            check(self, pending)
-        try:
-            for check in self.steps.before:
-                check(self, pending)
-            assert pending.kind is not None and pending.kind.run is not None
-            answered = pending.kind.run(self, pending.call)
-            for then in self.steps.after:
-                then(self, pending, answered)
-            return answered
-        except Refusal as e:
-            raise ToolError(e.paragraph(), refusal=e.meta()) from None
-        except (ArgumentError, pagination.CursorError, sqlguard.GuardError) as e:
-            raise ToolError(str(e)) from None
-        except TetherError as e:  # a timeout, a source that is down
-            raise SourceFailed(e.paragraph()) from None
 
     def policy_of(self, user: str, product: str) -> tuple[dict[str, str], dict[str, set[Any]]]:
         """(masks, the values a simple row filter pins) of ``user`` on ``product``, worked out

@@ -17,7 +17,8 @@ from tether.policy.entitle import column_masks, equality_scope, table_allowed
 from tether.policy.model import exposable
 from tether.serve import pagination, sqlguard
 from tether.serve.executor import jsonable
-from tether.serve.kinds import Answered, Runner, ToolError, register
+from tether.serve.kinds import Answered, ToolError
+from tether.serve.runners import Runner, register
 
 if TYPE_CHECKING:
     from tether.serve.executor import Executor

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.errors import ConfigError
+from tether.serve.kinds import ToolError
 
 RUNNER_SCOPE = "tether:runner"
 ADMIN_SCOPE = "tether:admin"
@@ -119,3 +120,25 @@ class StoreVerifier:
             return None
         user, scopes = found
         return AccessToken(token=token, client_id=f"tether-{user}", subject=user, scopes=scopes)
+
+
+def caller(ctx: Any, stdio_user: str | None) -> str:
+    """Who calls: the bearer token's subject over HTTP (a runner token may act as the user its
+    header names), else the stdio server's user. Raises a ToolError the call shows (the user is
+    checked against the policy by the caller of this)."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
+
+    token = get_access_token()
+    if token is None:
+        if stdio_user is None:
+            raise ToolError("no user: start the server with --as-user NAME or TETHER_USER")
+        return stdio_user
+    user = token.subject or ""
+    request = getattr(ctx, "request", None) if ctx is not None else None
+    acting = request.headers.get(AS_USER_HEADER) if request is not None else None
+    if acting:
+        if RUNNER_SCOPE not in (token.scopes or []):
+            raise ToolError(f"this token may not act as another user ({AS_USER_HEADER} "
+                            "needs a runner token)")
+        user = acting
+    return user

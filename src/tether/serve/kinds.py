@@ -1,56 +1,31 @@
-"""Serving a tool kind, registered: how a call of the kind runs, which products it reads, and how
-its answer sentence opens.
+"""The types every part of serving shares: a published version as the server holds it, a call,
+its answer, and the errors a model can fix (a refusal, a source that failed, a superseded pin).
 
-The other half of each kind is its generation (toolgen/kinds.py): the two meet only in the
-kind's name, since generation never imports serving. The executor runs every call through the
-same checks (visibility, denied products, restricted names, scope, arguments) and then the
-kind's runner; the server answers the discovery kinds that read the caller's own tool list
-(search) or route to another tool (the generic listing) before the executor.
-
-The types a runner works with live here too (a call, its answer, the error the model can fix),
-so a runner module needs the executor only for the work it shares; the built-in runners are
-registered by serve/builtins.py.
+Plain data and nothing that runs, so every module of serve/ may import it and it imports none of
+them: how a kind runs is serve/runners.py's, the checks a call passes serve/pipeline.py's.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tether.context.meta import Evidence
 from tether.toolgen.model import QueryPlan
 
-if TYPE_CHECKING:
-    from tether.serve.executor import Executor
-    from tether.serve.server import TetherServer, Version
 
+@dataclass
+class Version:
+    """A published version of a tool as a server serves it."""
 
-@dataclass(frozen=True)
-class Runner:
-    kind: str
-    run: Callable[[Executor, Call], Answered] | None
-    """None: answered by the server itself, before the executor (search reads the caller's
-    own tool list)."""
-    opening: Callable[[QueryPlan, dict[str, Any]], str] | None = None
-    """The first part of the answer sentence (default: how many rows)."""
-    whole: bool = False
-    """The opening is the whole sentence (no window, definition or as_of follows)."""
-    reads: Callable[[Executor, Call], list[str]] | None = None
-    """The products a call reads, checked against the caller's role before it runs (default:
-    the products its definition names, else its plan's product)."""
-    answer_here: Callable[[TetherServer, str, Version, dict[str, Any]], Answered] | None = None
-    """For a kind the server answers itself (user, tool, arguments): search, which reads the
-    caller's own tool list."""
-    then: Callable[[TetherServer, str, dict[str, Any], dict[str, Any]], dict[str, Any]] | None = (
-        None)
-    """What the server adds to a result (user, arguments, result): the probe's query_with,
-    which needs the caller's tool list."""
-    pinned: Callable[[Version, Version], Version] | None = None
-    """For a kind whose version carries rules (who may do what, where a credential goes): the
-    version a call pinned to a superseded one runs as (pinned, current), or a ToolError whose
-    refusal reason is ``superseded``. A pin keeps an old shape, never old permissions."""
+    name: str
+    version: str
+    definition: dict[str, Any]
+    plan: QueryPlan
+    served_until: dt.datetime | None = None  # superseded versions, and a retired tool
+    successor: str | None = None
+    asked: str | None = None  # the superseded version a call pinned, run under these rules
 
 
 def superseded(pinned: Version, current: Version, why: str) -> ToolError:
@@ -95,20 +70,3 @@ class Call:
     plan: QueryPlan
     args: dict[str, Any]
     at: dt.datetime | None = None  # the clock, read once a call (Executor.now)
-
-
-RUNNERS: dict[str, Runner] = {}
-
-
-def register(runner: Runner) -> Runner:
-    if runner.kind in RUNNERS and RUNNERS[runner.kind] != runner:
-        raise ValueError(f"a runner for tool kind {runner.kind!r} is registered twice")
-    RUNNERS[runner.kind] = runner
-    return runner
-
-
-def runner(kind: str) -> Runner | None:
-    """The runner of ``kind`` (None: no kind this server can run). The built-in runners are
-    registered when tether.serve loads (serve/builtins.py), as a third party's are when its
-    module loads."""
-    return RUNNERS.get(kind)

@@ -17,7 +17,8 @@ from tether.serve import pagination
 from tether.serve.answer import SHOWN, measure_words, valued
 from tether.serve.arguments import SHAPING, coerce_times, known
 from tether.serve.executor import TOTAL, Executor, identifiers_read, jsonable, why_empty
-from tether.serve.kinds import Answered, Call, Runner, register
+from tether.serve.kinds import Answered, Call
+from tether.serve.runners import Runner, register
 from tether.toolgen.model import AGGREGATE
 from tether.toolgen.plan import (
     ArgumentError,

@@ -11,7 +11,8 @@ from sqlglot import exp
 from tether.serve.answer import SHOWN, valued
 from tether.serve.arguments import definition_products, known
 from tether.serve.executor import Executor, jsonable, why_empty
-from tether.serve.kinds import Answered, Call, Runner, register
+from tether.serve.kinds import Answered, Call
+from tether.serve.runners import Runner, register
 from tether.toolgen.model import QueryPlan
 from tether.toolgen.plan import compile_plan, resolve_window
 

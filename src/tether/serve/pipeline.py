@@ -1,17 +1,17 @@
 """The checks a call passes before it runs, and what is added after: lists of small steps.
 
-:meth:`Executor.answer <tether.serve.executor.Executor.answer>` runs a call through
-``Executor.steps.admit`` (:class:`Visible`: the tool is the caller's; an error here is not translated,
-as an unknown caller is a configuration error, not a tool error), then ``Executor.steps.before``
-(:func:`before_steps`, each one job: its kind runs here, no product it reads is denied, no name
-it gives is restricted, its arguments are read where the tool has them, no filter asks outside
-the caller's scope, the arguments fit the schema), then the kind's runner, then
-``Executor.steps.after`` (:func:`after_steps`: what was interpreted, the window in the evidence). A
-step raises to refuse (a Refusal, an ArgumentError, a ToolError); it never reads rows. A cache
-that serves one step only is that step's (:class:`NoRestrictedName` keeps each product's
-restricted names, :class:`SchemaCheck` each product's fingerprint); what runners share as well
-(the caller's masks and pinned values, ``Executor.policy_of``) stays on the executor. The
-server's steps around the executor (identity, pin, execute, stamp, mount) are serve/calls.py's.
+:meth:`Pipeline.answer` runs a call through ``steps.admit`` (:class:`Visible`: the tool is the
+caller's; an error here is not translated, as an unknown caller is a configuration error, not a
+tool error), then ``steps.before`` (:func:`before_steps`, each one job: its kind runs here, no
+product it reads is denied, no name it gives is restricted, its arguments are read where the
+tool has them, no filter asks outside the caller's scope, the arguments fit the schema), then
+the kind's runner (serve/runners.py), then ``steps.after`` (:func:`after_steps`: what was
+interpreted, the window in the evidence). A step raises to refuse (a Refusal, an ArgumentError,
+a ToolError); it never reads rows. A cache that serves one step only is that step's
+(:class:`NoRestrictedName` keeps each product's restricted names, :class:`SchemaCheck` each
+product's fingerprint); what runners share as well (the caller's masks and pinned values,
+``Executor.policy_of``) stays on the executor. The server's steps around the pipeline
+(identity, pin, execute, stamp, mount) are serve/calls.py's.
 
 The order is the contract: a restricted name is refused before the arguments are interpreted
 (an interpretation never turns a restricted name into a parameter), and a value outside the
@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from tether.context.meta import ToolContext
 from tether.context.names import ref_column
@@ -31,6 +31,7 @@ from tether.errors import TetherError
 from tether.policy.entitle import NOT_YOURS, Refusal, table_allowed
 from tether.policy.model import restricted_columns, tool_visible
 from tether.profiling.fingerprint import schema_fingerprint
+from tether.serve import pagination, sqlguard
 from tether.serve.arguments import (
     SHAPING,
     as_declared,
@@ -40,12 +41,12 @@ from tether.serve.arguments import (
     with_declared,
     without_blanks,
 )
+from tether.serve.executor import Executor
 from tether.serve.interpret import interpret
-from tether.serve.kinds import Answered, Call, Runner, ToolError, runner
-from tether.toolgen.plan import chosen_route
+from tether.serve.kinds import Answered, Call, SourceFailed, ToolError
+from tether.serve.runners import Runner, runner
+from tether.toolgen.plan import ArgumentError, chosen_route
 
-if TYPE_CHECKING:
-    from tether.serve.executor import Executor
 
 @dataclass
 class Pending:
@@ -299,3 +300,37 @@ class Steps:
     before: list[Before] = field(default_factory=before_steps)
     after: list[After] = field(default_factory=after_steps)
     schema_check: SchemaCheck = field(default_factory=SchemaCheck)
+
+
+class Pipeline:
+    """A call through the steps over one executor, then its kind's runner: what every call the
+    executor answers passes. A new executor gets a new pipeline (the steps' caches are its)."""
+
+    def __init__(self, ex: Executor, steps: Steps | None = None):
+        self.ex = ex
+        self.steps = steps or Steps()
+
+    def run(self, call: Call) -> dict[str, Any]:
+        """The call's result (see :meth:`answer` for the evidence beside it)."""
+        return self.answer(call).result
+
+    def answer(self, call: Call) -> Answered:
+        """The call through the checks, its kind's runner, and what the steps after add; a
+        refusal, a bad argument or a failing source as a ToolError."""
+        ex, pending = self.ex, Pending(call)
+        for check in self.steps.admit:
+            check(ex, pending)
+        try:
+            for check in self.steps.before:
+                check(ex, pending)
+            assert pending.kind is not None and pending.kind.run is not None
+            answered = pending.kind.run(ex, pending.call)
+            for then in self.steps.after:
+                then(ex, pending, answered)
+            return answered
+        except Refusal as e:
+            raise ToolError(e.paragraph(), refusal=e.meta()) from None
+        except (ArgumentError, pagination.CursorError, sqlguard.GuardError) as e:
+            raise ToolError(str(e)) from None
+        except TetherError as e:  # a timeout, a source that is down
+            raise SourceFailed(e.paragraph()) from None

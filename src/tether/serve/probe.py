@@ -19,12 +19,12 @@ from tether.policy.entitle import require_table
 from tether.profiling import profile_product
 from tether.serve.discovery import unknown_product
 from tether.serve.executor import jsonable
-from tether.serve.kinds import Answered, Runner, ToolError, register
+from tether.serve.kinds import Answered, ToolError
+from tether.serve.runners import Finding, Runner, register
 
 if TYPE_CHECKING:
     from tether.serve.executor import Executor
     from tether.serve.kinds import Answered, Call
-    from tether.serve.server import TetherServer
 
 VALUES = 12
 """Most values shown per column."""
@@ -110,7 +110,7 @@ def reads(ex: Executor, call: Call) -> list[str]:
     return [product]
 
 
-def query_with(server: TetherServer, user: str, args: dict[str, Any], result: dict[str, Any]
+def query_with(server: Finding, user: str, args: dict[str, Any], result: dict[str, Any]
                ) -> dict[str, Any]:
     """The probe's result with how to read the product's rows, as this caller."""
     return {**result, "query_with": server.query_with(user, str(args.get("product")))}

@@ -19,31 +19,29 @@ Nothing here is reachable from run_sql: it runs only a published write tool's pl
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime as dt
-import hashlib
-import hmac
 import json
-import re
 import time
 from collections.abc import Callable
 from typing import Any
 
-import sqlglot
 from sqlglot import exp
 
 from tether.errors import TetherError
-from tether.policy.entitle import Refusal, require_table, row_filter, user_params
+from tether.policy.entitle import Refusal, require_table
 from tether.policy.model import restricted_columns, role_of
 from tether.registry import open_registry
 from tether.registry import writes as log
 from tether.serve import sqlguard
 from tether.serve.executor import Executor, jsonable
-from tether.serve.kinds import Answered, Call, Runner, ToolError, register, superseded
+from tether.serve.kinds import Answered, Call, ToolError, superseded
+from tether.serve.runners import Runner, register
+from tether.serve.writeconfirm import asked, confirmed, digest, sign
+from tether.serve.writesql import Statements
 from tether.sources.writer import Writer
 from tether.toolgen.describe import grain_noun, plural
-from tether.toolgen.model import ActionPlan, Consequence
+from tether.toolgen.model import ActionPlan
 from tether.toolgen.write import IDEMPOTENCY_KEY_MAX, columns_of
 
 # --- who may, which rows -------------------------------------------------------------------------
@@ -129,139 +127,6 @@ def targets(call: Call, act: ActionPlan) -> dict[str, Any]:
         else:
             raise ToolError(f"give {param}: the value {col} is set to")
     return out
-
-
-# --- statements ----------------------------------------------------------------------------------
-
-
-class Statements:
-    """The statements of one write, over the product's table aliased by the product's name, with
-    the caller's row filter; every value a bound parameter."""
-
-    def __init__(self, ex: Executor, call: Call, keys: list[tuple[Any, ...]],
-                 dialect: str, schema_table: exp.Table):
-        self.ex, self.call = ex, call
-        self.act: ActionPlan = call.plan.action  # type: ignore[assignment]
-        self.product = call.plan.product or ""
-        self.dialect = dialect
-        self.table = schema_table
-        self.params: dict[str, Any] = {}
-        self.key_cols = list(self.act.keys.values())
-        ors = []
-        for i, key in enumerate(keys):
-            parts = []
-            for j, col in enumerate(self.key_cols):
-                self.params[f"k{i}_{j}"] = key[j]
-                parts.append(exp.EQ(this=self.col(col), expression=exp.Placeholder(
-                    this=f"k{i}_{j}")))
-            ors.append(exp.and_(*parts) if len(parts) > 1 else parts[0])
-        self.picked: exp.Expr = exp.or_(*ors) if len(ors) > 1 else ors[0]
-        config = ex.project.config
-        pred = row_filter(config, call.user, self.product, self.product, dialect)
-        self.scope: exp.Expr | None = pred
-        if pred is not None:
-            used = {p.name for p in pred.find_all(exp.Placeholder)}
-            self.params |= {k: v for k, v in user_params(config, call.user).items() if k in used}
-
-    def parsed(self, text: str) -> exp.Expr:
-        """An expression of the action's (a precondition, a metric's SQL) in the engine's SQL."""
-        try:
-            return sqlglot.parse_one(text, read=self.dialect)
-        except sqlglot.errors.SqlglotError:
-            raise ToolError(f"{self.act.name}: {text[:80]!r} does not parse as this engine's "
-                            "SQL; fix it in tether.yaml") from None
-
-    def bound(self, expr: exp.Expr) -> dict[str, Any]:
-        """The values of the placeholders ``expr`` holds (an engine refuses any other)."""
-        used = {p.name for p in expr.find_all(exp.Placeholder)}
-        return {k: v for k, v in self.params.items() if k in used}
-
-    def col(self, name: str) -> exp.Column:
-        return exp.column(name, table=self.product, quoted=True)
-
-    def source(self) -> exp.Table:
-        t = self.table.copy()
-        t.set("alias", exp.TableAlias(this=exp.to_identifier(self.product, quoted=True)))
-        return t
-
-    def where(self) -> exp.Expr:
-        return exp.and_(self.picked, self.scope) if self.scope is not None else self.picked
-
-    def read(self, lock: bool = False) -> exp.Select:
-        """The rows named, as they are, in the caller's scope."""
-        q = exp.select(*[self.col(c) for c in self.act.reads]).from_(self.source()).where(
-            self.where()).order_by(*[self.col(c) for c in self.key_cols])
-        return q.lock(update=True) if lock and self.dialect == "postgres" else q
-
-    def shown(self) -> exp.Select:
-        """The rows named as a dry run shows them: their keys and the columns set."""
-        cols = [*self.key_cols, *[c for c in self.act.sets.values() if c not in self.key_cols]]
-        return exp.select(*[self.col(c) for c in cols]).from_(self.source()).where(
-            self.where()).order_by(*[self.col(c) for c in self.key_cols])
-
-    def rows_as(self, after: dict[str, Any] | None) -> exp.Select:
-        """The rows named, with the set columns at their new values (``after``) or as they are."""
-        cols: list[exp.Expr] = []
-        for c in self.act.reads:
-            if after is not None and c in after:
-                self.params[f"to_{c}"] = after[c]
-                cols.append(exp.Placeholder(this=f"to_{c}").as_(c, quoted=True))
-            else:
-                cols.append(self.col(c).as_(c, quoted=True))
-        return exp.select(*cols).from_(self.source()).where(self.where())
-
-    def require(self, after: dict[str, Any] | None) -> exp.Select:
-        """Each row's key and, per precondition, whether it holds (before, or with ``after``)."""
-        inner = self.rows_as(after).subquery(self.product)
-        checks: list[exp.Expr] = [exp.column(c, table=self.product, quoted=True)
-                                  for c in self.key_cols]
-        for i, text in enumerate(self.act.require):
-            pred = self.parsed(text)
-            checks.append(exp.func("COALESCE", exp.paren(pred), exp.false()).as_(f"r{i}"))
-        return exp.select(*checks).from_(inner)
-
-    def metric(self, q: Consequence, after: dict[str, Any] | None) -> exp.Select:
-        """A metric's value and how many rows it counts, over the rows named."""
-        inner = self.rows_as(after).subquery(self.product)
-        assert q.measure is not None
-        measure = self.parsed(q.measure)
-        sel = exp.select(measure.as_("v"), exp.func("COUNT", exp.Star()).as_("n")).from_(inner)
-        if q.predicate:
-            sel = sel.where(self.parsed(q.predicate))
-        return sel
-
-    def update(self, to: dict[str, Any]) -> exp.Expr:
-        """The change, with every condition in its WHERE: the rows named in the caller's scope,
-        each in a state it may move from, each precondition holding now."""
-        conds: list[exp.Expr] = [self.where()]
-        for col, moves in self.act.transitions.items():
-            froms = sorted(frm for frm, tos in moves.items() if to.get(col) in tos)
-            for i, frm in enumerate(froms):
-                self.params[f"from_{col}_{i}"] = frm
-            conds.append(exp.In(this=self.col(col), expressions=[
-                exp.Placeholder(this=f"from_{col}_{i}") for i in range(len(froms))])
-                if froms else exp.false())
-        for text in self.act.require:
-            conds.append(exp.paren(self.parsed(text)))
-        where = exp.and_(*conds)
-        sets = []
-        for col, value in to.items():
-            self.params[f"to_{col}"] = value
-            sets.append(exp.EQ(this=exp.column(col, quoted=True),
-                               expression=exp.Placeholder(this=f"to_{col}")))
-        # the table aliased by the product's name, as every statement here reads it: the row
-        # filter's own columns (a correlated subquery's too) keep their meaning
-        return exp.Update(this=self.source(), expressions=sets, where=exp.Where(this=where))
-
-    def outside(self) -> exp.Select:
-        """How many of the rows named no longer satisfy a precondition or the caller's scope."""
-        ok: list[exp.Expr] = [exp.paren(self.parsed(t)) for t in self.act.require]
-        if self.scope is not None:
-            ok.append(exp.paren(self.scope.copy()))
-        cond = exp.and_(*ok) if ok else exp.true()
-        return exp.select(exp.func("COUNT", exp.Star()).as_("n")).from_(self.source()).where(
-            exp.and_(self.picked, exp.Not(this=exp.func("COALESCE", exp.paren(cond),
-                                                          exp.false()))))
 
 
 # --- checks --------------------------------------------------------------------------------------
@@ -402,88 +267,6 @@ def effects(st: Statements, run: Callable[[exp.Expr], list[dict[str, Any]]],
         text = "; ".join(parts)
         out.append(text[:1].upper() + text[1:] + ".")
     return out
-
-
-# --- the confirmation ----------------------------------------------------------------------------
-
-
-def _key(ex: Executor) -> bytes:
-    return hmac.new(ex.cursor_key, b"tether/write-confirmation", hashlib.sha256).digest()
-
-
-def digest(rows: list[dict[str, Any]]) -> str:
-    """The rows' version: what they held when read (a confirmation is bound to it)."""
-    text = json.dumps([{k: jsonable(v) for k, v in sorted(r.items())} for r in rows],
-                      sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def asked(keys: list[tuple[Any, ...]], to: dict[str, Any]) -> str:
-    text = json.dumps([[list(k) for k in keys], to], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def _mac(ex: Executor, *parts: str, size: int) -> str:
-    raw = hmac.new(_key(ex), "\x1f".join(parts).encode(), hashlib.sha256).digest()[:size]
-    return base64.b32encode(raw).decode().rstrip("=").lower()
-
-
-def _who(ex: Executor, call: Call, what: str, until: str) -> str:
-    """The part of a confirmation bound to the caller, the tool's version, the arguments and
-    the time it runs out."""
-    return _mac(ex, "who", call.user, call.tool, call.version, what, until, size=8)
-
-
-def _rows_mac(ex: Executor, who: str, rows: str) -> str:
-    """The part bound to the rows as the dry run read them."""
-    return _mac(ex, "rows", who, rows, size=6)
-
-
-def sign(ex: Executor, call: Call, what: str, rows: str, until: float) -> str:
-    """A short confirmation (a model copies it back): when it runs out, then two keyed MACs,
-    one over the caller, tool, version and arguments, one over that and the rows' digest.
-    Nothing is stored: the server checks it by computing both again."""
-    when = _base36(int(until))
-    who = _who(ex, call, what, when)
-    return f"{when}-{who}-{_rows_mac(ex, who, rows)}"
-
-
-def _base36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while n:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-    return out or "0"
-
-
-def confirmed(ex: Executor, call: Call, token: Any, what: str) -> Callable[[str], bool]:
-    """A valid confirmation's check of the rows as they are now (True: the rows the dry run
-    read), else a refusal saying why."""
-    def bad(why: str) -> ToolError:
-        return ToolError(f"Not allowed: {why}; call {call.tool} again with dry_run true and "
-                         "use the confirmation it returns", refusal={
-                             "reason": "confirmation_invalid", "detail": why})
-
-    if not isinstance(token, str) or not token:
-        raise ToolError(f"Not allowed: a write needs the confirmation of a dry run; call "
-                        f"{call.tool} with dry_run true first, then again with dry_run false "
-                        "and that confirmation", refusal={"reason": "confirmation_required",
-                                                          "detail": "no confirmation given"})
-    if not re.fullmatch(r"[0-9a-z]{1,13}-[a-z2-7]{1,26}-[a-z2-7]{1,16}", token.strip().lower()):
-        raise bad("the confirmation is not one this server issued")
-    parts = token.strip().lower().split("-")
-    when, who, rows = parts
-    try:
-        until = int(when, 36)
-    except ValueError:
-        raise bad("the confirmation is not one this server issued") from None
-    if not hmac.compare_digest(who, _who(ex, call, what, when)):
-        raise bad("the confirmation was made for another user, another tool or version, or "
-                  "other arguments")
-    if time.time() > until:
-        raise bad("the confirmation is past its time")
-    return lambda digest_now: hmac.compare_digest(rows, _rows_mac(ex, who, digest_now))
 
 
 # --- running -------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ tool list carries it only for discovery, how a caller's copy is narrowed).
 
 A kind lives in one module per layer: its generation and plan here in toolgen (listing.py,
 metric.py, probe.py, discovery.py, modes.py), its execution and answer sentence in serve
-(serve/kinds.py registers the runner). Generation must never import serving (layers), so the
+(serve/runners.py registers the runner). Generation must never import serving (layers), so the
 two halves meet only in this registry's name. The labeller needs nothing per kind: it reads a
 result's evidence, which every kind writes the same way.
 """
