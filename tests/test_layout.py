@@ -91,13 +91,14 @@ RANK = {"errors": 0.0, "keyfile": 0.1, "httpguard": 0.1, "textfiles": 0.2, "cont
         "sources": 1.0, "policy": 1.0, "imports": 1.5,
         "profiling": 2.0, "registry": 2.0,
         "toolgen": 3.0,
+        "plan": 2.5,
         "drift": 4.0, "lint": 4.0,
         "serve": 5.0, "eval": 5.0, "learn": 5.5,
         "web": 6.0, "demo": 6.0, "cli": 6.5, "__main__": 7.0}
 """Each room's place (the layers: 0 context, config, errors and what the configuration loads
-with; 1 sources, policy; 2 profiling, registry; 3 toolgen; 4 drift, lint; 5 serve, eval; 6 the
-console, the demo and the CLI on top). A module imports only from rooms of a lower rank: two
-rooms of one layer never import each other (eval never imports serve)."""
+with; 1 sources, policy; 2 profiling, registry, then the join planner; 3 toolgen; 4 drift, lint;
+5 serve, eval; 6 the console, the demo and the CLI on top). A module imports only from rooms of
+a lower rank: two rooms of one layer never import each other (eval never imports serve)."""
 
 START_UP = {
     ("tether.sources", "tether.sources.duckdb"):
@@ -215,6 +216,42 @@ def test_the_module_level_import_graph_has_no_cycle() -> None:
     assert not cycles, "\n".join(cycles)
 
 
+def test_no_circle_of_any_kind() -> None:
+    """Type-only imports included: two modules that name each other's types are one room in
+    two files (the shared type moves to where both can import it)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for e in edges():
+        if not e.inner:
+            graph[e.source].add(e.target)
+    cycles = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
+                    if reaches(graph, t, m))
+    assert not cycles, "\n".join(cycles)
+
+
+SERVER_READERS = {"tether.cli.build", "tether.cli.serve", "tether.web.console",
+                  "tether.demo.policy_tour", "tether.demo.write_tour"}
+"""Who may import the server's module: the commands that start one, the console, the demo."""
+
+
+def test_no_part_of_serving_imports_the_server() -> None:
+    """The server only assembles the parts (docs/serve.md, "The server in parts"): a part takes
+    the few operations it uses (a Protocol, or the other parts), never the server, so no module
+    of serve/ imports serve/server.py, at run time or for types."""
+    found = sorted(f"{e.source}:{e.line}" for e in edges() if e.target == "tether.serve.server"
+                   and e.source not in SERVER_READERS)
+    assert not found, found
+
+
+def test_no_module_of_serving_is_a_house_of_its_own() -> None:
+    """No file of serve/ over 600 lines, and the server's class under 200."""
+    long = sorted(f"{f.name}: {n}" for f in (SRC / "serve").glob("*.py")
+                  if (n := len(f.read_text().splitlines())) > 600)
+    assert not long, long
+    tree = ast.parse((SRC / "serve" / "server.py").read_text())
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TetherServer")
+    assert cls.end_lineno is not None and cls.end_lineno - cls.lineno + 1 < 200
+
+
 def test_no_import_inside_a_function_is_there_to_break_a_cycle() -> None:
     """An import inside a function whose module imports this one back (at module level) would
     close a cycle if written at the top: there is none. The others stay only for start-up
@@ -237,5 +274,5 @@ def test_the_graph_sees_what_it_forbids() -> None:
     found = {(e.source, e.target): e for e in edges()}
     assert not found[("tether.serve.server", "tether.registry")].inner
     assert found[("tether.sources", "tether.sources.duckdb")].inner
-    assert found[("tether.serve.kinds", "tether.serve.server")].typing
+    assert found[("tether.serve.runners", "tether.serve.executor")].typing
     assert reaches(loads(), "tether.serve.server", "tether.config")
