@@ -151,11 +151,13 @@ class PolicyInForce:
             return False
         if fresh is not None:
             self.file_project = fresh
-        self.enforced, self.version = policyversion.enforced(
-            self.file_project, self.registry, required=self.required)
+        enforced, version = policyversion.enforced(self.file_project, self.registry,
+                                                   required=self.required)
         # the policy's rules checked again on the columns last read (no catalog read)
-        self.health.policy_again(self.enforced, self._source_of())
+        self.health.policy_again(enforced, self._source_of())
+        self.enforced = enforced
         self.renew()  # the open connections are kept; nothing computed before is
+        self.version = version  # said last: whoever reads it finds the policy in force
         self.log(f"tether: now enforcing access policy {self.version}")
         return True
 
