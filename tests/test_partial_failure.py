@@ -259,3 +259,28 @@ def test_tether_yaml_naming_a_missing_table_or_source(made: Made, tmp_path: Path
         server.close()
     shown = run_cli("tools", "--project", str(made.folder), "--as-user", AUDIT)
     assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+
+
+def test_a_call_to_a_closed_product_opens_it_once_its_source_is_back(made: Made) -> None:
+    """No wait for the background check: restored, the next call to a closed product (a moment
+    after the last check) reads it again, answers, and the lists hold it again; while it is
+    still gone, a call says it is closed and checks it at most once a moment."""
+    from tether.serve.health import AGAIN
+
+    field = TetherServer(load_project(made.folder), stdio_user=FIELD)
+    try:
+        tool_of = _listed(field)
+        made.sql("DROP TABLE zones")
+        assert "zones closed" in _call(field, tool_of["zones"]).content[0].text
+        time.sleep(AGAIN + 0.1)
+        still = _call(field, tool_of["zones"])  # checked again: still gone, still closed
+        assert still.is_error and "zones is closed just now" in still.content[0].text
+        _restore_zones(made)
+        assert "closed just now" in _call(field, tool_of["zones"]).content[0].text  # a moment
+        time.sleep(AGAIN + 0.1)
+        back = _call(field, tool_of["zones"])
+        assert not back.is_error, back.content[0].text
+        assert set(_listed(field)) == set(TABLES)  # accounts' row filter reads zones: open too
+        assert not _call(field, tool_of["accounts"]).is_error
+    finally:
+        field.close()

@@ -51,6 +51,8 @@ class CallSite(Protocol):
 
     def version_for(self, user: str, name: str, pin: Any) -> Version: ...
 
+    def reopen(self, user: str, name: str) -> bool: ...
+
     def product_by_tool(self, user: str, entry: Version, args: dict[str, Any]
                         ) -> tuple[dict[str, Any], dict[str, str] | None]: ...
 
@@ -120,7 +122,13 @@ class Pin:
     name = "pin"
 
     async def __call__(self, site: CallSite, turn: Turn) -> None:
-        turn.entry = site.version_for(turn.user, turn.name, pin_of(turn.ctx.meta))
+        pin = pin_of(turn.ctx.meta)
+        try:
+            turn.entry = site.version_for(turn.user, turn.name, pin)
+        except ToolError:  # closed just now? its source may be back before the next sweep
+            if not await anyio.to_thread.run_sync(site.reopen, turn.user, turn.name):
+                raise
+            turn.entry = site.version_for(turn.user, turn.name, pin)
 
 
 class ProductByTool:

@@ -105,6 +105,21 @@ class PolicyInForce:
         return (f" ({', '.join(shut)} closed: it cannot be read now; every other tool still "
                 "answers)") if shut else ""
 
+    def reopen(self, products: list[str]) -> bool:
+        """A call to closed ``products``: checked again unless a moment ago (the source may
+        answer before the next sweep); True when what is closed moved (then served anew)."""
+        try:
+            moved = self.health.after_failure(self.enforced, self._source_of(), [
+                p for p in products if p in self.health.closed])
+        except Exception as e:  # the check failing changes nothing: the call says it is closed
+            self.log(f"tether: the check of {', '.join(products)[:200]} failed "
+                     f"({type(e).__name__}: {str(e)[:200]})")
+            return False
+        if moved:
+            self.renew()
+            self.told = True
+        return moved
+
     def sweep(self) -> bool:
         """Every serve.health_seconds: closed products opened again once they can be read, and
         products whose table is gone closed (serve/health.py)."""

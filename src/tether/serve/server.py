@@ -151,6 +151,9 @@ class TetherServer:
     def version_for(self, user: str, name: str, pin: Any) -> Version:
         return self.seen.version_for(user, name, pin)
 
+    def reopen(self, user: str, name: str) -> bool:
+        return self.seen.reopen(user, name)
+
     def product_by_tool(self, user: str, entry: Version, args: dict[str, Any]
                         ) -> tuple[dict[str, Any], dict[str, str] | None]:
         return self.seen.product_by_tool(user, entry, args)

@@ -228,13 +228,26 @@ class Visibility:
 
     def _closed_tool(self, user: str, name: str) -> str | None:
         """Why a tool the caller would reach is closed to them just now (its products), if so."""
+        products = self._guarded(user, name)
+        return None if products is None else self.policy.closed_message(user, products)
+
+    def _guarded(self, user: str, name: str) -> list[str] | None:
+        """The products a tool the caller would reach reads (None: not such a tool)."""
         v = self.publications.current.get(name)
         if v is None or not tool_visible(self.policy.enforced.config, user, name,
                                          writers_of(v.plan)):
             return None
-        products = ToolContext.of(v.definition).products or (
+        return ToolContext.of(v.definition).products or (
             [v.plan.product] if v.plan.product else [])
-        return self.policy.closed_message(user, products)
+
+    def reopen(self, user: str, name: str) -> bool:
+        """A call to a tool closed to the caller: its products checked again (at most once a
+        moment, serve/health.py); True when they can be read now and the call may go on."""
+        products = self._guarded(user, name)
+        if not products or self.policy.closed_message(user, products) is None:
+            return False
+        return self.policy.reopen(products) and self.policy.closed_message(
+            user, products) is None
 
     def call_of(self, user: str, entry: Version, args: dict[str, Any]) -> Call:
         """The call to execute: the tool's own, or for the generic listing, the named product's
