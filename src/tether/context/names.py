@@ -81,6 +81,15 @@ _RUN_TOGETHER = {"key": 3, "number": 3, "id": 4}
 ``valid``, ``humid``)."""
 
 
+def says_identifier(name: str) -> bool:
+    """Whether the name says it holds an identifier, an identifier word run into the word
+    before it counted too (``l_partkey``, ``userid``; not ``valid``)."""
+    words = name_words(name)
+    return bool(words) and (words[-1] in IDENTIFIER_WORDS or any(
+        words[-1].endswith(w) and len(words[-1]) >= len(w) + least
+        for w, least in _RUN_TOGETHER.items()))
+
+
 def subject(name: str, prefix: list[str] | None = None) -> str:
     """What an identifier identifies, in words (``widgetID`` -> ``widget``, ``crate_line_no``
     -> ``crate line``, ``bs_boxkey`` with its table's prefix ``bs`` -> ``box``); other names

@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from tether.context.names import identifier_like, name_words
+from tether.context.names import identifier_like, name_words, ref, says_identifier
 from tether.context.outside import clean
 from tether.context.schema import Column
 from tether.context.timeformat import grain, guesses, is_format, says
@@ -59,6 +59,9 @@ class Reference:
     parent: StarterProduct
     key: str
     named: bool = False  # the column is named for the key, each name without its table's prefix
+    evidence: str = ""  # what the comment says: "declared: ...", "inferred: ...", "candidate: ..."
+    declared: bool = False  # a FOREIGN KEY constraint of the source
+    written: bool = True  # an entry of relationships:, else a candidate left as a comment
 
 
 def infer_products(src: Source) -> list[StarterProduct]:
@@ -260,22 +263,24 @@ _TRIPLE_CANDIDATES = 6
 def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> list[str]:
     """The smallest set of at most three columns that is unique and non-null in the data,
     checked in the engine in at most three statements: one column first (id-like names
-    first: ``id``, ``<table>_id``, then any name whose last word is an identifier word, in any
-    case style, then the table's columns in order; an integer alone only where its name says
-    it is an identifier or it comes first: a unique count is a measure by chance), then pairs,
-    then triples of the non-null id-like, date and time, and other key-kind columns (a time
-    held as a number or text keeps its place among the others). Empty when none is (or the
-    table has no rows)."""
+    first: ``id``, ``<table>_id``, then any name whose last word is an identifier word, run
+    into the word before it or not, in any case style, then the table's columns in order; an
+    integer alone only where its name says it is an identifier or it comes first: a unique
+    count is a measure by chance), then pairs, then triples of the non-null id-like, date and
+    time, and other key-kind columns (a time held as a number or text keeps its place among
+    the others). Columns whose names say they are identifiers come before the rest at every
+    size: a pair of them is the key before a column of free text that happens to be unique (a
+    comment). Empty when none is (or the table has no rows)."""
     singular = table.rsplit(".", 1)[-1].rstrip("s")
     names = [c.name for c in cols if c.kind in _SET_KINDS and not c.nested]
     kinds = {c.name: c.kind for c in cols}
     order = [n for n in ("id", f"{singular}_id", f"{table}_id") if n in names]
-    order += [n for n in names if identifier_like(n) and n not in order]
+    order += [n for n in names if says_identifier(n) and n not in order]
     order += [n for n in names if kinds[n] in ("date", "timestamp", "timestamptz")
               and n not in order]
     order += [n for n in names if n not in order]
     singles = [n for n in order if kinds[n] in _KEY_KINDS and (
-        kinds[n] != "integer" or identifier_like(n) or n == names[0])][:_KEY_COLUMNS_CHECKED]
+        kinds[n] != "integer" or says_identifier(n) or n == names[0])][:_KEY_COLUMNS_CHECKED]
     in_sets = order[:_SET_CANDIDATES]  # composite candidates, times among them
     counted = list(dict.fromkeys(singles + in_sets))  # what the first statement counts
     if not counted:
@@ -290,9 +295,10 @@ def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> l
     if not n:
         return []
     stats = {name: (row[1 + 2 * i], row[2 + 2 * i]) for i, name in enumerate(counted)}
-    for name in singles:
-        if stats[name] == (n, n):
-            return [name]
+    unique = [name for name in singles if stats[name] == (n, n)]
+    named = [name for name in unique if says_identifier(name) or name in order[:1]]
+    if named:
+        return named[:1]
     full = [name for name in in_sets if stats[name][0] == n]  # the non-null ones
     for size, width in ((2, _SET_CANDIDATES), (3, _TRIPLE_CANDIDATES)):
         sets = list(itertools.combinations(full[:width], size))
@@ -301,10 +307,16 @@ def _infer_key(src: Source, rel: exp.Table, table: str, cols: list[Column]) -> l
         counts = src.query(exp.select(*[exp.Count(this=exp.Distinct(expressions=[exp.Tuple(
             expressions=[exp.column(c, quoted=True) for c in cols_])])) for cols_ in sets])
             .from_(rel.copy()))[0]
-        for cols_, distinct in zip(sets, counts, strict=True):
-            if distinct == n:
-                return list(cols_)
-    return []
+        keys = [list(cols_) for cols_, distinct in zip(sets, counts, strict=True)
+                if distinct == n]
+        by_name = [k for k in keys if all(says_identifier(c) for c in k)]
+        if size == 2 and by_name:  # identifiers together before a unique column of any name
+            return by_name[0]
+        if unique:
+            return unique[:1]
+        if keys:
+            return keys[0]
+    return unique[:1]
 
 
 def _infer_identifiers(src: Source, rel: exp.Table, cols: list[Column],
@@ -359,7 +371,11 @@ def starter_url(url: str, project_dir: Path) -> tuple[str, str | None]:
 
 
 def _q(s: str) -> str:
-    return s if re.fullmatch(r"[A-Za-z_][\w.]*", s) else '"' + s.replace('"', '\\"') + '"'
+    if re.fullmatch(r"[A-Za-z_][\w.]*", s):
+        return s
+    if '"' in s and "'" not in s:  # a quoted column (t."bin.key") reads best in single quotes
+        return f"'{s}'"
+    return '"' + s.replace('"', '\\"') + '"'
 
 
 def product_name(p: StarterProduct) -> str:
@@ -426,14 +442,7 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
         for (pattern, _col), scheme in schemes.items():
             lines.append(f"  {_q(scheme)}: {{pattern: {_json_str(pattern)}}}  {INFERRED}")
         lines.append("")
-    if references:
-        lines.append("relationships:")
-        for r in references:
-            child, parent = product_name(r.child), product_name(r.parent)
-            lines.append(f"  - {{from: {_q(f'{child}.{r.column}')}, to: {_q(f'{parent}.{r.key}')}"
-                         f", kind: many_to_one}}  {INFERRED} ({r.column} holds {r.key} values "
-                         f"of {parent})")
-        lines.append("")
+    lines += _relationship_lines(references)
     if user:
         lines += example_policy(user)
     lines += [
@@ -442,6 +451,25 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
         "",
     ]
     return "\n".join(lines)
+
+
+def _relationship_lines(references: Sequence[Reference]) -> list[str]:
+    """Each relationship found, its evidence in its comment; candidates as comments."""
+    def entry(r: Reference) -> str:
+        return (f"{{from: {_q(ref(product_name(r.child), r.column))}, "
+                f"to: {_q(ref(product_name(r.parent), r.key))}, kind: many_to_one}}")
+
+    written = [r for r in references if r.written]
+    left = [r for r in references if not r.written]
+    lines = ["relationships:"] if written else []
+    lines += [f"  - {entry(r)}  # {r.evidence}" for r in written]
+    if left:
+        if not written:
+            lines.append("# relationships:")
+        lines.append("  # candidates tether init could not choose between (values alone, or "
+                     "several tables): confirm one by removing its '# '")
+        lines += [f"  # - {entry(r)}  # {r.evidence}" for r in left]
+    return [*lines, ""] if lines else []
 
 
 def _moves_lines(p: StarterProduct) -> list[str]:
@@ -546,11 +574,12 @@ def _first_scheme(spec: Spec) -> str | None:
 
 
 def _scheme(schemes: dict[tuple[str, str], str], pattern: str, column: str) -> str:
-    """The scheme of an identifier column: one per exact shape (``^CRM-\\d{5}$`` in two tables
-    is one scheme: they join), but a shape of any length (``^[a-z]+\\d+$``) is shared only by
-    columns of one name, since unrelated ids fit it too. A scheme names a parameter: letters,
-    digits and _ (``bin.key`` -> ``bin_key``), made unique."""
-    loose = re.search(r"\]\+|\\d\+", pattern) is not None
+    """The scheme of an identifier column: one per exact shape that holds a literal part
+    (``^CRM-\\d{5}$`` in two tables is one scheme: they join), but a shape of character
+    classes only (``^[A-Z]{16}$``, a UUID) or of any length (``^[a-z]+\\d+$``) is shared only
+    by columns of one name, since unrelated ids fit it too. A scheme names a parameter:
+    letters, digits and _ (``bin.key`` -> ``bin_key``), made unique."""
+    loose = re.search(r"\]\+|\\d\+", pattern) is not None or not _literal_part(pattern)
     key = (pattern, column.lower() if loose else "")
     if key not in schemes:
         base = re.sub(r"[^A-Za-z0-9_]+", "_", column).strip("_") or "id"
@@ -559,6 +588,13 @@ def _scheme(schemes: dict[tuple[str, str], str], pattern: str, column: str) -> s
             name, n = f"{base}_{n}", n + 1
         schemes[key] = name
     return schemes[key]
+
+
+def _literal_part(pattern: str) -> bool:
+    """Whether a shape holds a letter or digit of its own (``CRM`` in ``^CRM-\\d{5}$``),
+    beyond its character classes and repeats."""
+    bare = re.sub(r"\[[^\]]*\]|\\[dwsDWS]|\{[\d,]*\}|[\^$+*?()|]", "", pattern)
+    return re.search(r"[A-Za-z0-9]", bare) is not None
 
 
 def _json_str(s: str) -> str:

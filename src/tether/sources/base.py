@@ -81,6 +81,16 @@ def first_line(e: BaseException) -> str:
     return text.splitlines()[0] if text else type(e).__name__
 
 
+@dataclass(frozen=True)
+class ForeignKey:
+    """A FOREIGN KEY constraint the source's catalog declares: ``columns`` of the table hold
+    ``key`` of ``parent`` (a table name as :meth:`Source.tables` spells it)."""
+
+    columns: tuple[str, ...]
+    parent: str
+    key: tuple[str, ...]
+
+
 @dataclass
 class Fetched:
     """Rows read under caps: ``capped`` names the cap that stopped the read (rows or bytes)."""
@@ -171,6 +181,11 @@ class Source(ABC):
     @abstractmethod
     def primary_key(self, table: str) -> list[str]:
         """Declared primary key columns of a table, [] when none is declared."""
+
+    def foreign_keys(self, table: str) -> list[ForeignKey]:
+        """The FOREIGN KEY constraints the catalog declares on a table ([] where the engine
+        keeps none)."""
+        return []
 
     def run(self, sql: str, params: dict[str, Any] | None = None,
             timeout: float | None = None) -> list[tuple[Any, ...]]:

@@ -17,7 +17,15 @@ from sqlglot import exp
 from tether.config import ServeConfig
 from tether.context.schema import Column
 from tether.errors import ProductError, QueryError, SourceError
-from tether.sources.base import Fetched, Source, first_line, kind_of, take, trace_statement
+from tether.sources.base import (
+    Fetched,
+    ForeignKey,
+    Source,
+    first_line,
+    kind_of,
+    take,
+    trace_statement,
+)
 from tether.sources.watchdog import WATCHDOG
 
 READ_ONLY_CONFIG = {"enable_external_access": False, "lock_configuration": True}
@@ -373,6 +381,20 @@ class DuckDBSource(Source):
                 {"t": t.name, "s": t.db or self.schema or "main"},
             ).fetchall()
         return list(rows[0][0]) if rows else []
+
+    def foreign_keys(self, table: str) -> list[ForeignKey]:
+        t = self.table_expr(table)
+        schema = t.db or self.schema or "main"
+        with self.turns.reading():
+            rows = self.con.execute(
+                "SELECT constraint_column_names, referenced_table, referenced_column_names "
+                "FROM duckdb_constraints() WHERE constraint_type = 'FOREIGN KEY' "
+                "AND table_name = $t AND schema_name = $s AND database_name = "
+                "current_database() ORDER BY constraint_index",
+                {"t": t.name, "s": schema}).fetchall()
+        prefix = "" if schema == (self.schema or "main") else f"{schema}."
+        return [ForeignKey(tuple(cols), prefix + parent, tuple(keys))
+                for cols, parent, keys in rows if cols and keys]
 
     @contextlib.contextmanager
     def catalog_read(self) -> Iterator[None]:

@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from tether.context.schema import Column
 from tether.errors import ProductError, QueryError, SourceError, SourceUnreachable
-from tether.sources.base import Fetched, Source, kind_of, take, trace_statement
+from tether.sources.base import Fetched, ForeignKey, Source, kind_of, take, trace_statement
 
 _BIND = f"tether_bind_{secrets.token_hex(8)}_"
 """Marks tether's own bound parameters while rendering (unguessable, so no query text holds it)."""
@@ -175,6 +175,19 @@ class SQLAlchemySource(Source):
         t = self.table_expr(table)
         pk = self._inspector().get_pk_constraint(t.name, schema=t.db or self.schema)
         return list(pk.get("constrained_columns") or [])
+
+    def foreign_keys(self, table: str) -> list[ForeignKey]:
+        t = self.table_expr(table)
+        here = t.db or self.schema
+        out = []
+        for fk in self._inspector().get_foreign_keys(t.name, schema=here):
+            cols, keys = fk.get("constrained_columns"), fk.get("referred_columns")
+            if not cols or not keys or not fk.get("referred_table"):
+                continue
+            there = fk.get("referred_schema")
+            prefix = f"{there}." if there and there != (self.schema or there) else ""
+            out.append(ForeignKey(tuple(cols), prefix + fk["referred_table"], tuple(keys)))
+        return out
 
     def describe(self, relation: exp.Expr, label: str) -> list[Column]:
         if isinstance(relation, exp.Table):

@@ -18,7 +18,7 @@ from sqlglot import exp
 
 from tether.config import TetherConfig
 from tether.context import timeformat
-from tether.context.names import ref_column, ref_parts
+from tether.context.names import ref, ref_column, ref_parts
 from tether.context.periods import FORMS_SENTENCE, FiscalCalendar, PeriodError, Window, resolve
 from tether.errors import ProductError
 from tether.sources.base import table_ref
@@ -61,9 +61,9 @@ def scheme_columns(config: TetherConfig) -> dict[str, dict[str, str]]:
         for column, scheme in p.identifiers.items():
             out.setdefault(name, {}).setdefault(scheme, column)
     for i, rel in enumerate(config.relationships):
-        for ref in (rel.from_, rel.to):
-            product, _, column = ref.partition(".")
-            out.setdefault(product, {})[f"relationship {i}"] = column
+        for end in (rel.from_, rel.to):
+            product, *rest = ref_parts(end)  # a column named with a dot is quoted
+            out.setdefault(product, {})[f"relationship {i}"] = ".".join(rest)
     return out
 
 
@@ -91,8 +91,8 @@ def join_path(config: TetherConfig, products: list[str]) -> list[tuple[str, exp.
         for prev, nxt, scheme in path:
             if nxt in joined:
                 continue
-            on = exp.EQ(this=qualified(f"{prev}.{ids[prev][scheme]}"),
-                        expression=qualified(f"{nxt}.{ids[nxt][scheme]}"))
+            on = exp.EQ(this=qualified(ref(prev, ids[prev][scheme])),
+                        expression=qualified(ref(nxt, ids[nxt][scheme])))
             order.append((nxt, on))
             joined.add(nxt)
     return order
