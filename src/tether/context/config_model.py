@@ -237,6 +237,11 @@ class ProductConfig(Model):
     actions: dict[str, ActionConfig] = Field(
         default_factory=dict, description="Write tools over this product's rows, by the name "
         "of the business action (docs/write.md).")
+    label: str | None = Field(
+        default=None, description="The column that says which row it is to a person (a name or "
+        "title; `tether init` proposes a short text column whose values nearly never repeat): "
+        "a filter matched exactly in any case, and the name a result grouped by a reference to "
+        "this product carries beside each key.")
 
     @field_validator("primary_key", mode="before")
     @classmethod
@@ -462,6 +467,10 @@ class ServeConfig(Model):
     confirmation_seconds: int = Field(
         default=300, ge=10, le=86400, description="How long a write tool's dry-run "
         "confirmation stays valid.")
+    max_path_hops: int = Field(
+        default=2, ge=0, le=4, description="How many many-to-one relationships a listing's "
+        "filters, count_by and order_by may follow to reach another product's columns "
+        "(Category.Name from an item; Collection.Maker.Name two hops away); 0: none.")
     health_seconds: float = Field(
         default=10.0, ge=0.5, le=3600, description="Seconds between a server's checks of what "
         "it can read: a product closed (its table gone, its source down, a rule guarding it "

@@ -16,7 +16,13 @@ from typing import Any
 
 from sqlglot import exp
 
-from tether.context.names import identifier_like, name_words, ref, says_identifier
+from tether.context.names import (
+    IDENTIFIER_WORDS,
+    identifier_like,
+    name_words,
+    ref,
+    says_identifier,
+)
 from tether.context.outside import clean
 from tether.context.schema import Column
 from tether.context.timeformat import grain, guesses, is_format, says
@@ -48,6 +54,7 @@ class StarterProduct:
     moves: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
     """status column -> (from, to, how often) moves observed along a history (see _moves)"""
     history: tuple[list[str], str] | None = None  # (the entity's key columns, the order)
+    label: tuple[str, str] | None = None  # (the column that names each row, why)
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,48 @@ def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: Start
     # as_of: a load time where one is kept, else the newest event (never a file's time)
     p.freshness = loads[0] if loads else p.metric_time
     p.identifiers = _infer_identifiers(src, rel, [c for c in cols if c.name not in held], bounds)
+    p.label = _infer_label(src, rel, cols, p)
     _infer_moves(src, rel, cols, p)
+
+
+LABEL_WORDS = frozenset({"name", "title", "label"})
+"""A column named with one of these words is the first a label is looked for in."""
+LABEL_MEAN_CHARS = 40
+"""A label is short: at most this many characters on average (a comment or an address is
+longer text that happens not to repeat)."""
+LABEL_DISTINCT = 0.9
+"""A label nearly never repeats: at least this share of the rows' values are distinct."""
+
+
+def _infer_label(src: Source, rel: exp.Table, cols: list[Column], p: StarterProduct
+                 ) -> tuple[str, str] | None:
+    """The column that says which row it is to a person: a text column outside the key, not
+    an identifier or a time, whose values nearly never repeat and are short (one statement);
+    one named as a name, title or label first, else the first in the table's order."""
+    texts = [c.name for c in cols if c.kind == "string" and not c.nested
+             and c.name not in p.primary_key and c.name not in p.time_columns
+             and c.name not in p.identifiers and not says_identifier(c.name)
+             and not set(name_words(c.name)) & IDENTIFIER_WORDS]  # no code (entity_id:token)
+    if not texts or len(p.primary_key) != 1:
+        return None
+    exprs: list[exp.Expr] = [exp.func("COUNT", exp.Star())]
+    for t in texts:
+        ref = exp.column(t, quoted=True)
+        exprs += [exp.Count(this=exp.Distinct(expressions=[ref.copy()])),
+                  exp.func("AVG", exp.Length(this=ref.copy()))]
+    row = src.query(exp.select(*exprs).from_(rel.copy()))[0]
+    rows = int(row[0] or 0)
+    if rows < 2:
+        return None
+    fit = [(t, int(row[1 + 2 * i] or 0), float(row[2 + 2 * i] or 0))
+           for i, t in enumerate(texts)]
+    fit = [f for f in fit if f[1] >= LABEL_DISTINCT * rows and f[2] <= LABEL_MEAN_CHARS]
+    if not fit:
+        return None
+    column, distinct, mean = min(fit, key=lambda f: (
+        not set(name_words(f[0])) & LABEL_WORDS, texts.index(f[0])))
+    return column, (f"names each row: {distinct} values in {rows} rows, {mean:.0f} characters "
+                    "on average")
 
 
 MAX_STATES = 12
@@ -421,6 +469,8 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
                 lines.append(f"      {_q(col)}: {tz}{note}")
         if p.metric_time:
             lines.append(f"    metric_time: {_q(p.metric_time)}  {INFERRED}")
+        if p.label:
+            lines.append(f"    label: {_q(p.label[0])}  {INFERRED} ({p.label[1]})")
         if p.freshness:
             why = ("" if p.freshness != p.metric_time else
                    " (no load-time column: as_of is the newest event)")

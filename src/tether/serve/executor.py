@@ -186,15 +186,18 @@ class Executor:
             self.caches.relations[key] = rel
         return self.caches.relations[key]
 
-    def secure(self, query: exp.Expr, user: str) -> tuple[exp.Expr, dict[str, Any]]:
+    def secure(self, query: exp.Expr, user: str, aliases: dict[str, str] | None = None
+               ) -> tuple[exp.Expr, dict[str, Any]]:
         """A plan's query with each product it reads (a FROM or JOIN source aliased by the
-        product's name) replaced by the user's entitled relation, and that relation's params.
-        :func:`reads` names those products."""
+        product's name, or by a path's alias that ``aliases`` maps to its product) replaced by
+        the user's entitled relation, and that relation's params. :func:`reads` names those
+        products."""
         products = self.project.config.products
+        named = {**{p: p for p in products}, **(aliases or {})}
         found: dict[int, str] = {}
         for node in query.find_all(exp.Table, exp.Subquery):
             alias = node.alias
-            if alias in products and isinstance(node.parent, exp.From | exp.Join):
+            if alias in named and isinstance(node.parent, exp.From | exp.Join):
                 found[id(node)] = alias
         # every other table it names would be read as it is, past the policy: a table in a
         # CTE or a subquery of a measure, a table function. Such a statement is not run.
@@ -208,12 +211,12 @@ class Executor:
         params: dict[str, Any] = {}
 
         def swap(node: exp.Expr) -> exp.Expr:
-            product = found.get(id(node))
-            if product is None:
+            alias = found.get(id(node))
+            if alias is None:
                 return node
-            rel = self.relation(user, product)
+            rel = self.relation(user, named[alias])
             params.update(rel.params)
-            return rel.subquery(product)
+            return rel.subquery(alias)
 
         return query.transform(swap, copy=False), params
 

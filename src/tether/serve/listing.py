@@ -4,18 +4,19 @@ sum_and_average_of, their counts, totals and means in the engine."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sqlglot import exp
 
-from tether.context.meta import enum_of
 from tether.context.names import name_words, ref, ref_column, ref_parts
-from tether.errors import QueryError, SourceError
+from tether.plan.paths import Reached, products_on
 from tether.policy.entitle import Refusal, table_allowed
 from tether.profiling.formats import MONEY_UNITS, is_money
 from tether.serve import pagination
 from tether.serve.answer import SHOWN, measure_words, valued
 from tether.serve.arguments import SHAPING, coerce_times, known
+from tether.serve.emptyhints import other_case, unknown_entity
 from tether.serve.executor import TOTAL, Executor, identifiers_read, jsonable, why_empty
 from tether.serve.kinds import Answered, Call
 from tether.serve.runners import Runner, register
@@ -23,8 +24,9 @@ from tether.toolgen.model import AGGREGATE
 from tether.toolgen.plan import (
     ArgumentError,
     call_params,
-    chosen_route,
     compile_plan,
+    path_column,
+    plan_hops,
     qualified,
     resolve_window,
     routes_key,
@@ -40,7 +42,36 @@ def shape_key(ex: Executor, call: Call) -> tuple[Any, ...]:
 
 
 ORDER_BY, ORDER = "order_by", "order"
-def asked_order(call: Call, masks: dict[str, Any] | set[str]) -> tuple[str, bool] | None:
+
+
+def reachable_for(ex: Executor, call: Call) -> Callable[[str], bool]:
+    """Whether a name the call may give (a column, or a path) is one the caller reaches: a
+    path only where the caller may read every product on it (a product they may not read is
+    neither reachable nor named)."""
+    config, hops = ex.project.config, plan_hops(call.plan)
+
+    def ok(name: str) -> bool:
+        found = path_column(call.plan, name)
+        return found is None or all(table_allowed(config, call.user, p)
+                                    for p in products_on(hops, found.alias))
+    return ok
+
+
+def path_checked(ex: Executor, call: Call, name: str, what: str) -> Reached | None:
+    """The path a count_by or order_by value names, checked for the caller: its column not
+    masked on the product that holds it (its order or groups would tell the values apart)."""
+    found = path_column(call.plan, name)
+    if found is None or not reachable_for(ex, call)(name):
+        return None
+    masks, _ = ex.policy_of(call.user, found.product)
+    if found.column in masks:
+        raise Refusal("masked_predicate", f"{what}: {name} is masked for your role, so it "
+                      "cannot be sorted or counted by")
+    return found
+
+
+def asked_order(call: Call, masks: dict[str, Any] | set[str],
+                reach: Callable[[str], bool] = lambda _name: True) -> tuple[str, bool] | None:
     """The order a call asks for, checked: (a column of the rows, or a result field of its
     counts and totals; descending). A measure sorts descending unless ``order`` says asc, a
     column ascending; a masked column is refused (its order would tell its values apart)."""
@@ -69,17 +100,44 @@ def asked_order(call: Call, masks: dict[str, Any] | set[str]) -> tuple[str, bool
                                 "with count_by or sum_and_average_of it takes "
                                 + ", ".join(fields))
         return fields[spec], (order or ("asc" if spec == by else "desc")) == "desc"
-    orderable = plan.orderable or []
+    orderable = [o for o in plan.orderable or [] if reach(o)]
     if spec not in orderable:
         hint = ("; count, sum_of_C and avg_of_C sort counts and totals (with count_by or "
                 "sum_and_average_of)") if spec == "count" or spec.startswith(
                     ("sum_of_", "avg_of_")) else ""
+        own = [o for o in orderable if path_column(plan, o) is None]
+        paths = len(orderable) - len(own)
         raise ArgumentError(f"order_by: {spec[:80]!r} is not a column of this tool's rows; "
-                            "it takes " + (", ".join(orderable) or "none") + hint)
+                            "it takes " + (", ".join(own) or "none")
+                            + (f", or a column of what a row points to by its path ({paths}, "
+                               "as count_by lists them)" if paths else "") + hint)
     if spec in masks:
         raise Refusal("masked_predicate", f"order_by: {spec} is masked for your role, so rows "
                       "cannot be sorted by it")
     return spec, (order or "asc") == "desc"
+
+
+def _label_hop(ex: Executor, call: Call, alias: str, column: str | None
+               ) -> tuple[str, str] | None:
+    """(the alias, the label column) of the product a grouped column refers to, where that
+    product has a label the caller may read (not masked, the product reachable): its name goes
+    beside each key."""
+    if column is None:
+        return None
+    config = ex.project.config
+    hop = next((h for h in call.plan.hops if h.parent == alias and h.column == column), None)
+    if hop is None:
+        return None
+    label = config.products[hop.product].label
+    if (label is None or not reachable_for(ex, call)(f"{hop.alias}.{label}")
+            or label in ex.policy_of(call.user, hop.product)[0]):
+        return None
+    return hop.alias, label
+
+
+def aliases(plan: Any) -> dict[str, str]:
+    """The alias each hop of a listing's paths joins its product under."""
+    return {h.alias: h.product for h in plan.hops}
 
 
 def implied_order_by(call: Call) -> str | None:
@@ -155,16 +213,19 @@ def aggregate(ex: Executor, call: Call) -> Answered:
         raise ArgumentError(f"count_by and {AGGREGATE} answer in one result: they take "
                             "no cursor")
     by = call.args.get("count_by")
-    f = next((f for f in plan.filters if f.param == by), None) if by else None
+    f = next((f for f in plan.filters if f.param == by and f.alias is None), None) if by else None
     # the same set whether the schema lists it (grounded) or not (bare)
-    countable = plan.counts if plan.counts is not None else [
-        x.param for x in plan.filters if not x.routes]
-    if by and (f is None or f.routes or by not in countable):
+    reach = reachable_for(ex, call)
+    countable = [c for c in (plan.counts if plan.counts is not None else [
+        x.param for x in plan.filters if not x.routes]) if reach(c)]
+    by_path = path_checked(ex, call, str(by), "count_by") if by and f is None else None
+    if by and ((f is None and by_path is None) or (f is not None and f.routes)
+               or by not in countable):
         raise ArgumentError(f"count_by: {str(by)[:80]!r} is not one of this tool's "
                             "parameters to count by; it takes " + (
                                 ", ".join(countable) or "none"))
     masks, _ = ex.policy_of(call.user, product)
-    sort = asked_order(call, masks)
+    sort = asked_order(call, masks, reach)
     measured = call.args.get(AGGREGATE)
     if measured is not None and measured not in plan.aggregates:
         raise ArgumentError(f"{AGGREGATE}: {str(measured)[:80]!r} is not one of "
@@ -177,11 +238,19 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     src = ex.source(plan.source)
     args = {k: v for k, v in coerce_times(call.args, call.definition).items()
             if k not in SHAPING and k not in ("limit", "cursor")}
-    query, params = compile_plan(plan, args, config, ex.now(call), listing=True)
+    named = _label_hop(ex, call, by_path.alias if by_path else product,
+                       by_path.column if by_path else ref_column(f.column)[1] if f else None)
+    joined = {a for a in (by_path.alias if by_path else None, named[0] if named else None) if a}
+    query, params = compile_plan(plan, args, config, ex.now(call), listing=True, reach=joined)
     assert isinstance(query, exp.Select)
     query.set("order", None)
     query.set("limit", None)
     params.pop("limit", None)
+    if by_path is not None:  # what a row points to, beside the row's own columns
+        query = query.select(qualified(ref(by_path.alias, by_path.column)).as_(
+            str(by), quoted=True))
+    if named is not None:  # the name of each group's referent, beside its key
+        query = query.select(qualified(ref(*named)).as_(f"{named[0]}.label", quoted=True))
     def col(path: list[str]) -> exp.Expr:  # a column of the listing's rows, or a STRUCT's field
         head, *rest = path
         out: exp.Expr = exp.column(head, table="q", quoted=True)
@@ -192,6 +261,10 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     groups: list[tuple[list[str], str]] = []  # (column path, name in the result)
     if f is not None:
         groups.append((ref_parts(f.column)[1:], str(by)))
+    elif by_path is not None:
+        groups.append(([str(by)], str(by)))
+    if named is not None:
+        groups.append(([f"{named[0]}.label"], f"{named[0]}.label"))
     if measured is not None:
         unit = plan.units.get(measured, "")
         if "{" in unit:  # amounts in each row's currency are never added across currencies
@@ -225,7 +298,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
         most = plan.default_rows if given is None else int(given)
         if not 1 <= most <= plan.max_rows:
             raise ArgumentError(f"limit must be between 1 and {plan.max_rows} (got {most})")
-    secured, policy_params = ex.secure(grouped, call.user)
+    secured, policy_params = ex.secure(grouped, call.user, aliases(plan))
     params.update(policy_params)
     got = ex.fetch(src, src.render(secured), params, most, known(call))
     rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
@@ -261,7 +334,8 @@ def run(ex: Executor, call: Call) -> Answered:
     src = ex.source(plan.source)
     args = coerce_times(call.args, call.definition)
     params = call_params(plan, args, config, ex.now(call), listing=True)
-    sort = asked_order(call, ex.policy_of(call.user, product)[0])
+    sort = asked_order(call, ex.policy_of(call.user, product)[0], reachable_for(ex, call))
+    by_path = path_checked(ex, call, sort[0], "order_by") if sort else None
     last: list[Any] = []
     if call.args.get("cursor"):
         last = pagination.decode(ex.cursor_key, str(call.args["cursor"]), call.user,
@@ -275,17 +349,24 @@ def run(ex: Executor, call: Call) -> Answered:
     null_mark = bool(sort and plan.paging == "keyset" and last and last[0] is None)
     key = (*shape_key(ex, call), null_mark)
     if key not in ex.caches.sql_texts:
-        query, _ = compile_plan(plan, args, config, ex.now(call), listing=True)
+        query, _ = compile_plan(plan, args, config, ex.now(call), listing=True,
+                                reach={by_path.alias} if by_path else set())
         assert isinstance(query, exp.Select)
         keys = [qualified(k) for k in plan.order_by]
+        sorted_by = (qualified(ref(by_path.alias, by_path.column)) if by_path
+                     else qualified(ref(product, sort[0])) if sort else None)
+        if by_path is not None and sort:  # the row shows what it was sorted by
+            query = query.select(sorted_by.copy().as_(sort[0], quoted=True))  # type: ignore[union-attr]
         if sort:  # the column asked first, NULLs last; then the key (or every column) breaks ties
-            by = qualified(ref(product, sort[0]))
+            by = sorted_by
+            assert by is not None
             rest = [k for k in keys if k != by] if plan.paging == "offset" else keys
             query.set("order", None)
             query = query.order_by(_ordered(by, sort[1]), *[
                 _ordered(k, sort[1] if plan.paging == "keyset" else False) for k in rest])
         if call.args.get("cursor") and plan.paging == "keyset" and sort:
-            query = query.where(_after(qualified(ref(product, sort[0])), keys, sort[1],
+            assert sorted_by is not None
+            query = query.where(_after(sorted_by.copy(), keys, sort[1],
                                        null_mark, 1, src.dialect))
         elif call.args.get("cursor") and plan.paging == "keyset":
             query = query.where(beyond_key(keys, 0, False, src.dialect))
@@ -300,7 +381,7 @@ def run(ex: Executor, call: Call) -> Answered:
                 for how, fn in (("min", exp.Min), ("max", exp.Max)):
                     query = query.select(exp.Window(this=fn(this=qualified(ref(
                         product, column)))).as_(f"{TOTAL}_{how}_{i}", quoted=True))
-        secured, policy_params = ex.secure(query, call.user)
+        secured, policy_params = ex.secure(query, call.user, aliases(plan))
         ex.caches.sql_texts[key] = (src.render(secured), src.display(secured), policy_params)
     params.update(ex.caches.sql_texts[key][2])
     params.update({f"k{i}": v for i, v in enumerate(last) if not (null_mark and i == 0)})
@@ -394,86 +475,6 @@ def _adds_up(column: str, unit: str) -> bool:
     return unit in ADDITIVE or (is_money(unit) and unit not in MONEY_UNITS)
 
 
-def unknown_entity(ex: Executor, out: dict[str, Any], call: Call) -> None:
-    """An empty result for an identifier that names no entity the caller may see says so
-    (one look-up, only for an empty result): the id is wrong, not the count zero. The
-    entity is looked for where its scheme lives: the crosswalk a value was resolved
-    through, else the product keyed by the scheme."""
-    if out.get("rows") or "empty_reason" not in out:
-        return
-    config = ex.project.config
-    for f in call.plan.filters:
-        value = call.args.get(f.param)
-        table, column = ref_column(f.column)
-        scheme = config.products[table].identifiers.get(column) if (
-            table in config.products) else None
-        if value is None or scheme is None:
-            continue
-        route = chosen_route(f, value)
-        home: str | None
-        if route is not None and route.via and route.match:
-            home, key, scheme = route.via, route.match, route.scheme
-        else:
-            home = next((n for n, p in config.products.items()
-                         if len(p.primary_key) == 1
-                         and p.identifiers.get(p.primary_key[0]) == scheme), None)
-            key = config.products[home].primary_key[0] if home else ""
-            crosswalk = next((r for r in f.routes if r.via and r.take), None)
-            if home is None and crosswalk is not None:  # the crosswalk holds every id
-                home, key = crosswalk.via, str(crosswalk.take)
-        if home is None or not table_allowed(config, call.user, home):
-            continue
-        rel = ex.relation(call.user, home)
-        src = ex.source(config.products[home].source)
-        q = exp.select(exp.Literal.number(1)).from_(rel.subquery("q")).where(exp.EQ(
-            this=exp.column(key, table="q", quoted=True),
-            expression=exp.Placeholder(this="entity"))).limit(1)
-        if not src.run(src.render(q), {**rel.params, "entity": value}, ex.timeout):
-            where = f" (every id: {f.resolver})" if f.resolver else ""
-            out["empty_reason"] = (f"no {scheme} {str(value)[:80]} among the {home} you "
-                                   f"may see: the id matches no entity{where}")
-            return
-
-
-def other_case(ex: Executor, out: dict[str, Any], call: Call) -> None:
-    """Nothing matched a text value as written, but exactly one value of that column among the
-    rows the caller may see is the same text in another case (``hub-04`` for ``Hub-04``, a
-    column of too many values for the schema to list them): the result says which, to call
-    again with (a zero read as the answer was the failure). One look-up, only for an empty
-    result, over the caller's own rows (row filter applied; a masked column never filters)."""
-    product = call.plan.product
-    if (not product or out.get("total_rows", 0 if not out.get("rows") else 1) != 0
-            or call.args.get("cursor")):
-        return
-    config = ex.project.config
-    props = (call.definition.get("inputSchema") or {}).get("properties") or {}
-    masks, _ = ex.policy_of(call.user, product)
-    rel = ex.relation(call.user, product)
-    src = ex.source(config.products[product].source)
-    for f in call.plan.filters:
-        value = call.args.get(f.param)
-        table, column = ref_column(f.column)
-        if (not isinstance(value, str) or f.routes or enum_of(props.get(f.param)) is not None
-                or table != product or "." in column or column in masks):
-            continue
-        col = exp.column(column, table="q", quoted=True)
-        q = (exp.select(col).distinct().from_(rel.subquery("q"))
-             .where(exp.EQ(this=exp.Lower(this=exp.cast(col.copy(), "text")),
-                           expression=exp.Lower(this=exp.Placeholder(this="other_case"))))
-             .limit(2))
-        try:
-            found = [r[0] for r in src.run(src.render(q), {**rel.params, "other_case": value},
-                                           ex.timeout)]
-        except (QueryError, SourceError):  # a hint that cannot be read leaves the answer be
-            return
-        if len(found) == 1 and isinstance(found[0], str) and found[0] != value:
-            said = (f"no row you may see has {f.param} {value[:80]!r} as written; "
-                    f"{found[0][:80]!r} (another case) is one of its values: call again with it")
-            out["empty_reason"] = (f"{out['empty_reason']}; {said}" if out.get("empty_reason")
-                                   else said)
-            return
-
-
 def listing_words(result: dict[str, Any]) -> str:
     shown, total = result.get("row_count", 0), result.get("total_rows")
     if not isinstance(total, int):
@@ -527,7 +528,9 @@ def aggregate_words(result: dict[str, Any]) -> str:
     for r in rows[:SHOWN]:
         values = ", ".join(f"{measure_words(k)} {valued(r.get(k), units.get(k), r)}"
                            for k in measures)
-        named.append(f"{r.get(by)} {r.get('rows')}" + (f" ({values})" if values else ""))
+        label = next((v for k, v in r.items() if k.endswith(".label")), None)
+        group = f"{r.get(by)} ({label})" if label is not None else f"{r.get(by)}"
+        named.append(f"{group} {r.get('rows')}" + (f" ({values})" if values else ""))
     more = f", and {len(rows) - SHOWN} more values in rows" if len(rows) > SHOWN else ""
     cut = (f"; the first {len(rows)} values shown, more match (limit, or order_by count for "
            "the top ones)" if result.get("truncated") else "")

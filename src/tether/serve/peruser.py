@@ -17,7 +17,8 @@ from sqlglot import exp
 
 from tether.context.meta import ToolContext, enum_of, with_enum
 from tether.context.names import ref_column
-from tether.policy.entitle import equality_scope
+from tether.plan.paths import Hop, products_on, reached
+from tether.policy.entitle import equality_scope, table_allowed
 from tether.policy.model import role_of
 from tether.toolgen.kinds import kind
 
@@ -41,7 +42,8 @@ def shaped(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan,
     hit = cache.get(key)
     if hit is not None and time.monotonic() < hit[0]:
         return hit[1]
-    out = _masked_rows(ex, user, _enums(ex, user, definition, plan), plan)
+    out = _masked_rows(ex, user, _enums(ex, user, _reach(ex, user, definition, plan), plan),
+                       plan)
     cache[key] = (time.monotonic() + TTL, out)
     return out
 
@@ -66,6 +68,30 @@ def _masked_rows(ex: Executor, user: str, definition: dict[str, Any], plan: Quer
     return out
 
 
+def _reach(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
+           ) -> dict[str, Any]:
+    """A listing's paths through a product the caller may not read taken out (its parameters
+    and count_by values): it is neither reachable nor named."""
+    if not plan.hops:
+        return definition
+    config = ex.project.config
+    hops = [Hop(h.alias, h.product, h.parent, h.column, h.key) for h in plan.hops]
+    shut = {h.alias for h in hops if not all(
+        table_allowed(config, user, p) for p in products_on(hops, h.alias))}
+    if not shut:
+        return definition
+    out = copy.deepcopy(definition)
+    props = out["inputSchema"]["properties"]
+    for f in plan.filters:
+        if f.alias in shut:
+            props.pop(f.param, None)
+    counts = props.get("count_by") or {}
+    if "enum" in counts:
+        counts["enum"] = [c for c in counts["enum"]
+                          if (r := reached(hops, c)) is None or r.alias not in shut]
+    return out
+
+
 def _enums(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
            ) -> dict[str, Any]:
     config = ex.project.config
@@ -79,7 +105,7 @@ def _enums(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
         if product not in filters or product not in config.products:
             continue
         pinned = equality_scope(config, user, product).get(column)
-        if pinned is not None and len(pinned) == 1 and f.op == "eq":
+        if pinned is not None and len(pinned) == 1 and f.op == "eq" and f.alias is None:
             yours[f.param] = (column, next(iter(pinned)))
         if enum is None:
             continue

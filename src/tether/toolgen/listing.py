@@ -13,6 +13,7 @@ from tether.context.meta import enum_of
 from tether.context.names import column_prefix, key_grain, ref, words_of
 from tether.context.profile import ColumnProfile
 from tether.context.timeformat import says
+from tether.plan.paths import Hop, hops, path_of
 from tether.profiling.formats import is_money
 from tether.toolgen.describe import (
     grain_noun,
@@ -28,6 +29,7 @@ from tether.toolgen.model import (
     READ_ONLY,
     Filter,
     GeneratedTool,
+    PathHop,
     QueryPlan,
     Sentence,
     Window,
@@ -77,7 +79,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         props[pname] = param_schema(ctx, name, c, routes)
         resolver = next((ctx.tool_names.get(r.via) for r in routes if r.via), None)
         several = enum_of(props[pname]) is not None
-        filters.append(Filter(param=pname, column=ref(name, *c.column.parts), op="eq",
+        filters.append(Filter(param=pname, column=ref(name, *c.column.parts),
+                              op="ieq" if _names_rows(p, c) else "eq",
                               routes=routes if len(routes) > 1 else [], resolver=resolver,
                               several=several,
                               declared=declared_unseen(ctx.config, name, c) if several else []))
@@ -87,6 +90,9 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                 c.enum is not None or c.column.name in p.identifiers
                 or reference(ctx, name, c.column.name) is not None):
             countable.append(pname)
+    reach = reachable(ctx, name)
+    reached = _reached_filters(ctx, reach, props, filters, countable,
+                               params=not (p.tool and p.tool.filters is not None))
     t = p.metric_time
     window = None
     if t:
@@ -100,7 +106,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         props["count_by"] = {"type": "string", "enum": countable}
     if summable:
         props[AGGREGATE] = {"type": "string", "enum": summable}
-    orderable = _sortable(cols)
+    orderable = _sortable(cols) + [path_of(h.alias, c) for h in reach
+                                   for c in _sortable(visible_columns(ctx, h.product))]
     props.update(order_schema(bool(countable or summable)))
     props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows,
                       "default": min(50, max_rows)}
@@ -109,6 +116,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     out = envelope(output_rows(ctx, name, cols),
                     f"Newest {fresh}." if fresh else "Load time.", paged=True)
     sentences = _listing_sentences(ctx, name, p, cols, max_rows)
+    if reached:
+        sentences.insert(2, _reach_sentence(reach, reached))
     description, sources = join_sentences(sentences)
     select = exp.select(*[exp.column(c.column.head, table=name, quoted=True)
                           for c in _top_level(cols)]).from_(_alias_table(ctx, name))
@@ -119,7 +128,9 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                      paging="keyset" if p.primary_key else "offset",
                      max_rows=max_rows, default_rows=min(50, max_rows),
                      masks_apply_to=name, window=window, units=column_units(p, cols),
-                     aggregates=summable, counts=countable, orderable=orderable)
+                     aggregates=summable, counts=countable, orderable=orderable,
+                     hops=[PathHop(alias=h.alias, product=h.product, parent=h.parent,
+                                   column=h.column, key=h.key) for h in reach])
     meta = tool_meta(ctx, "list", sentences, sources, [name],
                  source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
                  canonical_ids={pnames.get(c) or safe_name(s): s
@@ -143,6 +154,74 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
 
 
 _NUMERIC = ("integer", "decimal", "float")
+
+
+def reachable(ctx: Ctx, name: str) -> list[Hop]:
+    """The relationships a listing of ``name`` may follow (plan/paths.py), to products with a
+    profile (what their columns are is known) and a table of the same source."""
+    source = ctx.project.source_name(name)
+    def columns(product: str) -> list[str]:
+        prof = ctx.profiles.get(product)
+        return [c.column.name for c in prof.columns if not c.column.nested] if prof else []
+    return [h for h in hops(ctx.config, name, columns=columns) if h.product in ctx.profiles
+            and ctx.project.source_name(h.product) == source
+            and not api_product(ctx.config, h.product)]
+
+
+def _reached_filters(ctx: Ctx, found: list[Hop], props: dict[str, Any], filters: list[Filter],
+                     countable: list[str], params: bool = True) -> list[str]:
+    """Each product a hop reaches lends the listing its filters (its enums, identifiers and
+    references, not the key the hop joined on), as parameters named by their path with ``_``
+    (``orders_o_orderstatus``), and count_by values by their path (``orders.o_orderstatus``).
+    ``params`` False (tether.yaml names the tool's filters): no path parameter, count_by and
+    order_by still take the paths. The paths offered, in order."""
+    out = []
+    for h in found:
+        cols = visible_columns(ctx, h.product)
+        parent = ctx.config.products[h.product]
+        for c in filter_columns(ctx, h.product, cols):
+            if c.column.name == h.key or c.column.nested:
+                continue
+            path = path_of(h.alias, c.column.name)
+            if c.column.name not in parent.primary_key and (
+                    c.enum is not None or c.column.name in parent.identifiers
+                    or c.column.name == parent.label
+                    or reference(ctx, h.product, c.column.name) is not None):
+                countable.append(path)
+            out.append(path)
+            if not params:
+                continue
+            base = safe_name(path)
+            pname, n = base, 2
+            while pname in props:
+                pname, n = f"{base}_{n}", n + 1
+            schema = param_schema(ctx, h.product, c, [])
+            said = str(schema.get("description", "")).rstrip(".")
+            schema["description"] = sentence(
+                f"{path}: the {c.column.name} of the {h.alias} a row points to"
+                + (f"; {said[0].lower()}{said[1:]}" if said else ""))
+            props[pname] = schema
+            filters.append(Filter(param=pname, column=ref(h.product, *c.column.parts),
+                                  op="ieq" if _names_rows(parent, c) else "eq",
+                                  several=enum_of(schema) is not None, alias=h.alias))
+    return out
+
+
+def _names_rows(p: ProductConfig, c: ColumnProfile) -> bool:
+    """The product's label, of too many values to list: a name, matched in any case."""
+    return c.column.name == p.label and c.enum is None and c.column.kind == "string"
+
+
+def _reach_sentence(found: list[Hop], reached: list[str]) -> Sentence:
+    """How to reach what the rows point to (no product named: the paths a caller may not
+    follow leave their list, serve/peruser.py)."""
+    most = max(h.alias.count(".") + 1 for h in found)
+    return Sentence(text=sentence(
+        "A parameter named PATH_column filters by a column of the row each row points to "
+        f"(relationships in tether.yaml, up to {most} hop{'s' if most > 1 else ''}), and "
+        "count_by and order_by take "
+        "PATH.column; a row whose referent you may not see has no value there"),
+        source="schema")
 
 
 def column_units(p: ProductConfig, cols: list[ColumnProfile]) -> dict[str, str]:

@@ -54,7 +54,8 @@ class Route(_M):
 class Filter(_M):
     param: str = Field(description="Tool argument.")
     column: str = Field(description="Column (qualified for metrics) the argument filters.")
-    op: Literal["eq", "gte", "lt"] = Field(description="Comparison; values are bound parameters.")
+    op: Literal["eq", "gte", "lt", "ieq"] = Field(description="Comparison; values are bound "
+                                                  "parameters (ieq: equal in any case).")
     several: bool = Field(default=False, description="The argument is a list of values (an "
                           "enum's): eq with several is IN, one bound value each.")
     routes: list[Route] = Field(default_factory=list, description="For an identifier: every "
@@ -64,6 +65,21 @@ class Filter(_M):
     declared: list[str] = Field(default_factory=list, description="Values the governed "
                                 "definition names for the column that the data does not hold: "
                                 "accepted beside the enum (they match no row), not refused.")
+    alias: str | None = Field(default=None, description="For a column another product holds, "
+                              "reached through relationships (plan/paths.py): the alias that "
+                              "product is joined under (its path); ``column`` is then "
+                              "product.column of that product.")
+
+
+class PathHop(_M):
+    """A relationship a listing may follow (plan/paths.Hop): ``product`` joined as ``alias``
+    where its ``key`` equals ``column`` of the row reached before (``parent``, an alias)."""
+
+    alias: str
+    product: str
+    parent: str
+    column: str
+    key: str
 
 
 class Window(_M):
@@ -163,6 +179,9 @@ class QueryPlan(_M):
     counts: list[str] | None = Field(default=None, description="Parameters a listing may count "
                                      "by (count_by), checked by the server whatever the schema "
                                      "says; None in a plan from before: any plain filter.")
+    hops: list[PathHop] = Field(default_factory=list, description="Relationships a listing may "
+                                "follow to filter, count and sort by what its rows point to "
+                                "(joined only when a call names a path through them).")
 
 
 class GeneratedTool(_M):

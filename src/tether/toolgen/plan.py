@@ -21,6 +21,7 @@ from tether.context import timeformat
 from tether.context.names import ref, ref_column, ref_parts
 from tether.context.periods import FORMS_SENTENCE, FiscalCalendar, PeriodError, Window, resolve
 from tether.errors import ProductError
+from tether.plan.paths import Hop, Reached, join_hops, reached
 from tether.sources.base import table_ref
 from tether.toolgen.model import Filter, QueryPlan, Route
 
@@ -127,9 +128,10 @@ def from_clause(config: TetherConfig, products: list[str], dialect: str = "duckd
     return select
 
 
-def _table(config: TetherConfig, product: str, dialect: str) -> exp.Expr:
+def _table(config: TetherConfig, product: str, dialect: str, alias_name: str | None = None
+           ) -> exp.Expr:
     p = config.products[product]
-    alias = exp.TableAlias(this=exp.to_identifier(product, quoted=True))
+    alias = exp.TableAlias(this=exp.to_identifier(alias_name or product, quoted=True))
     if p.table:
         t = table_ref(p.table, dialect)
         t.set("alias", alias)
@@ -166,22 +168,46 @@ def call_params(
     return params
 
 
+def plan_hops(plan: QueryPlan) -> list[Hop]:
+    """The relationships a listing's plan may follow (plan/paths.py)."""
+    return [Hop(h.alias, h.product, h.parent, h.column, h.key) for h in plan.hops]
+
+
+def path_column(plan: QueryPlan, path: str) -> Reached | None:
+    """The attribute a path names (``orders.customer.c_mktsegment``) among the plan's hops."""
+    return reached(plan_hops(plan), path) if plan.hops else None
+
+
+def filtered_column(f: Filter) -> exp.Expr:
+    """The column a filter compares: its product's own, or the one its path's alias joins."""
+    if f.alias is None:
+        return qualified(f.column)
+    return qualified(ref(f.alias, ref_column(f.column)[1]))
+
+
 def compile_plan(
     plan: QueryPlan, args: dict[str, Any], config: TetherConfig, now: dt.datetime, *,
-    listing: bool
+    listing: bool, reach: set[str] | frozenset[str] = frozenset()
 ) -> tuple[exp.Expr, dict[str, Any]]:
     """(AST, bound parameters) for one call. Raises ArgumentError for a bad window argument.
     The AST depends only on which filters are present, so callers may cache its SQL text.
-    ``listing``: rows in the plan's order, ``limit`` of them (else a grouped plan's groups)."""
+    ``listing``: rows in the plan's order, ``limit`` of them (else a grouped plan's groups).
+    ``reach``: the aliases of paths the call counts or sorts by (its filters add theirs): the
+    hops to them are joined."""
     if plan.select is None:
         raise ArgumentError(f"plan of kind {plan.kind!r} has no SQL")
     params = call_params(plan, args, config, now, listing=listing)
     query = parse(plan.select, plan.dialect)
     assert isinstance(query, exp.Select)
+    wanted = set(reach) | {f.alias for f in plan.filters if f.alias and (
+        f.param in params or _several(f, args.get(f.param)) is not None)}
+    if wanted:
+        query = join_hops(query, plan_hops(plan), wanted,
+                          lambda product, alias: _table(config, product, plan.dialect, alias))
     for f in plan.filters:
         several = _several(f, args.get(f.param))
         if several is not None:
-            query = query.where(exp.In(this=qualified(f.column), expressions=[
+            query = query.where(exp.In(this=filtered_column(f), expressions=[
                 placeholder(k) for k in value_names(plan, f, len(several))]))
             continue
         if f.param not in params:
@@ -193,10 +219,15 @@ def compile_plan(
                 _table(config, route.via, plan.dialect)).where(exp.EQ(
                     this=qualified(f"{route.via}.{route.match}"),
                     expression=placeholder(f.param)))
-            query = query.where(exp.In(this=qualified(f.column), query=exp.Subquery(this=inner)))
+            query = query.where(exp.In(this=filtered_column(f), query=exp.Subquery(this=inner)))
             continue
-        cond = {"eq": exp.EQ, "gte": exp.GTE, "lt": exp.LT}[f.op](
-            this=qualified(f.column), expression=placeholder(f.param))
+        if f.op == "ieq":  # a name, in any case
+            cond: exp.Expr = exp.EQ(
+                this=exp.Lower(this=exp.cast(filtered_column(f), "text")),
+                expression=exp.Lower(this=placeholder(f.param)))
+        else:
+            cond = {"eq": exp.EQ, "gte": exp.GTE, "lt": exp.LT}[f.op](
+                this=filtered_column(f), expression=placeholder(f.param))
         query = query.where(cond)
     if "window_start" in params:
         query = query.where(_window_condition(plan))

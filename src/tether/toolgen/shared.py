@@ -284,6 +284,7 @@ def filter_columns(ctx: Ctx, name: str, cols: list[ColumnProfile]) -> list[Colum
         return [by_name[n] for n in p.tool.filters]
     key = p.primary_key[0] if len(p.primary_key) == 1 else None
     return [c for c in cols if c.column.name in p.identifiers
+            or c.column.name == p.label
             or (c.column.name == key and c.column.kind in LOOKUP_KINDS)
             or key_part(p, c)
             or (c.enum is not None and len(c.enum) >= 2)
@@ -432,6 +433,10 @@ def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
         notes.append(f"the {held_key} of {ctx.tool_names.get(parent, parent)} "
                      f"({parent}.{held_key})")
     key = p.primary_key[0] if len(p.primary_key) == 1 else None
+    if leaf == p.label and c.enum is None:
+        like = (f", like {c.min}" if isinstance(c.min, str) and not scoped(ctx, product, leaf)
+                else "")  # a real value, where every caller may see it
+        notes.append(f"a name, matched exactly in any case{like}")
     if leaf == key:
         notes.append(f"the key of {plural(grain_noun(p.grain, product))}: at most one row")
     elif key_part(p, c) and c.enum is None:  # an enum's values say what it takes
