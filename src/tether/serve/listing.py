@@ -310,6 +310,8 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     out["total_rows"] = (int(next(iter(totals))) if len(totals) == 1 and None not in totals
                          else sum(int(r["rows"]) for r in rows))
     out["aggregate"] = {"count_by": by, AGGREGATE: measured}
+    if sort is not None:
+        out["aggregate"]["sorted_by"] = call.args.get(ORDER_BY) or implied_order_by(call)
     if (implied := implied_order_by(call)) is not None:  # said, as an interpretation is
         out["aggregate"][ORDER_BY] = implied
     resolved, via = identifiers_read(call)
@@ -532,8 +534,10 @@ def aggregate_words(result: dict[str, Any]) -> str:
         group = f"{r.get(by)} ({label})" if label is not None else f"{r.get(by)}"
         named.append(f"{group} {r.get('rows')}" + (f" ({values})" if values else ""))
     more = f", and {len(rows) - SHOWN} more values in rows" if len(rows) > SHOWN else ""
-    cut = (f"; the first {len(rows)} values shown, more match (limit, or order_by count for "
-           "the top ones)" if result.get("truncated") else "")
+    ordered = agg.get("sorted_by")
+    cut = ((f"; the first {len(rows)} values shown, more match (a larger limit shows more)"
+            if ordered else f"; the first {len(rows)} values shown, more match (limit, or "
+            "order_by count for the top ones)") if result.get("truncated") else "")
     implied = (f"; order without order_by read as order_by {agg['order_by']}"
                if agg.get("order_by") else "")
     return (f"{total} matching rows counted by {by}" + (": " + ", ".join(named) if named else "")

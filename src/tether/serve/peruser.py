@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from tether.context.meta import ToolContext, enum_of, with_enum
+from tether.context.meta import CONTEXT_KEY, ToolContext, enum_of, with_enum
 from tether.context.names import ref_column
 from tether.plan.paths import Hop, products_on, reached
 from tether.policy.entitle import equality_scope, table_allowed
@@ -82,9 +82,12 @@ def _reach(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
         return definition
     out = copy.deepcopy(definition)
     props = out["inputSchema"]["properties"]
+    said = (((out.get("_meta") or {}).get(CONTEXT_KEY) or {}).get("fields") or {}).get(
+        "arguments") or {}
     for f in plan.filters:
         if f.alias in shut:
             props.pop(f.param, None)
+            said.pop(f.param, None)
     counts = props.get("count_by") or {}
     if "enum" in counts:
         counts["enum"] = [c for c in counts["enum"]

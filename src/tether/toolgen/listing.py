@@ -245,8 +245,8 @@ def _summable(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile]) 
 def order_schema(measures: bool) -> dict[str, Any]:
     """``order_by`` and ``order``: the top N of any column in one call (and, where the tool
     counts or totals, the largest groups); the default direction said in a few tokens."""
-    said = ("Sort by a column (asc), or count / sum_of_C / avg_of_C (desc)" if measures
-            else "A column to sort by (asc)")
+    said = ("Sort by a column (asc), or by count, sum_of_COLUMN or avg_of_COLUMN (desc)"
+            if measures else "A column to sort by (asc)")
     return {"order_by": {"type": "string", "description": said},
             "order": {"type": "string", "enum": ["desc", "asc"]}}
 

@@ -1,0 +1,248 @@
+"""A listing reaches through many-to-one relationships (tether/plan/paths.py), on DuckDB and
+PostgreSQL, and every product on a path is read as the caller may read it: a filter, count or
+sort by a parent's column gives each role exactly what the policy oracle (tests/attacks/
+oracle.py, which shares no code with tether's policy path) computes over that role's entitled
+relations; a parent's masked column is refused as a filter, a group and an order; a parent the
+role may not read is neither reachable nor named (its paths leave the role's tool list and
+errors). A label (products.P.label) matches in any case, and a result grouped by a reference
+carries the referent's label beside each key.
+
+An orchard of its own (farms, trees, pickers, harvests), in no test warehouse's domain: trees
+point to farms and harvests to trees by the keys' names, harvests to pickers by a declared
+relationship under another name."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+import yaml
+
+from attacks.oracle import Engine, Oracle, norm
+from conftest import call_tools
+from tether.config import load_project
+from tether.drift.publish import build
+
+TABLES = {
+    "farms": ("farm_id INTEGER PRIMARY KEY, farm_name TEXT, region TEXT, owner_email TEXT",
+              [(i, f"Farm {i:02d}", ["NORTH", "SOUTH", "EAST"][i % 3], f"owner{i}@orchard.test")
+               for i in range(1, 13)]),
+    "trees": ("tree_id INTEGER PRIMARY KEY, farm_id INTEGER, species TEXT",
+              [(i, 1 + i % 12, ["apple", "pear", "plum"][i % 3]) for i in range(1, 121)]),
+    "pickers": ("picker_no INTEGER PRIMARY KEY, picker_name TEXT, crew TEXT",
+                [(i, f"Picker {i}", ["red", "blue"][i % 2]) for i in range(1, 9)]),
+    "harvests": ("harvest_id INTEGER PRIMARY KEY, tree_id INTEGER, picked_by INTEGER, "
+                 "kg INTEGER, picked_on DATE",
+                 [(i, 1 + (i * 7) % 120, 1 + i % 8, 5 + i % 40,
+                   f"2026-{1 + i % 9:02d}-{1 + i % 27:02d}") for i in range(1, 601)]),
+}
+USERS = {"g.north": "grower", "a.udit": "auditor", "p.ick": "picker", "o.wner": "owner"}
+
+
+def config(url: str, schema: str | None) -> dict[str, Any]:
+    source: dict[str, Any] = {"url": url, **({"schema": schema} if schema else {})}
+    return {
+        "clock": "2026-10-01T00:00:00Z",
+        "sources": {"main": source},
+        "products": {
+            "farms": {"table": "farms", "primary_key": ["farm_id"], "label": "farm_name"},
+            "trees": {"table": "trees", "primary_key": ["tree_id"]},
+            "pickers": {"table": "pickers", "primary_key": ["picker_no"],
+                        "label": "picker_name"},
+            "harvests": {"table": "harvests", "primary_key": ["harvest_id"],
+                         "time_columns": {"picked_on": "UTC"}, "metric_time": "picked_on"}},
+        "relationships": [{"from": "harvests.picked_by", "to": "pickers.picker_no",
+                           "kind": "many_to_one"}],
+        "policies": {
+            "roles": {
+                "grower": {"tools": ["*"], "row_filters": {
+                    "farms": "region = {{ user.region }}"}},
+                "auditor": {"tools": ["*"], "masks": {"farms.region": "redact",
+                                                      "farms.owner_email": "hash"}},
+                "picker": {"tools": ["*"], "tables": {"deny": ["farms"]}},
+                "owner": {"tools": ["*"]}},
+            "users": {"g.north": {"role": "grower", "region": "NORTH"},
+                      "a.udit": {"role": "auditor"}, "p.ick": {"role": "picker"},
+                      "o.wner": {"role": "owner"}}},
+    }
+
+
+@dataclass
+class Orchard:
+    folder: Path
+    oracle: Oracle
+
+
+def _build(folder: Path, cfg: dict[str, Any], owner: Engine, rerun: Engine) -> Orchard:
+    folder.mkdir(parents=True)
+    (folder / "tether.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    build(load_project(folder))
+    return Orchard(folder, Oracle(folder, owner, rerun))
+
+
+@pytest.fixture(params=["duckdb", "postgres"])
+def orchard(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Orchard]:
+    if request.param == "duckdb":
+        db = tmp_path / "orchard.duckdb"
+        with duckdb.connect(str(db)) as con:
+            for name, (ddl, rows) in TABLES.items():
+                con.execute(f"CREATE TABLE {name} ({ddl})")
+                con.executemany(f"INSERT INTO {name} VALUES ({', '.join('?' * len(rows[0]))})",
+                                rows)
+        owner, rerun = Engine("duckdb", str(db)), Engine("duckdb", str(db))
+        try:
+            yield _build(tmp_path / "proj", config(f"duckdb:///{db}", None), owner, rerun)
+        finally:
+            owner.close()
+            rerun.close()
+        return
+    import psycopg
+
+    url = request.getfixturevalue("pg_url")
+    schema = f"orchard_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(f'CREATE SCHEMA "{schema}"')
+        for name, (ddl, rows) in TABLES.items():
+            c.execute(f'CREATE TABLE "{schema}".{name} ({ddl})')
+            with c.cursor() as cur:
+                cur.executemany(f'INSERT INTO "{schema}".{name} VALUES '
+                                f"({', '.join(['%s'] * len(rows[0]))})", rows)
+    owner, rerun = Engine("postgres", url, schema), Engine("postgres", url, schema)
+    try:
+        yield _build(tmp_path / "proj", config(url, schema), owner, rerun)
+    finally:
+        owner.close()
+        rerun.close()
+        with contextlib.suppress(Exception), psycopg.connect(url, autocommit=True) as c:
+            c.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+TOOL = "harvests_by_attributes"
+TWO_HOPS = ("SELECT {select} FROM harvests h LEFT JOIN trees t ON t.tree_id = h.tree_id "
+            "LEFT JOIN farms f ON f.farm_id = t.farm_id {where} {group}")
+
+
+def _gold(o: Orchard, user: str, select: str, where: str = "", group: str = "") -> list[Any]:
+    _names, rows, _capped = o.oracle.rerun(
+        TWO_HOPS.format(select=select, where=where, group=group), user)
+    return sorted(([norm(x) for x in r] for r in rows), key=json.dumps)
+
+
+def _rows(result: Any, *cols: str) -> list[Any]:
+    return sorted(([norm(r[c]) for c in cols] for r in result.structured_content["rows"]),
+                  key=json.dumps)
+
+
+def test_every_role_gets_what_its_policy_reads_through_the_path(orchard: Orchard) -> None:
+    """Counted by a farm's region two hops away, filtered by it, and summed: each role's
+    answer is the oracle's re-run over its own entitled relations (the grower sees only the
+    north's farms, so the others' harvests count under no region; a south filter is outside
+    the grower's scope, refused as a filter on the farms themselves is). No result names a
+    value the role may not see."""
+    project = load_project(orchard.folder)
+    for user in ("g.north", "o.wner"):
+        by, south, kg = call_tools(project, user, [
+            (TOOL, {"count_by": "trees.farms.region"}),
+            (TOOL, {"trees_farms_region": ["SOUTH"], "limit": 200}),
+            (TOOL, {"trees_farms_region": ["NORTH"], "sum_and_average_of": "kg"})])
+        for r in (by, kg) if user == "g.north" else (by, south, kg):
+            assert not r.is_error, (user, r.content[0].text)
+            assert not orchard.oracle.scan(user, r.content[0].text + json.dumps(
+                r.structured_content), "")
+        assert _rows(by, "trees.farms.region", "rows") == _gold(
+            orchard, user, "f.region, count(*)", group="GROUP BY f.region")
+        if user == "g.north":
+            assert south.is_error and (south.meta or {})["tether/refusal"]["reason"] == (
+                "outside_entitlement")
+        else:
+            assert south.structured_content["total_rows"] == _gold(
+                orchard, user, "count(*)", "WHERE f.region = 'SOUTH'")[0][0] > 0
+        assert _rows(kg, "sum_kg") == _gold(orchard, user, "sum(h.kg)",
+                                            "WHERE f.region = 'NORTH'")
+    grower, = call_tools(project, "g.north", [(TOOL, {"count_by": "trees.farms.region"})])
+    assert {r["trees.farms.region"] for r in grower.structured_content["rows"]} == {
+        "NORTH", None}
+
+
+def test_a_masked_parent_column_is_refused_everywhere(orchard: Orchard) -> None:
+    """The auditor's farm region is masked: a path to it is refused as a filter, a group and
+    an order (each would tell the values apart); the rows themselves still answer."""
+    project = load_project(orchard.folder)
+    as_filter, as_group, as_order, plain = call_tools(project, "a.udit", [
+        (TOOL, {"trees_farms_region": ["NORTH"]}),
+        (TOOL, {"count_by": "trees.farms.region"}),
+        (TOOL, {"order_by": "trees.farms.region", "limit": 3}),
+        (TOOL, {"count_by": "trees.species"})])
+    for r in (as_filter, as_group, as_order):
+        assert r.is_error and "masked" in r.content[0].text, r.content[0].text
+        assert "NORTH" not in r.content[0].text.replace('"NORTH"', "")
+    assert not plain.is_error
+    assert _rows(plain, "trees.species", "rows") == _gold(
+        orchard, "a.udit", "t.species, count(*)", group="GROUP BY t.species")
+
+
+def test_a_parent_the_role_may_not_read_is_neither_reached_nor_named(orchard: Orchard
+                                                                      ) -> None:
+    """The picker may not read farms: no parameter or count_by value of the harvests' tool goes
+    there in the picker's list, a call naming such a path is refused without naming farms, and
+    the paths that stay (trees, pickers) answer."""
+    from tether.serve.server import TetherServer
+
+    server = TetherServer(load_project(orchard.folder), stdio_user="p.ick")
+    try:
+        tool = next(v for v in server.visible("p.ick") if v.name == TOOL).definition
+    finally:
+        server.close()
+    said = json.dumps(tool)
+    # (trees' own farm_id stays a parameter: a column of trees, which the picker reads)
+    assert "trees.farms" not in said and "trees_farms" not in said and "farm_name" not in said
+    assert "farms.region" not in said
+    assert "trees_species" in tool["inputSchema"]["properties"]
+    project = load_project(orchard.folder)
+    grouped, ordered, kept = call_tools(project, "p.ick", [
+        (TOOL, {"count_by": "trees.farms.region"}),
+        (TOOL, {"order_by": "trees.farms.farm_name"}),
+        (TOOL, {"count_by": "pickers.crew", "order_by": "count"})])
+    for r in (grouped, ordered):
+        assert r.is_error
+        text = r.content[0].text.replace("trees.farms.region", "").replace(
+            "trees.farms.farm_name", "")
+        assert "farms" not in text and "farm_name" not in text, text
+    assert not kept.is_error
+    assert _rows(kept, "pickers.crew", "rows") == sorted(([norm(x) for x in r] for r in
+                                                         orchard.oracle.rerun(
+        "SELECT p.crew, count(*) FROM harvests h LEFT JOIN pickers p "
+        "ON p.picker_no = h.picked_by GROUP BY p.crew", "p.ick")[1]), key=json.dumps)
+
+
+def test_labels_name_rows_and_groups(orchard: Orchard) -> None:
+    """A label matches in any case (a name, not an id); grouped by a reference, each key comes
+    with its referent's label, read as the caller may (the grower sees the north's farm names
+    only); two hops away, a label is a count_by value of its own."""
+    project = load_project(orchard.folder)
+    by_name, by_picker, by_farm, grower = call_tools(project, "o.wner", [
+        ("farms_by_attributes", {"farm_name": "farm 03"}),
+        (TOOL, {"count_by": "picked_by", "order_by": "count", "limit": 2}),
+        (TOOL, {"count_by": "trees.farms.farm_name", "order_by": "count", "limit": 3}),
+        ("trees_by_attributes", {"count_by": "farm_id", "limit": 12})])
+    assert [r["farm_id"] for r in by_name.structured_content["rows"]] == [3]
+    rows = by_picker.structured_content["rows"]
+    assert all(r["pickers.label"] == f"Picker {r['picked_by']}" for r in rows), rows
+    assert "(Picker " in by_picker.content[0].text
+    assert _rows(by_farm, "trees.farms.farm_name", "rows") == _gold(
+        orchard, "o.wner", "f.farm_name, count(*)",
+        group="GROUP BY f.farm_name ORDER BY count(*) DESC, f.farm_name LIMIT 3")
+    assert all(r["farms.label"] == f"Farm {r['farm_id']:02d}"
+               for r in grower.structured_content["rows"])
+    north, = call_tools(project, "g.north", [("trees_by_attributes",
+                                              {"count_by": "farm_id", "limit": 12})])
+    labels = {r["farm_id"]: r["farms.label"] for r in north.structured_content["rows"]}
+    assert all((v is not None) == (k % 3 == 0) for k, v in labels.items()), labels  # NORTH
+    assert not orchard.oracle.scan("g.north", json.dumps(north.structured_content), "")
