@@ -96,8 +96,9 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
     data: dict[str, Any] = {"rows": rows, "row_count": len(rows), "as_of": as_of(stmt)}
     if rows and TOTAL in rows[0]:  # the window count tether's listing statement carries
         data["total_rows"] = rows[0][TOTAL]
-        for r in rows:
-            del r[TOTAL]
+    for r in rows:  # and the totals beside it (tether_total_rows_0, ...), as tether drops them
+        for k in [k for k in r if k.startswith(TOTAL)]:
+            del r[k]
     return types.CallToolResult(content=[types.TextContent(type="text", text=json.dumps(data))],
                                 structured_content=data)
 

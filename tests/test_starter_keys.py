@@ -166,7 +166,10 @@ def test_the_starter_serves_a_composite_key(source: tuple[str, str | None],
     # a salary is money (its currency unknown); a count of hits has no known unit: said so,
     # never "no amounts"
     text = listing["description"].lower()
-    assert "amounts are in currency" in text and "no known unit for hits" in text
+    assert "the currency of salary is not stated in the data" in text
+    assert "no known unit for hits" in text and "amounts are in currency" not in text
+    salary = listing["outputSchema"]["properties"]["rows"]["items"]["properties"]["salary"]
+    assert "a currency the data does not name" in salary["description"]
     assert "no amounts" not in text
     _counts_keep_the_columns_case(tmp_path / "proj", listing["name"])
 

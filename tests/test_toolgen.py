@@ -273,7 +273,10 @@ def test_declared_units_none_and_per_row(demo_dir: Path, tmp_path: Path) -> None
 
     assert field("items_in_an_order", "quantity") == "Dimensionless (unit: none)."
     assert field("orders_by_status_and_customer", "amount_cents") == (
-        "Unit: {currency}_cents (from each row's currency).")
+        "Unit: cents of each row's currency.")  # no template text where a model reads
+    assert "{" not in tools["orders_by_status_and_customer"]["description"]
+    assert "cents of each row's currency" in tools["orders_by_status_and_customer"][
+        "description"]
     snapshot = "open_pipeline_by_stage_last_night"
     assert field(snapshot, "open_deals") == "No known unit."
     review = {t.name: t for t in review_tools(list(tools.values()), "units").tools}

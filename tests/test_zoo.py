@@ -134,6 +134,49 @@ CASES: dict[str, list[tuple[str, str, dict[str, Any], Pick, str]]] = {
          lambda out: [[r["E"]] for r in out["rows"] if r["stint"] == 1],
          "SELECT \"E\" FROM \"Fielding\" WHERE \"playerID\" = 'smithoz01' AND \"yearID\" = 1985 "
          "AND stint = 1 AND \"POS\" = 'SS'"),
+        # across relationships: a parent's column filters, groups, or names each group's key
+        ("left_handed_hr_2019", "Batting_by_attributes",
+         {"period": "2019", "People_bats": ["L"], "sum_and_average_of": "HR"}, rows("sum_HR"),
+         'SELECT sum(b."HR") FROM "Batting" b JOIN "People" p ON b."playerID" = p."playerID" '
+         "WHERE b.\"yearID\" = 2019 AND p.bats = 'L'"),
+        ("hr_by_batting_side_2019", "Batting_by_attributes",
+         {"period": "2019", "count_by": "People.bats", "sum_and_average_of": "HR",
+          "order_by": "sum_of_HR"}, rows("People.bats", "sum_HR"),
+         'SELECT p.bats, sum(b."HR") FROM "Batting" b JOIN "People" p '
+         'ON b."playerID" = p."playerID" WHERE b."yearID" = 2019 GROUP BY 1 ORDER BY 2 DESC, 1'),
+        ("strikeouts_by_throwing_arm_2019", "Pitching_by_attributes",
+         {"period": "2019", "count_by": "People.throws", "sum_and_average_of": "SO",
+          "order_by": "sum_of_SO"}, rows("People.throws", "sum_SO"),
+         'SELECT p.throws, sum(t."SO") FROM "Pitching" t JOIN "People" p '
+         'ON t."playerID" = p."playerID" WHERE t."yearID" = 2019 GROUP BY 1 ORDER BY 2 DESC, 1'),
+        ("left_handed_payroll_2016", "Salaries_by_attributes",
+         {"period": "2016", "People_throws": ["L"], "sum_and_average_of": "salary"},
+         rows("sum_salary"),
+         'SELECT sum(s.salary) FROM "Salaries" s JOIN "People" p ON s."playerID" = p."playerID" '
+         "WHERE s.\"yearID\" = 2016 AND p.throws = 'L'"),
+        ("switch_hitter_mvps", "AwardsPlayers_by_attributes",
+         {"awardID": "Most Valuable Player", "People_bats": ["B"], "limit": 1}, total,
+         'SELECT count(*) FROM "AwardsPlayers" a JOIN "People" p ON a."playerID" = p."playerID" '
+         "WHERE a.\"awardID\" = 'Most Valuable Player' AND p.bats = 'B'"),
+        ("college_seasons_in_california", "CollegePlaying_by_attributes",
+         {"Schools_state": "CA", "limit": 1}, total,
+         'SELECT count(*) FROM "CollegePlaying" c JOIN "Schools" s ON c."schoolID" = s."schoolID" '
+         "WHERE s.state = 'CA'"),
+        ("schools_most_college_seasons", "CollegePlaying_by_attributes",
+         {"count_by": "schoolID", "order_by": "count", "limit": 3},
+         rows("schoolID", "Schools.label", "rows"),
+         'SELECT c."schoolID", s.name_full, count(*) FROM "CollegePlaying" c JOIN "Schools" s '
+         'ON c."schoolID" = s."schoolID" GROUP BY 1, 2 ORDER BY 3 DESC, 1 LIMIT 3'),
+        ("attendance_by_park_state_2019", "HomeGames_by_attributes",
+         {"period": "2019", "count_by": "Parks.state", "sum_and_average_of": "attendance",
+          "order_by": "sum_of_attendance", "limit": 3}, rows("Parks.state", "sum_attendance"),
+         'SELECT k.state, sum(h.attendance) FROM "HomeGames" h JOIN "Parks" k '
+         'ON h."park.key" = k."park.key" WHERE h."span.first" >= DATE \'2019-01-01\' '
+         'AND h."span.first" < DATE \'2020-01-01\' GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 3'),
+        ("defunct_franchise_seasons", "Teams_by_attributes",
+         {"TeamsFranchises_active": ["N"], "limit": 1}, total,
+         'SELECT count(*) FROM "Teams" t JOIN "TeamsFranchises" f ON t."franchID" = f."franchID" '
+         "WHERE f.active = 'N'"),
     ],
     "movielens100k": [
         ("user_lookup", "user_by_attributes", {"user_id_token": 196},
@@ -187,6 +230,50 @@ CASES: dict[str, list[tuple[str, str, dict[str, Any], Pick, str]]] = {
         ("ratings_in_march_1998", "inter_by_attributes", {"period": "March 1998", "limit": 1},
          total, 'SELECT count(*) FROM inter WHERE "timestamp:float" >= 888710400 '
          'AND "timestamp:float" < 891388800'),
+        # across relationships: a rating's user and movie filter, group, and name each key
+        ("ratings_by_women", "inter_by_attributes", {"user_gender_token": ["F"], "limit": 1},
+         total, 'SELECT count(*) FROM inter i JOIN "user" u '
+         'ON i."user_id:token" = u."user_id:token" WHERE u."gender:token" = \'F\''),
+        ("mean_rating_by_gender", "inter_by_attributes",
+         {"count_by": "user.gender:token", "sum_and_average_of": "rating:float",
+          "order_by": "user.gender:token"},
+         lambda out: [[r["user.gender:token"], round(float(r["average_rating:float"]), 6)]
+                      for r in out["rows"]],
+         'SELECT u."gender:token", round(CAST(avg(i."rating:float") AS DECIMAL(12, 8)), 6) '
+         'FROM inter i JOIN "user" u ON i."user_id:token" = u."user_id:token" '
+         "GROUP BY 1 ORDER BY 1"),
+        ("ratings_per_occupation", "inter_by_attributes",
+         {"count_by": "user.occupation:token", "order_by": "count", "limit": 5},
+         rows("user.occupation:token", "rows"),
+         'SELECT u."occupation:token", count(*) FROM inter i JOIN "user" u '
+         'ON i."user_id:token" = u."user_id:token" GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5'),
+        ("star_wars_ratings", "inter_by_attributes",
+         {"item_movie_title_token_seq": "star wars", "sum_and_average_of": "rating:float"},
+         lambda out: [[r["rows"], round(float(r["average_rating:float"]), 6)]
+                      for r in out["rows"]],
+         'SELECT count(*), round(CAST(avg(i."rating:float") AS DECIMAL(12, 8)), 6) FROM inter i '
+         'JOIN item m ON i."item_id:token" = m."item_id:token" '
+         "WHERE m.\"movie_title:token_seq\" = 'Star Wars'"),
+        ("students_most_rated_movies", "inter_by_attributes",
+         {"user_occupation_token": "student", "count_by": "item_id_token", "order_by": "count",
+          "limit": 3}, rows("item_id_token", "item.label", "rows"),
+         'SELECT i."item_id:token", m."movie_title:token_seq", count(*) FROM inter i '
+         'JOIN "user" u ON i."user_id:token" = u."user_id:token" '
+         'JOIN item m ON i."item_id:token" = m."item_id:token" '
+         "WHERE u.\"occupation:token\" = 'student' GROUP BY 1, 2 ORDER BY 3 DESC, 1 LIMIT 3"),
+        ("titanic_rating_by_women", "inter_by_attributes",
+         {"item_movie_title_token_seq": "Titanic", "user_gender_token": ["F"],
+          "sum_and_average_of": "rating:float"},
+         lambda out: [[round(float(r["average_rating:float"]), 6)] for r in out["rows"]],
+         'SELECT round(CAST(avg(i."rating:float") AS DECIMAL(12, 8)), 6) FROM inter i '
+         'JOIN item m ON i."item_id:token" = m."item_id:token" '
+         'JOIN "user" u ON i."user_id:token" = u."user_id:token" '
+         "WHERE m.\"movie_title:token_seq\" = 'Titanic' AND u.\"gender:token\" = 'F'"),
+        ("toy_story_entity_by_title", "link_by_attributes",
+         {"item_movie_title_token_seq": "Toy Story"}, rows("entity_id:token"),
+         'SELECT l."entity_id:token" FROM link l JOIN item m '
+         'ON l."item_id:token" = m."item_id:token" '
+         "WHERE m.\"movie_title:token_seq\" = 'Toy Story'"),
     ],
     "tpch": [  # chosen (TPC-H through its generator's wheel) before its rows were looked at
         ("nation_by_key", "nation_by_attributes", {"n_nationkey": 7},
@@ -227,6 +314,56 @@ CASES: dict[str, list[tuple[str, str, dict[str, Any], Pick, str]]] = {
         ("ship_modes", "lineitem_by_attributes", {"count_by": "l_shipmode", "order_by": "count"},
          rows("l_shipmode", "rows"),
          "SELECT l_shipmode, count(*) FROM lineitem GROUP BY 1 ORDER BY 2 DESC, 1"),
+        # across relationships (one or two hops): a parent's column filters, groups, or names
+        ("germany_supplied_line_items", "lineitem_by_attributes",
+         {"supplier_nation_n_name": "Germany", "limit": 1}, total,
+         "SELECT count(*) FROM lineitem l JOIN supplier s ON l.l_suppkey = s.s_suppkey "
+         "JOIN nation n ON s.s_nationkey = n.n_nationkey WHERE n.n_name = 'GERMANY'"),
+        ("orders_per_customer_nation", "orders_by_attributes",
+         {"count_by": "customer.nation.n_name", "order_by": "count", "limit": 5},
+         rows("customer.nation.n_name", "rows"),
+         "SELECT n.n_name, count(*) FROM orders o JOIN customer c ON o.o_custkey = c.c_custkey "
+         "JOIN nation n ON c.c_nationkey = n.n_nationkey GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 5"),
+        ("customers_per_region", "customer_by_attributes",
+         {"count_by": "nation.region.r_name", "order_by": "count"},
+         rows("nation.region.r_name", "rows"),
+         "SELECT r.r_name, count(*) FROM customer c JOIN nation n "
+         "ON c.c_nationkey = n.n_nationkey JOIN region r ON n.n_regionkey = r.r_regionkey "
+         "GROUP BY 1 ORDER BY 2 DESC, 1"),
+        ("building_order_value_1996", "orders_by_attributes",
+         {"customer_c_mktsegment": ["BUILDING"], "period": "1996",
+          "sum_and_average_of": "o_totalprice"}, rows("sum_o_totalprice"),
+         "SELECT sum(o.o_totalprice) FROM orders o JOIN customer c ON o.o_custkey = c.c_custkey "
+         "WHERE c.c_mktsegment = 'BUILDING' AND o.o_orderdate >= DATE '1996-01-01' "
+         "AND o.o_orderdate < DATE '1997-01-01'"),
+        ("european_suppliers", "supplier_by_attributes",
+         {"nation_region_r_name": "Europe", "limit": 1}, total,
+         "SELECT count(*) FROM supplier s JOIN nation n ON s.s_nationkey = n.n_nationkey "
+         "JOIN region r ON n.n_regionkey = r.r_regionkey WHERE r.r_name = 'EUROPE'"),
+        ("quantity_per_manufacturer", "lineitem_by_attributes",
+         {"count_by": "part.p_mfgr", "sum_and_average_of": "l_quantity",
+          "order_by": "sum_of_l_quantity"}, rows("part.p_mfgr", "sum_l_quantity"),
+         "SELECT p.p_mfgr, sum(l.l_quantity) FROM lineitem l JOIN part p "
+         "ON l.l_partkey = p.p_partkey GROUP BY 1 ORDER BY 2 DESC, 1"),
+        ("customers_with_most_orders", "orders_by_attributes",
+         {"count_by": "o_custkey", "order_by": "count", "limit": 5},
+         rows("o_custkey", "customer.label", "rows"),
+         "SELECT o.o_custkey, c.c_name, count(*) FROM orders o JOIN customer c "
+         "ON o.o_custkey = c.c_custkey GROUP BY 1, 2 ORDER BY 3 DESC, 1 LIMIT 5"),
+        ("asian_nations", "nation_by_attributes", {"region_r_name": "ASIA", "order_by": "n_name"},
+         rows("n_name"),
+         "SELECT n.n_name FROM nation n JOIN region r ON n.n_regionkey = r.r_regionkey "
+         "WHERE r.r_name = 'ASIA' ORDER BY 1"),
+        ("urgent_air_line_items", "lineitem_by_attributes",
+         {"orders_o_orderpriority": ["1-URGENT"], "l_shipmode": ["AIR"], "limit": 1}, total,
+         "SELECT count(*) FROM lineitem l JOIN orders o ON l.l_orderkey = o.o_orderkey "
+         "WHERE o.o_orderpriority = '1-URGENT' AND l.l_shipmode = 'AIR'"),
+        ("canadian_available_quantity", "partsupp_by_attributes",
+         {"supplier_nation_n_name": "CANADA", "sum_and_average_of": "ps_availqty"},
+         rows("sum_ps_availqty"),
+         "SELECT sum(ps.ps_availqty) FROM partsupp ps JOIN supplier s "
+         "ON ps.ps_suppkey = s.s_suppkey JOIN nation n ON s.s_nationkey = n.n_nationkey "
+         "WHERE n.n_name = 'CANADA'"),
     ],
     "nycflights13": [  # times are UTC timestamps; gold windows in UTC as the tools' are
         ("airline_name", "airlines_by_attributes", {"carrier": "B6"}, rows("name"),
@@ -274,6 +411,42 @@ CASES: dict[str, list[tuple[str, str, dict[str, Any], Pick, str]]] = {
          "SELECT count(*) FROM airports WHERE tzone = 'America/Chicago'"),
         ("flights_of_one_plane", "flights_by_attributes", {"tailnum": "N14228", "limit": 1},
          total, "SELECT count(*) FROM flights WHERE tailnum = 'N14228'"),
+        # across relationships: a flight's airline, plane and airports (origin and dest are two
+        # references to airports, each hop named by its column) filter, group, and name keys
+        ("busiest_airlines_by_name", "flights_by_attributes",
+         {"count_by": "carrier", "order_by": "count", "limit": 3},
+         rows("carrier", "airlines.label", "rows"),
+         "SELECT f.carrier, a.name, count(*) FROM flights f JOIN airlines a "
+         "ON f.carrier = a.carrier GROUP BY 1, 2 ORDER BY 3 DESC, 1 LIMIT 3"),
+        ("flights_to_pacific_time", "flights_by_attributes",
+         {"dest_tzone": ["America/Los_Angeles"], "limit": 1}, total,
+         "SELECT count(*) FROM flights f JOIN airports a ON f.dest = a.faa "
+         "WHERE a.tzone = 'America/Los_Angeles'"),
+        ("boeing_flights", "flights_by_attributes", {"planes_manufacturer": "BOEING", "limit": 1},
+         total, "SELECT count(*) FROM flights f JOIN planes p ON f.tailnum = p.tailnum "
+         "WHERE p.manufacturer = 'BOEING'"),
+        ("delta_mean_arrival_delay", "flights_by_attributes",
+         {"airlines_name": "delta air lines inc.", "sum_and_average_of": "arr_delay"},
+         lambda out: [[round(float(r["average_arr_delay"]), 6)] for r in out["rows"]],
+         "SELECT round(avg(f.arr_delay), 6) FROM flights f JOIN airlines a "
+         "ON f.carrier = a.carrier WHERE a.name = 'Delta Air Lines Inc.'"),
+        ("top_destinations_by_name", "flights_by_attributes",
+         {"count_by": "dest.name", "order_by": "count", "limit": 3}, rows("dest.name", "rows"),
+         "SELECT a.name, count(*) FROM flights f JOIN airports a ON f.dest = a.faa "
+         "GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 3"),
+        ("jfk_mean_temp_july", "weather_by_attributes",
+         {"airports_name": "John F Kennedy Intl", "period": "2013-07",
+          "sum_and_average_of": "temp"},
+         lambda out: [[round(float(r["average_temp"]), 6)] for r in out["rows"]],
+         "SELECT round(CAST(avg(w.temp) AS DECIMAL(14, 8)), 6) FROM weather w JOIN airports a "
+         "ON w.origin = a.faa WHERE a.name = 'John F Kennedy Intl' AND w.time_hour >= "
+         "CAST('2013-07-01 00:00:00+00' AS TIMESTAMP WITH TIME ZONE) AND w.time_hour < "
+         "CAST('2013-08-01 00:00:00+00' AS TIMESTAMP WITH TIME ZONE)"),
+        ("newark_to_mountain_time", "flights_by_attributes",
+         {"origin_name": "Newark Liberty Intl", "dest_tzone": ["America/Denver"], "limit": 1},
+         total, "SELECT count(*) FROM flights f JOIN airports o ON f.origin = o.faa "
+         "JOIN airports d ON f.dest = d.faa WHERE o.name = 'Newark Liberty Intl' "
+         "AND d.tzone = 'America/Denver'"),
     ],
     "vega": [  # every date is text, in the format its file writes
         ("ibm_price_jan_2005", "stocks_by_attributes", {"symbol": "IBM", "period": "Jan 2005"},
@@ -329,7 +502,8 @@ MORE_THAN_ONE_CALL: dict[str, dict[str, str]] = {
         "film_noir_count": "genres are a token list in one text column",
         "movies_released_1995": "the release year is text with a non-year value: no period",
         "ratings_per_star": "a float rating is no enum to count by",
-        "teen_raters_five_stars": "ratings joined to their users' ages",
+        "teen_raters_five_stars": "a user's age is no filter (on user, nor through a path), "
+                                  "nor is a float rating",
         "toy_story_genres": "the knowledge graph joined to the movie",
         "unknown_release_year": "a value that is not a year, found by its shape"},
 }
@@ -494,6 +668,22 @@ def written_and_proposed(tether_yaml: Path) -> tuple[set[str], set[str]]:
             entry = yaml.safe_load(line.split("# - ", 1)[1].split("  # ", 1)[0])
             proposed.add(f"{entry['from']} -> {entry['to']}")
     return written, proposed
+
+
+def test_no_template_text_in_any_description(
+        built: tuple[str, Path, Callable[[str], list[tuple[Any, ...]]]]) -> None:
+    """Every sentence a model reads is filled in: no ``{currency}``-like template text in a
+    tool's description or any of its schema's descriptions."""
+    _dataset, project, _gold = built
+    import re
+
+    for f in (project / "tools").glob("*.json"):
+        tool = json.loads(f.read_text())
+        texts = [tool.get("description", "")] + [
+            str(v.get("description", "")) for v in
+            (tool.get("inputSchema", {}).get("properties") or {}).values()]
+        for text in texts:
+            assert not re.search(r"\{[A-Za-z_][\w.]*\}", text), (f.name, text)
 
 
 def test_relationships_found_right(

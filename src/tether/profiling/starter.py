@@ -7,6 +7,7 @@ non-nullness, one value shape), and each inference carries ``# inferred: confirm
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import re
 from collections.abc import Sequence
@@ -55,6 +56,7 @@ class StarterProduct:
     """status column -> (from, to, how often) moves observed along a history (see _moves)"""
     history: tuple[list[str], str] | None = None  # (the entity's key columns, the order)
     label: tuple[str, str] | None = None  # (the column that names each row, why)
+    future: bool = False  # the freshness column holds times after now (a calendar, bookings)
 
 
 @dataclass(frozen=True)
@@ -102,15 +104,38 @@ def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: Start
         elif c.name in held:
             p.time_columns[c.name] = held[c.name]
     loads = [c.name for c in cols if c.name in p.time_columns and _says_load(c.name)]
-    events = [c for c in p.time_columns if c not in loads]
+    # a birth date is when someone was born, not something that happened in the data
+    events = [c for c in p.time_columns if c not in loads
+              and not set(name_words(c)) & BIRTH_WORDS]
     # the finest event time (a timestamp before a date before a year), the first of equals
     p.metric_time = min(events, key=lambda c: _GRAIN_ORDER.index(_grain_of(p, c, cols)),
                         default=None)
     # as_of: a load time where one is kept, else the newest event (never a file's time)
     p.freshness = loads[0] if loads else p.metric_time
+    p.future = _in_future(src, rel, p, cols)
     p.identifiers = _infer_identifiers(src, rel, [c for c in cols if c.name not in held], bounds)
     p.label = _infer_label(src, rel, cols, p)
     _infer_moves(src, rel, cols, p)
+
+
+BIRTH_WORDS = frozenset({"birth", "born", "dob", "birthday", "birthdate"})
+"""A time column named with one of these words is a birth date: never the event time or
+as_of."""
+
+
+def _in_future(src: Source, rel: exp.Table, p: StarterProduct, cols: list[Column]) -> bool:
+    """Whether the freshness column (a date or timestamp) holds a time after now: a calendar
+    table's years ahead, bookings; as_of is then the newest time not after the clock."""
+    kinds = {c.name: c.kind for c in cols}
+    col = p.freshness
+    if col is None or kinds.get(col) not in ("date", "timestamp", "timestamptz"):
+        return False
+    newest = src.query(exp.select(exp.func("MAX", exp.column(col, quoted=True))).from_(
+        rel.copy()))[0][0]
+    now = dt.datetime.now(dt.UTC)
+    if isinstance(newest, dt.datetime):
+        return (newest if newest.tzinfo else newest.replace(tzinfo=dt.UTC)) > now
+    return isinstance(newest, dt.date) and newest > now.date()
 
 
 LABEL_WORDS = frozenset({"name", "title", "label"})
@@ -471,7 +496,11 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
             lines.append(f"    metric_time: {_q(p.metric_time)}  {INFERRED}")
         if p.label:
             lines.append(f"    label: {_q(p.label[0])}  {INFERRED} ({p.label[1]})")
-        if p.freshness:
+        if p.freshness and p.future:
+            where = _json_str(f"{_sql_name(p.freshness)} <= {{{{ clock }}}}")
+            lines.append(f"    freshness: {{column: {_q(p.freshness)}, where: {where}}}  "
+                         f"{INFERRED} (some rows lie after today: as_of is the newest past one)")
+        elif p.freshness:
             why = ("" if p.freshness != p.metric_time else
                    " (no load-time column: as_of is the newest event)")
             lines.append(f"    freshness: {{column: {_q(p.freshness)}}}  {INFERRED}{why}")
@@ -645,6 +674,11 @@ def _literal_part(pattern: str) -> bool:
     beyond its character classes and repeats."""
     bare = re.sub(r"\[[^\]]*\]|\\[dwsDWS]|\{[\d,]*\}|[\^$+*?()|]", "", pattern)
     return re.search(r"[A-Za-z0-9]", bare) is not None
+
+
+def _sql_name(name: str) -> str:
+    """A column as SQL names it: quoted unless a plain lower-case name."""
+    return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) else '"' + name.replace('"', '""') + '"'
 
 
 def _json_str(s: str) -> str:

@@ -39,10 +39,12 @@ from tether.toolgen.plan import from_clause
 from tether.toolgen.provenance import declared_unseen, field_origins, note_said
 from tether.toolgen.shared import (
     NO_UNIT,
+    UNSTATED_MONEY,
     Ctx,
     child_product,
     closed,
     crosswalk_tool,
+    each_rows,
     envelope,
     filter_columns,
     held_as,
@@ -282,7 +284,13 @@ def _units_phrase(cols: list[ColumnProfile], p: ProductConfig,
     per_row = sorted({c.unit_hint for c in cols if c.unit_hint and "{" in c.unit_hint})
     hints = {c.column.name: c.unit_hint for c in cols}
     unknown = [q for q in quantities or [] if not hints.get(q)]
-    parts = [f"amounts are in {join_words(money + per_row)}"] if money or per_row else []
+    named = [m for m in money if m not in UNSTATED_MONEY and "{" not in m]
+    per_row = sorted({each_rows(u) for u in per_row})
+    parts = [f"amounts are in {join_words(named + per_row)}"] if named or per_row else []
+    if any(m in UNSTATED_MONEY for m in money):  # money by its name, in no stated currency
+        parts.append("the currency of " + join_words(
+            [c.column.name for c in cols if c.unit_hint in UNSTATED_MONEY][:3])
+            + " is not stated in the data")
     if unknown:
         shown = unknown[:3] + ([f"{len(unknown) - 3} more"] if len(unknown) > 3 else [])
         parts.append(f"{NO_UNIT} for {join_words(shown)}")

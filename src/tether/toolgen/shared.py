@@ -181,6 +181,20 @@ def not_a_quantity(ctx: Ctx, product: str, column: str) -> bool:
             or parent_product(ctx, product, column) is not None)
 
 
+UNSTATED_MONEY = {"currency": "an amount of money in a currency the data does not name",
+                  "cents": "cents of a currency the data does not name"}
+"""Money whose name says it is money but whose currency nothing states: said so, never as a
+code."""
+
+
+def each_rows(unit: str) -> str:
+    """A unit each row's column names, as a sentence says it (``{currency}_cents`` -> "cents
+    of each row's currency"): no template text reaches a description."""
+    column = unit[unit.index("{") + 1:unit.index("}")]
+    rest = unit.replace("{" + column + "}", "").strip("_ ").replace("_", " ")
+    return f"{rest} of each row's {column}" if rest else f"each row's {column}"
+
+
 def unit_note(unit: str | None, *, keyish: bool = False) -> str:
     """What a numeric field's description says of its unit: the unit, ``unit: none`` for a
     declared dimensionless value, "key, no unit", or, without evidence, that no unit is known
@@ -188,8 +202,9 @@ def unit_note(unit: str | None, *, keyish: bool = False) -> str:
     if unit == "none":
         return "dimensionless (unit: none)"
     if unit and "{" in unit:
-        column = unit[unit.index("{") + 1:unit.index("}")]
-        return f"unit: {unit} (from each row's {column})"
+        return f"unit: {each_rows(unit)}"
+    if unit in UNSTATED_MONEY:
+        return f"unit: {UNSTATED_MONEY[unit]}"
     if unit:
         return f"unit: {unit}"
     return "key, no unit" if keyish else NO_UNIT
