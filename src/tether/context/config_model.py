@@ -237,6 +237,12 @@ class ProductConfig(Model):
     actions: dict[str, ActionConfig] = Field(
         default_factory=dict, description="Write tools over this product's rows, by the name "
         "of the business action (docs/write.md).")
+    metric_time_via: str | None = Field(
+        default=None, description="For a product with no time of its own (a star schema's "
+        "fact holding an integer key into a date table): the column whose referent's "
+        "metric_time is this product's time (`ss_sold_date_sk`: the sale's date, not the "
+        "shipment's); its listing's `period` bounds that date. The column must refer to the "
+        "other product by a relationship or by its key's name.")
     label: str | None = Field(
         default=None, description="The column that says which row it is to a person (a name or "
         "title; `tether init` proposes a short text column whose values nearly never repeat): "

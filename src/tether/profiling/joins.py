@@ -261,7 +261,42 @@ def infer_references(src: Source, products: list[StarterProduct]) -> list[Refere
             checked.setdefault((id(pair.child), pair.column), []).append((pair, got))
     for held in checked.values():
         out += _decide(held)
+    _time_through(src, products, [r for r in out if r.written])
     return out
+
+
+def _time_through(src: Source, products: list[StarterProduct], refs: list[Reference]) -> None:
+    """A table with no time of its own whose column refers to a date table (a table keyed by a
+    number with one row per date: its metric time a date or timestamp that never repeats) has
+    that date as its time (``metric_time_via``): the first such column in the table's order
+    (the sale's date before the shipment's), the others said beside it."""
+    unique: dict[int, bool] = {}
+    for child in products:
+        if child.metric_time is not None or child.problem:
+            continue
+        order = [c.name for c in child.columns]
+        into = sorted((r for r in refs if r.child is child and r.parent is not child
+                       and r.parent.metric_time is not None), key=lambda r: order.index(r.column))
+        dated = []
+        for r in into:
+            kind = next((c.kind for c in r.parent.columns if c.name == r.parent.metric_time), "")
+            if kind not in ("date", "timestamp", "timestamptz"):
+                continue
+            if id(r.parent) not in unique:
+                col = exp.column(r.parent.metric_time or "", quoted=True)
+                n, distinct = src.query(exp.select(
+                    exp.func("COUNT", col.copy()),
+                    exp.Count(this=exp.Distinct(expressions=[col.copy()]))).from_(
+                        src.table_expr(r.parent.table)), timeout=TIMEOUT)[0]
+                unique[id(r.parent)] = bool(n) and n == distinct
+            if unique[id(r.parent)]:
+                dated.append(r)
+        if dated:
+            first, others = dated[0], [r.column for r in dated[1:]]
+            child.time_via = (first.column, (
+                f"no time of its own; the {first.parent.metric_time} of the "
+                f"{_name(first.parent)} row it points to, one row per date")
+                + (f"; also {', '.join(others)}" if others else ""))
 
 
 def _decide(held: list[tuple[_Pair, _Found]]) -> list[Reference]:

@@ -57,6 +57,7 @@ class StarterProduct:
     history: tuple[list[str], str] | None = None  # (the entity's key columns, the order)
     label: tuple[str, str] | None = None  # (the column that names each row, why)
     future: bool = False  # the freshness column holds times after now (a calendar, bookings)
+    time_via: tuple[str, str] | None = None  # (a column into a date table, why): its time
 
 
 @dataclass(frozen=True)
@@ -494,6 +495,9 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
                 lines.append(f"      {_q(col)}: {tz}{note}")
         if p.metric_time:
             lines.append(f"    metric_time: {_q(p.metric_time)}  {INFERRED}")
+        if p.time_via:
+            lines.append(f"    metric_time_via: {_q(p.time_via[0])}  {INFERRED} "
+                         f"({p.time_via[1]})")
         if p.label:
             lines.append(f"    label: {_q(p.label[0])}  {INFERRED} ({p.label[1]})")
         if p.freshness and p.future:

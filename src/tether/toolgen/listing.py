@@ -13,6 +13,7 @@ from tether.context.meta import enum_of
 from tether.context.names import column_prefix, key_grain, ref, words_of
 from tether.context.profile import ColumnProfile
 from tether.context.timeformat import says
+from tether.errors import ConfigError
 from tether.plan.paths import Hop, hops, path_of
 from tether.profiling.formats import is_money
 from tether.toolgen.describe import (
@@ -102,6 +103,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         props["period"] = period_param(ctx, None, None, t, tz, p.time_format(t))
         window = Window(kind="listing", column=ref(name, t), timezone=tz,
                         format=p.time_format(t), held_as=held_as(p, t, cols))
+    elif p.metric_time_via:
+        window = _time_through(ctx, name, p.metric_time_via, reach, props)
     summable = _summable(ctx, name, p, cols)
     # their names say what they do (and the result's first line says what was counted)
     if countable:
@@ -207,6 +210,30 @@ def _reached_filters(ctx: Ctx, found: list[Hop], props: dict[str, Any], filters:
                                   op="ieq" if _names_rows(parent, c) else "eq",
                                   several=enum_of(schema) is not None, alias=h.alias))
     return out
+
+
+def _time_through(ctx: Ctx, name: str, via: str, reach: list[Hop], props: dict[str, Any]
+                  ) -> Window | None:
+    """A fact's time through its key into a date table (``metric_time_via``): ``period``
+    bounds the metric_time of the row ``via`` points to, that row's product joined when a
+    period is given. None where no hop of that column reaches a product with a metric time."""
+    hop = next((h for h in reach if h.parent == name and h.column == via), None)
+    if hop is None:
+        raise ConfigError(f"products.{name}.metric_time_via: {via} refers to no product with a "
+                          "key (by a relationship or by the key's name).",
+                          hint="Name a column of the product that holds another product's "
+                          "key, or declare that relationship in tether.yaml.")
+    target = ctx.config.products[hop.product]
+    t = target.metric_time
+    if t is None:
+        raise ConfigError(f"products.{name}.metric_time_via: {hop.product}, which {via} points "
+                          "to, has no metric_time.", hint=f"Give {hop.product} a metric_time.")
+    tz = target.zone(t)
+    said = f"the {t} of the {hop.product} row {via} points to"
+    props["period"] = period_param(ctx, None, None, said, tz, target.time_format(t))
+    return Window(kind="listing", column=ref(hop.alias, t), timezone=tz,
+                  format=target.time_format(t),
+                  held_as=held_as(target, t, visible_columns(ctx, hop.product)), via=hop.alias)
 
 
 def _names_rows(p: ProductConfig, c: ColumnProfile) -> bool:

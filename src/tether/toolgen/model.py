@@ -97,6 +97,9 @@ class Window(_M):
                                "it is a number or text (context/timeformat.py): %Y, %Y-%m-%d, ...")
     held_as: Literal["integer", "text"] | None = Field(
         default=None, description="With format: whether the column is an integer or text.")
+    via: str | None = Field(default=None, description="The alias of a path (plan/paths.py) "
+                            "whose product holds the time column: joined when a period is "
+                            "given (a fact's date through its key into a date table).")
 
 
 class Consequence(_M):

@@ -201,6 +201,8 @@ def compile_plan(
     assert isinstance(query, exp.Select)
     wanted = set(reach) | {f.alias for f in plan.filters if f.alias and (
         f.param in params or _several(f, args.get(f.param)) is not None)}
+    if "window_start" in params and plan.window is not None and plan.window.via:
+        wanted.add(plan.window.via)  # the time is the referent's: its hop is joined
     if wanted:
         query = join_hops(query, plan_hops(plan), wanted,
                           lambda product, alias: _table(config, product, plan.dialect, alias))
