@@ -92,7 +92,7 @@ def test_the_corpus_covers_every_category_on_both_warehouses() -> None:
         assert cats >= {"cte_shadow", "alias_shadow", "pg_functions", "duckdb_functions",
                         "stacked", "params", "quoting", "masked", "restricted", "rows",
                         "pinned", "listing", "probe_catalog", "denied", "errors", "resource",
-                        "cursor", "side_channel"}, cats
+                        "cursor", "side_channel", "paths"}, cats
     assert len({a.id for a in ATTACKS}) == len(ATTACKS)
 
 

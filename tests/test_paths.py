@@ -246,3 +246,22 @@ def test_labels_name_rows_and_groups(orchard: Orchard) -> None:
     labels = {r["farm_id"]: r["farms.label"] for r in north.structured_content["rows"]}
     assert all((v is not None) == (k % 3 == 0) for k, v in labels.items()), labels  # NORTH
     assert not orchard.oracle.scan("g.north", json.dumps(north.structured_content), "")
+
+
+def test_an_empty_name_says_the_names_the_caller_may_see(orchard: Orchard) -> None:
+    """A name that matches nothing says the names that hold its words, among the rows the
+    caller may see only (the grower asking for a south farm is offered north farms, never
+    it)."""
+    project = load_project(orchard.folder)
+    near, = call_tools(project, "o.wner", [("farms_by_attributes", {"farm_name": "farm 3"})])
+    assert near.structured_content["total_rows"] == 0
+    assert "'Farm 03'" in near.structured_content["empty_reason"]
+    south, through = call_tools(project, "g.north", [
+        ("farms_by_attributes", {"farm_name": "Farm 1"}),
+        (TOOL, {"trees_farms_farm_name": "farm 4"})])
+    said = south.structured_content["empty_reason"]
+    assert "'Farm 01'" not in said and "'Farm 12'" in said, said  # Farm 01, 10: south
+    assert not orchard.oracle.scan("g.north", json.dumps(south.structured_content), "Farm 1")
+    assert through.structured_content["total_rows"] == 0
+    assert "'Farm 04'" not in json.dumps(through.structured_content)
+

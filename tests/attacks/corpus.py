@@ -48,6 +48,8 @@ DEMO = Warehouse(
         t_x3="open_pipeline_by_stage_last_night", a_x3="sales_region",
         t_metric="active_customers_by_region_and_fiscal_quarter", a_metric="sales_region",
         t_xw="resolve_customer_ids",
+        t_path="support_tickets_for_customer", a_path_fc="customers_sales_region",
+        path_fc="customers.sales_region", path_mc="customers.email",
     ),
     samples=dict(
         other_pk="SELECT customer_id FROM customers WHERE sales_region = 'AMER' ORDER BY 1",
@@ -89,6 +91,8 @@ CLINIC = Warehouse(
         t_x3="claim_denial_rate_trailing_window", a_x3="home_district",
         t_metric="attended_visits_by_district_and_fiscal_quarter", a_metric="district",
         t_xw="resolve_patient_and_member_ids",
+        t_path="visits_by_clinic_kind_and_state", a_path_fc="patients_home_district",
+        path_fc="patients.home_district", path_mc="patients.contact_email",
     ),
     samples=dict(
         other_pk="SELECT patient_uid FROM patients WHERE home_district = 'RIVERSIDE' "
@@ -586,6 +590,19 @@ _add("list-metric-default", L, "{t_metric}", {})
 _add("list-p-other-cursor", L, "{t_p}", {"{a_p}": "{other}", "cursor": "x"}, f="rejected")
 _add("list-bad-enum", L, "{t_x2}", {"{a_x2_id}": "{bad_id}"}, f="rejected", m="rejected")
 _add("list-definitions", L, "definitions", {})
+
+# --- paths through relationships (tether/plan/paths.py): the parent read as the caller may ---
+T = "paths"
+_add("path-other", T, "{t_path}", {"{a_path_fc}": "{other}"}, f="outside_entitlement")
+_add("path-own", T, "{t_path}", {"{a_path_fc}": "{own}", "limit": 50}, f="ok")
+_add("path-count", T, "{t_path}", {"count_by": "{path_fc}"}, f="ok", m="ok")
+_add("path-order-masked", T, "{t_path}", {"order_by": "{path_mc}"}, m="masked_predicate")
+_add("path-count-masked", T, "{t_path}", {"count_by": "{path_mc}"}, f="rejected",
+     m="rejected")
+_add("path-inject", T, "{t_path}", {"{a_path_fc}": "{own}' OR '1'='1"}, f="rejected",
+     m="rejected")
+_add("path-order-injected", T, "{t_path}", {"order_by": "{p}.{fc}; DROP TABLE {p}"},
+     f="rejected", m="rejected")
 
 # --- the probe, list_tables, describe_table ---
 B = "probe_catalog"

@@ -581,9 +581,15 @@ class Oracle:
         rows = result.get("rows", [])
         if not rows:
             return []
-        keys = set(rows[0])
         if not self.policy.readable(user, product):
             return [f"rows of {product}, which the role may not read"]
+        # a column reached through a relationship (customers.sales_region, customers.label):
+        # each value one of the caller's own rows of the product it names holds
+        problems = self._judge_reached(user, rows)
+        if result.get("aggregate"):  # counts and totals: groups, not rows of the product
+            return problems
+        rows = [{k: v for k, v in r.items() if "." not in k} for r in rows]
+        keys = set(rows[0])
         allowed = Counter(row_key({k: v for k, v in r.items() if k in keys})
                           for r in self.entitled_rows(user, product))
         got = Counter(row_key(r) for r in rows)
@@ -592,6 +598,30 @@ class Oracle:
             return [f"{sum(extra.values())} listing row(s) outside the entitled relation of "
                     f"{product}, e.g. {next(iter(extra))}"[:300]]
         return []
+
+    def _judge_reached(self, user: str, rows: list[dict[str, Any]]) -> list[str]:
+        """Values of reached columns (``PRODUCT.column`` at the end of a path) that no row the
+        caller may read of that product holds."""
+        out = []
+        for key in sorted({k for r in rows for k in r if "." in k}):
+            *path, column = key.split(".")
+            product = path[-1] if path else ""
+            if product not in self.policy.products or not self.policy.readable(user, product):
+                if product in self.policy.products:
+                    out.append(f"{key}: a column of {product}, which the role may not read")
+                continue
+            entitled = self.entitled_rows(user, product)
+            if column == "label":
+                label = self.policy.products[product].get("label")
+                if not label:
+                    continue
+                column = label
+            have = {norm(r.get(column)) for r in entitled}
+            bad = [r[key] for r in rows if r.get(key) is not None and norm(r[key]) not in have]
+            if bad:
+                out.append(f"{key}: {len(bad)} value(s) no row of {product} you may read holds, "
+                           f"e.g. {str(bad[0])[:60]}")
+        return out
 
     def judge_probe(self, user: str, product: str, result: dict[str, Any]) -> list[str]:
         out: list[str] = []

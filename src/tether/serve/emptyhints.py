@@ -76,6 +76,10 @@ def other_case(ex: Executor, out: dict[str, Any], call: Call) -> None:
     for f in call.plan.filters:
         value = call.args.get(f.param)
         table, column = ref_column(f.column)
+        if f.op == "ieq" and isinstance(value, str):  # a name: the names that hold it
+            if close_names(ex, out, call, f.param, table, column, value):
+                return
+            continue
         if (not isinstance(value, str) or f.routes or enum_of(props.get(f.param)) is not None
                 or table != product or "." in column or column in masks):
             continue
@@ -95,3 +99,44 @@ def other_case(ex: Executor, out: dict[str, Any], call: Call) -> None:
             out["empty_reason"] = (f"{out['empty_reason']}; {said}" if out.get("empty_reason")
                                    else said)
             return
+
+
+CLOSE = 5
+"""Names a hint offers at most."""
+
+
+def close_names(ex: Executor, out: dict[str, Any], call: Call, param: str, product: str,
+                column: str, value: str) -> bool:
+    """Nothing matched a name (a label, matched in any case): the names among the rows the
+    caller may see of ``product`` that hold the words given (all of them, else any), said in
+    the result to call again with. One look-up (two at most); True when it said some."""
+    config = ex.project.config
+    if (product not in config.products or not table_allowed(config, call.user, product)
+            or column in ex.policy_of(call.user, product)[0]):
+        return False
+    rel = ex.relation(call.user, product)
+    src = ex.source(config.products[product].source)
+    col = exp.Lower(this=exp.cast(exp.column(column, table="q", quoted=True), "text"))
+    words = [w for w in value.lower().split() if w][:4] or [value.lower()]
+    for joined in (exp.and_, exp.or_):
+        holds = [exp.GT(this=exp.StrPosition(this=col.copy(), substr=exp.Placeholder(
+            this=f"close_{i}")), expression=exp.Literal.number(0)) for i in range(len(words))]
+        q = (exp.select(exp.column(column, table="q", quoted=True)).distinct()
+             .from_(rel.subquery("q")).where(joined(*holds))
+             .order_by(exp.column(column, table="q", quoted=True)).limit(CLOSE))
+        params = {**rel.params, **{f"close_{i}": w for i, w in enumerate(words)}}
+        try:
+            found = [str(r[0]) for r in src.run(src.render(q), params, ex.timeout)
+                     if r[0] is not None]
+        except (QueryError, SourceError):  # a hint that cannot be read leaves the answer be
+            return False
+        if found:
+            said = (f"no row you may see has {param} {value[:80]!r}; names you may see that "
+                    f"hold {'those words' if len(words) > 1 else 'it'}: "
+                    + ", ".join(repr(n[:80]) for n in found) + " (call again with one)")
+            out["empty_reason"] = (f"{out['empty_reason']}; {said}" if out.get("empty_reason")
+                                   else said)
+            return True
+        if len(words) == 1:
+            return False
+    return False

@@ -94,8 +94,14 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                 or reference(ctx, name, c.column.name) is not None):
             countable.append(pname)
     reach = reachable(ctx, name)
-    reached = _reached_filters(ctx, reach, props, filters, countable,
-                               params=not (p.tool and p.tool.filters is not None))
+    chosen = p.tool.filters if p.tool else None
+    reached = _reached_filters(ctx, reach, props, filters, countable, chosen)
+    missing = [n for n in chosen or [] if "." in n and n not in reached]
+    if missing:
+        raise ConfigError(f"products.{name}.tool.filters names {', '.join(missing)}: no path "
+                          "of this product reaches it (PATH.column, within "
+                          "serve.max_path_hops).",
+                          hint="Paths: " + (", ".join(reached) or "none") + ".")
     t = p.metric_time
     window = None
     if t:
@@ -174,12 +180,13 @@ def reachable(ctx: Ctx, name: str) -> list[Hop]:
 
 
 def _reached_filters(ctx: Ctx, found: list[Hop], props: dict[str, Any], filters: list[Filter],
-                     countable: list[str], params: bool = True) -> list[str]:
+                     countable: list[str], named: list[str] | None = None) -> list[str]:
     """Each product a hop reaches lends the listing its filters (its enums, identifiers and
     references, not the key the hop joined on), as parameters named by their path with ``_``
     (``orders_o_orderstatus``), and count_by values by their path (``orders.o_orderstatus``).
-    ``params`` False (tether.yaml names the tool's filters): no path parameter, count_by and
-    order_by still take the paths. The paths offered, in order."""
+    ``named``: the tool's filters tether.yaml names, where it names them: a path's parameter
+    only if named there by its path (``patients.home_district``); count_by and order_by still
+    take every path. The paths offered, in order."""
     out = []
     for h in found:
         cols = visible_columns(ctx, h.product)
@@ -194,7 +201,7 @@ def _reached_filters(ctx: Ctx, found: list[Hop], props: dict[str, Any], filters:
                     or reference(ctx, h.product, c.column.name) is not None):
                 countable.append(path)
             out.append(path)
-            if not params:
+            if named is not None and path not in named:
                 continue
             base = safe_name(path)
             pname, n = base, 2

@@ -290,13 +290,13 @@ def filter_columns(ctx: Ctx, name: str, cols: list[ColumnProfile]) -> list[Colum
     (an enum); the ones tether.yaml names where it names them."""
     p: ProductConfig = ctx.config.products[name]
     by_name = {c.column.name: c for c in cols}
-    if p.tool and p.tool.filters is not None:
-        unknown = [n for n in p.tool.filters if n not in by_name]
+    if p.tool and p.tool.filters is not None:  # (a PATH.column is a path's: toolgen/listing)
+        unknown = [n for n in p.tool.filters if n not in by_name and "." not in n]
         if unknown:
             raise ConfigError(f"tool.filters names {', '.join(unknown)}, which the product does "
                               "not expose (unknown, restricted or the load-time column).",
                               hint="Filters: " + ", ".join(sorted(by_name)) + ".")
-        return [by_name[n] for n in p.tool.filters]
+        return [by_name[n] for n in p.tool.filters if n in by_name]
     key = p.primary_key[0] if len(p.primary_key) == 1 else None
     return [c for c in cols if c.column.name in p.identifiers
             or c.column.name == p.label
