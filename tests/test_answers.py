@@ -87,16 +87,24 @@ def test_count_by_counts_what_the_caller_would_page_through(which: str,
     project = built_both[which]
     checked = 0
     for user in _users(project):
-        todo = [(v.name, p) for v in _listings(project, user)
-                for p in v.definition["inputSchema"]["properties"].get("count_by", {})
-                .get("enum", [])]
+        listings = _listings(project, user)
+        props = {v.name: v.definition["inputSchema"]["properties"] for v in listings}
+        todo = [(v.name, p) for v in listings
+                for p in props[v.name].get("count_by", {}).get("enum", [])]
+
+        def filter_of(name: str, value: str, props: dict[str, Any] = props) -> str | None:
+            """The parameter that filters by a count_by value: itself, or a path's
+            PATH_column (none where tether.yaml names the tool's filters)."""
+            safe = value.replace(".", "_")
+            return value if value in props[name] else safe if safe in props[name] else None
         results = call_tools(project, user, [(n, {"count_by": p}) for n, p in todo]
                              + [(n, {"limit": 1}) for n, _ in todo])
         counted, plain = results[:len(todo)], results[len(todo):]
         per_values = [[r for r in c.structured_content["rows"] if r[p] is not None]
-                      if not c.is_error else [] for (_, p), c in zip(todo, counted, strict=True)]
+                      if not c.is_error and filter_of(n, p) else []
+                      for (n, p), c in zip(todo, counted, strict=True)]
         singles = iter(call_tools(project, user, [
-            (name, {param: r[param], "limit": 1})
+            (name, {filter_of(name, param): r[param], "limit": 1})
             for (name, param), rows in zip(todo, per_values, strict=True) for r in rows]))
         for (name, param), c, pl, per_value in zip(todo, counted, plain, per_values,
                                                    strict=True):

@@ -230,9 +230,12 @@ def test_no_table_or_column_name_of_the_demo(second_dir: Path) -> None:
     assert {t for t, _ in actual} == set(TABLES)
 
 
-FROZEN = "0a3f450a7f17fa1f93c49a5370b1d6ac5ff2ba86a9237bacbe67d1e3f1f23038"
+FROZEN = "c84906174c6d2040d353617fef66a7cd479c014f944f2db990d685c8c164fcf4"
 """sha256 of tests/warehouse2 (its generator, tether.yaml and cases) as frozen on 2026-12-01, then
-with the auditor role given `reviewer: true` (who decides reviews: no table, row or case moved)."""
+with the auditor role given `reviewer: true` (who decides reviews: no table, row or case moved),
+then with the visits tool's named filters gaining a path (`patients.home_district`, so the
+attack corpus filters through a relationship on this warehouse too; 2026-12-06: no table, row or
+case moved)."""
 
 
 def test_the_second_warehouse_and_its_cases_are_frozen() -> None:

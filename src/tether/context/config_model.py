@@ -165,9 +165,8 @@ class ToolSpec(Model):
     filters: list[str] | None = Field(
         default=None,
         description="Columns offered as filter parameters (default: enums, identifiers and the "
-        "metric time), and paths to another product's column (PATH.column, e.g. "
-        "patients.home_district: a parameter patients_home_district); named here, no other "
-        "path is a parameter.",
+        "metric time), and paths to a column of the product a row points to (PATH.column: a "
+        "parameter PATH_column); named here, no other path is a parameter.",
     )
     max_rows: int = Field(default=200, ge=1, le=10_000, description="Most rows one call returns.")
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from tether.context.meta import CONTEXT_KEY, ToolContext, enum_of, with_enum
+from tether.context.meta import ToolContext, context_of, enum_of, with_enum
 from tether.context.names import ref_column
 from tether.plan.paths import Hop, products_on, reached
 from tether.policy.entitle import equality_scope, table_allowed
@@ -82,8 +82,7 @@ def _reach(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
         return definition
     out = copy.deepcopy(definition)
     props = out["inputSchema"]["properties"]
-    said = (((out.get("_meta") or {}).get(CONTEXT_KEY) or {}).get("fields") or {}).get(
-        "arguments") or {}
+    said = (context_of(out).get("fields") or {}).get("arguments") or {}
     for f in plan.filters:
         if f.alias in shut:
             props.pop(f.param, None)
@@ -108,6 +107,8 @@ def _enums(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
         if product not in filters or product not in config.products:
             continue
         pinned = equality_scope(config, user, product).get(column)
+        # (a path's filter gets no default: it would hide the rows whose referent the caller
+        # may not see, which their policy shows)
         if pinned is not None and len(pinned) == 1 and f.op == "eq" and f.alias is None:
             yours[f.param] = (column, next(iter(pinned)))
         if enum is None:
