@@ -265,3 +265,38 @@ def test_an_empty_name_says_the_names_the_caller_may_see(orchard: Orchard) -> No
     assert through.structured_content["total_rows"] == 0
     assert "'Farm 04'" not in json.dumps(through.structured_content)
 
+
+
+def test_a_grouped_answer_pages_past_its_limit(orchard: Orchard) -> None:
+    """More groups than a page holds: next_cursor continues where the page stopped (the
+    order is total), every group exactly once across the pages, counts as the oracle has them
+    for the caller."""
+    import anyio
+    from mcp import Client
+
+    from tether.serve.server import TetherServer
+
+    server = TetherServer(load_project(orchard.folder), stdio_user="g.north")
+
+    async def pages() -> list[Any]:
+        out = []
+        async with Client(server.server) as c:
+            args: dict[str, Any] = {"count_by": "tree_id", "limit": 50}
+            while True:
+                r = await c.call_tool(TOOL, args)
+                assert not r.is_error, r.content[0].text
+                out.append(r.structured_content)
+                if not r.structured_content["next_cursor"]:
+                    return out
+                args = {**args, "cursor": r.structured_content["next_cursor"]}
+    try:
+        got = anyio.run(pages)
+    finally:
+        server.close()
+    assert len(got) == 3 and [p["truncated"] for p in got] == [True, True, False]
+    groups = [(r["tree_id"], r["rows"]) for p in got for r in p["rows"]]
+    assert len(groups) == len({g for g, _ in groups}) == 120
+    _names, want, _capped = orchard.oracle.rerun(
+        "SELECT tree_id, count(*) FROM harvests GROUP BY tree_id", "g.north")
+    assert sorted(groups) == sorted((int(a), int(b)) for a, b in want)
+    assert {p["total_rows"] for p in got} == {600}

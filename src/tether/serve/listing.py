@@ -209,10 +209,18 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     whose unit comes from each row's currency is totalled per currency."""
     config, plan = ex.project.config, call.plan
     product = plan.product or ""
-    if call.args.get("cursor"):
-        raise ArgumentError(f"count_by and {AGGREGATE} answer in one result: they take "
-                            "no cursor")
     by = call.args.get("count_by")
+    skip = 0  # groups already shown (the cursor of a grouped answer)
+    if call.args.get("cursor"):
+        if not by:
+            raise ArgumentError(f"{AGGREGATE} without count_by answers in one result: it takes "
+                                "no cursor")
+        mark = pagination.decode(ex.cursor_key, str(call.args["cursor"]), call.user,
+                                 call.tool, call.version, call.args)
+        if len(mark) != 1 or not isinstance(mark[0], int) or mark[0] < 0:
+            raise pagination.CursorError("this cursor is not one of this tool's: ask for the "
+                                         "first page again")
+        skip = mark[0]
     f = next((f for f in plan.filters if f.param == by and f.alias is None), None) if by else None
     # the same set whether the schema lists it (grounded) or not (bare)
     reach = reachable_for(ex, call)
@@ -298,6 +306,9 @@ def aggregate(ex: Executor, call: Call) -> Answered:
         most = plan.default_rows if given is None else int(given)
         if not 1 <= most <= plan.max_rows:
             raise ArgumentError(f"limit must be between 1 and {plan.max_rows} (got {most})")
+        if skip:  # the groups after those of the pages before (the order is total)
+            grouped = grouped.offset(exp.Placeholder(this="k0"))
+            params["k0"] = skip
     secured, policy_params = ex.secure(grouped, call.user, aliases(plan))
     params.update(policy_params)
     got = ex.fetch(src, src.render(secured), params, most, known(call))
@@ -305,10 +316,14 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     totals = {r.pop(TOTAL, None) for r in rows}
     if not groups and rows and rows[0]["rows"] == 0:
         rows = []  # nothing matched: no totals of nothing
+    total = (int(next(iter(totals))) if len(totals) == 1 and None not in totals
+             else sum(int(r["rows"]) for r in rows))
+    next_cursor = (pagination.encode(ex.cursor_key, call.user, call.tool, call.version,
+                                     call.args, [skip + len(rows)], total)
+                   if groups and got.capped is not None and rows else None)
     out = ex.result(call, rows, [product], truncated=got.capped is not None,
-                       next_cursor=None, paged=True)
-    out["total_rows"] = (int(next(iter(totals))) if len(totals) == 1 and None not in totals
-                         else sum(int(r["rows"]) for r in rows))
+                    next_cursor=next_cursor, paged=True)
+    out["total_rows"] = total
     out["aggregate"] = {"count_by": by, AGGREGATE: measured}
     if sort is not None:
         out["aggregate"]["sorted_by"] = call.args.get(ORDER_BY) or implied_order_by(call)
@@ -532,12 +547,12 @@ def aggregate_words(result: dict[str, Any]) -> str:
                            for k in measures)
         label = next((v for k, v in r.items() if k.endswith(".label")), None)
         group = f"{r.get(by)} ({label})" if label is not None else f"{r.get(by)}"
-        named.append(f"{group} {r.get('rows')}" + (f" ({values})" if values else ""))
+        named.append(f"{group}: {r.get('rows')} rows" + (f" ({values})" if values else ""))
     more = f", and {len(rows) - SHOWN} more values in rows" if len(rows) > SHOWN else ""
     ordered = agg.get("sorted_by")
-    cut = ((f"; the first {len(rows)} values shown, more match (a larger limit shows more)"
-            if ordered else f"; the first {len(rows)} values shown, more match (limit, or "
-            "order_by count for the top ones)") if result.get("truncated") else "")
+    cut = ((f"; {len(rows)} values shown, more match (next_cursor continues"
+            + ("" if ordered else ", or order_by count for the top ones") + ")")
+           if result.get("truncated") else "")
     implied = (f"; order without order_by read as order_by {agg['order_by']}"
                if agg.get("order_by") else "")
     return (f"{total} matching rows counted by {by}" + (": " + ", ".join(named) if named else "")
