@@ -200,7 +200,7 @@ def _counts_keep_the_columns_case(project: Path, tool: str) -> None:
     rows = counted.structured_content["rows"]
     assert rows == [{"leagueName": "East", "rows": east},
                     {"leagueName": "West", "rows": len(stats) - east}]
-    assert f"East {east}, West {len(stats) - east}" in counted.content[0].text
+    assert f"East: {east} rows, West: {len(stats) - east} rows" in counted.content[0].text
     hits = [r[3] for r in stats if r[1] == 2002]
     [got] = summed.structured_content["rows"]
     assert got["rows"] == len(hits) and got["sum_hits"] == sum(hits)
