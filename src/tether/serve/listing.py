@@ -547,6 +547,8 @@ def aggregate_words(result: dict[str, Any]) -> str:
                            for k in measures)
         label = next((v for k, v in r.items() if k.endswith(".label")), None)
         group = f"{r.get(by)} ({label})" if label is not None else f"{r.get(by)}"
+        if r.get(by) is None and "." in str(by):  # a path's: no referent the caller may see
+            group = "none (no row it points to that you may see)"
         named.append(f"{group}: {r.get('rows')} rows" + (f" ({values})" if values else ""))
     more = f", and {len(rows) - SHOWN} more values in rows" if len(rows) > SHOWN else ""
     ordered = agg.get("sorted_by")
