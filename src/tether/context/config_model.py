@@ -241,8 +241,8 @@ class ProductConfig(Model):
     metric_time_via: str | None = Field(
         default=None, description="For a product with no time of its own (a star schema's "
         "fact holding an integer key into a date table): the column whose referent's "
-        "metric_time is this product's time (`ss_sold_date_sk`: the sale's date, not the "
-        "shipment's); its listing's `period` bounds that date. The column must refer to the "
+        "metric_time is this product's time (`packed_day_key`: the packing's date, not "
+        "the dispatch's); its listing's `period` bounds that date. The column must refer to the "
         "other product by a relationship or by its key's name.")
     label: str | None = Field(
         default=None, description="The column that says which row it is to a person (a name or "
@@ -477,7 +477,7 @@ class ServeConfig(Model):
     max_path_hops: int = Field(
         default=2, ge=0, le=4, description="How many many-to-one relationships a listing's "
         "filters, count_by and order_by may follow to reach another product's columns "
-        "(Category.Name from an item; Collection.Maker.Name two hops away); 0: none.")
+        "(Shelf.Label from a box; Box.Shelf.Label two hops away); 0: none.")
     health_seconds: float = Field(
         default=10.0, ge=0.5, le=3600, description="Seconds between a server's checks of what "
         "it can read: a product closed (its table gone, its source down, a rule guarding it "

@@ -83,7 +83,7 @@ _RUN_TOGETHER = {"key": 3, "number": 3, "id": 4}
 
 def says_identifier(name: str) -> bool:
     """Whether the name says it holds an identifier, an identifier word run into the word
-    before it counted too (``l_partkey``, ``userid``; not ``valid``)."""
+    before it counted too (``bx_binkey``, ``userid``; not ``valid``)."""
     words = name_words(name)
     return bool(words) and (words[-1] in IDENTIFIER_WORDS or any(
         words[-1].endswith(w) and len(words[-1]) >= len(w) + least

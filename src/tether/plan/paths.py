@@ -3,14 +3,14 @@
 From a product, each relationship whose ``from`` is one of its columns and whose ``to`` is the
 whole primary key of another product (``many_to_one``, or ``one_to_one`` either way) is a
 **hop**: joining it keeps one row per row of the product. A hop is named by the product it
-reaches (``Category``), or, where that would not say which (two references to one product, as a
-flight's origin and destination; a reference to the product's own rows, as a manager), by the
-referring column (``origin``, ``ReportsTo``). An attribute reached through hops is named by the
-hop names and the column, joined by dots as tether.yaml spells them (``Category.Name``;
-``Collection.Maker.Name`` two hops away), at most ``serve.max_path_hops`` hops, never through a
+reaches (``Shelf``), or, where that would not say which (two references to one product, as a
+leg's start and end port; a reference to the product's own rows, as a parent bin), by the
+referring column (``from_port``, ``ParentBinId``). An attribute reached through hops is named by the
+hop names and the column, joined by dots as tether.yaml spells them (``Shelf.Label``;
+``Box.Shelf.Label`` two hops away), at most ``serve.max_path_hops`` hops, never through a
 product twice.
 
-A hop's **alias** is its path so far (``Collection.Maker``), the name its product is joined under;
+A hop's **alias** is its path so far (``Box.Shelf``), the name its product is joined under;
 the executor reads each joined product as the caller may read it (serve/executor.secure), so a
 row whose referent the caller may not see has no value there (a LEFT JOIN), and a product the
 caller may not read is not reachable at all (serve/peruser.py takes its paths out).
@@ -47,8 +47,8 @@ class Hop:
 class Reached:
     """A column of a product a path reaches, named by its path."""
 
-    path: str  # hop names and the column: Category.Name
-    alias: str  # the joined product's alias: Category
+    path: str  # hop names and the column: Shelf.Label
+    alias: str  # the joined product's alias: Shelf
     product: str
     column: str
 
@@ -58,7 +58,7 @@ def _edges(config: TetherConfig, columns: Callable[[str], Collection[str]] | Non
     """{product: [(its column, product reached, that product's key)]} for each relationship
     that keeps one row per row (its other end the whole one-column primary key), and, where
     ``columns`` tells a product's columns, each column named as another product's one-column
-    key (config_model.reference_of's rule by name: ``order_id`` -> ``orders.order_id``)."""
+    key (config_model.reference_of's rule by name: ``box_id`` -> ``boxes.box_id``)."""
     out: dict[str, list[tuple[str, str, str]]] = {}
     if columns is not None:
         keyed: dict[str, list[str]] = {}
@@ -124,7 +124,7 @@ def chain(all_hops: list[Hop], alias: str) -> list[Hop]:
 
 
 def reached(all_hops: list[Hop], path: str) -> Reached | None:
-    """The attribute a path names (``Collection.Maker.Name``), if the hops reach it."""
+    """The attribute a path names (``Box.Shelf.Label``), if the hops reach it."""
     for h in sorted(all_hops, key=lambda h: -len(h.alias)):
         prefix = h.alias + "."
         if path.startswith(prefix) and len(path) > len(prefix):

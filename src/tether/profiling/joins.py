@@ -6,15 +6,15 @@ comment (``# declared: ...`` or ``# inferred: name and values (...)``):
 1. **Declared**: a FOREIGN KEY constraint in the source's catalog (PostgreSQL, DuckDB) whose
    parent is a table of the starter, on one column.
 2. **Name and values**: a column named for another table's single-column key, each name without
-   its table's prefix (``MakerId`` and ``Maker.MakerId``; ``o_custkey`` and ``c_custkey``), or
-   ending with that key's name after a role (``ss_sold_date_sk`` for ``d_date_sk``), or named
-   as that table plus an identifier word where the key is the bare word (``customer_id`` for
-   ``customers.id``), whose values are that key's (but for a few orphans among many). A
+   its table's prefix (``ShelfId`` and ``Shelf.ShelfId``; ``bx_shelfnum`` and ``sh_shelfnum``),
+   or ending with that key's name after a role (``bx_packed_day_sk`` for ``dy_day_sk``), or named
+   as that table plus an identifier word where the key is the bare word (``shelf_id`` for
+   ``shelves.id``), whose values are that key's (but for a few orphans among many). A
    key column of its own table refers only to a table holding more keys (an extension table).
 3. **Values that only one table holds**: a text column whose values (but for a few orphans
-   among many) are the keys of exactly one other table (``flights.origin``: airports' codes).
-4. **A hierarchy**: a column whose name says it holds an identifier or a role (``ReportsTo``,
-   ``manager_id``, ``created_by``) and whose values are keys of its own table, some rows having
+   among many) are the keys of exactly one other table (``legs.port``: the ports' codes).
+4. **A hierarchy**: a column whose name says it holds an identifier or a role (``ParentBinId``,
+   ``mentor_id``, ``checked_by``) and whose values are keys of its own table, some rows having
    none (the roots) and few naming their own row (a column that mostly repeats its row's key
    is another id of the row, not its parent).
 
@@ -63,7 +63,7 @@ CANDIDATES_SHOWN = 3
 """Candidates written as comments for one column at most, the likeliest first."""
 ROLE_WORDS = frozenset({"by", "to", "of", "for"})
 """A last word that says a column points at someone or something in a role (``created_by``,
-``ReportsTo``): English's linking words, not any dataset's names."""
+``SentTo``): English's linking words, not any dataset's names."""
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ class _Pair:
     role: bool = False  # the name says it holds an identifier or a role
     matched: int = 0  # words of the key's name the column's name ends with
     names_table: bool = False  # the column's name is the parent table's and an identifier word
-    names_own: bool = False  # ... or its own table's (a table's own key: customers.customer_id)
+    names_own: bool = False  # ... or its own table's (a table's own key: shelves.shelf_id)
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class _Found:
     distinct: int  # the column's distinct values
     absent: int  # of them, not keys of the parent
     keys: int  # the parent's distinct keys
-    roots: int  # rows with no value (a self-reference's roots)
+    roots: int = 0  # rows with no value (a self-reference's roots)
     own: int = 0  # rows whose value is their own key (a self-reference only)
 
     def holds(self, named: bool) -> bool:
@@ -110,7 +110,7 @@ def _name(p: StarterProduct) -> str:
 
 
 def _words(p: StarterProduct, column: str, prefix: dict[int, list[str]]) -> list[str]:
-    """A column's words without its table's prefix (``o_custkey`` -> ``custkey``)."""
+    """A column's words without its table's prefix (``bx_shelfnum`` -> ``shelfnum``)."""
     words = name_words(column)
     pre = prefix[id(p)]
     return words[len(pre):] if pre and words[:len(pre)] == pre and len(words) > len(pre) else words
@@ -123,7 +123,7 @@ def _singular(word: str) -> str:
 def _named(child: list[str], key: list[str], parent_table: list[str]) -> bool:
     """Whether a column's words name the key: the same words (more than a lone identifier
     word), or ending with them after a role, or the parent table's name and an identifier word
-    where the key is that word alone (``customer_id`` for ``customers.id``)."""
+    where the key is that word alone (``shelf_id`` for ``shelves.id``)."""
     if len(key) == 1 and key[0] in IDENTIFIER_WORDS:
         table = [_singular(w) for w in parent_table]
         target = [*table, key[0]]
@@ -131,13 +131,13 @@ def _named(child: list[str], key: list[str], parent_table: list[str]) -> bool:
             _singular(w) for w in child[-len(target):-1]] == table and child[-1] == key[0]
     if child == key:
         return True
-    # after a role: a key of one word only where an identifier word runs into it (custkey)
+    # after a role: a key of one word only where an identifier word runs into it (shelfnum)
     return (len(child) > len(key) and child[-len(key):] == key
             and (len(key) > 1 or says_identifier(key[0])))
 
 
 def _names_table(child: list[str], table: list[str]) -> bool:
-    """``customer_id`` names the table ``customers`` (its words, singular, and an identifier
+    """``shelf_id`` names the table ``shelves`` (its words, singular, and an identifier
     word)."""
     words = [_singular(w) for w in child[:-1]]
     table = [_singular(w) for w in table]
@@ -209,16 +209,17 @@ def _check(src: Source, pair: _Pair) -> _Found | None:
     found = exp.column("k", table="p", quoted=True)
     key_count = exp.select(exp.Count(this=exp.Distinct(expressions=[
         exp.column(pair.key, quoted=True)]))).from_(src.table_expr(pair.parent.table))
-    roots = exp.select(exp.Sub(this=exp.func("COUNT", exp.Star()),
-                               expression=exp.func("COUNT", col.copy()))).from_(
-        src.table_expr(pair.child.table))
     q = (exp.select(exp.func("COUNT", exp.Star()), exp.Sub(
             this=exp.func("COUNT", exp.Star()), expression=exp.func("COUNT", found)),
-            key_count.subquery(), roots.subquery())
+            key_count.subquery())
          .from_(values.subquery("d", copy=False))
          .join(keys.subquery("p", copy=False), join_type="left", on=exp.EQ(
              this=found.copy(), expression=exp.column("v", table="d", quoted=True))))
-    if pair.parent is pair.child:  # rows that name themselves: an alternate id, no parent
+    if pair.parent is pair.child:  # its roots, and the rows that name themselves (another
+        # id of the row, not its parent): read for a self-reference only
+        q = q.select(exp.select(exp.Sub(this=exp.func("COUNT", exp.Star()),
+                                        expression=exp.func("COUNT", col.copy()))).from_(
+            src.table_expr(pair.child.table)).subquery())
         q = q.select(exp.select(exp.func("COUNT", exp.Star())).from_(
             src.table_expr(pair.child.table)).where(exp.EQ(
                 this=col.copy(), expression=exp.column(pair.key, quoted=True))).subquery())
@@ -305,7 +306,7 @@ def _decide(held: list[tuple[_Pair, _Found]]) -> list[Reference]:
         return -t[0].matched, not t[0].names_table, t[1].absent > 0
 
     named = sorted(((p, f) for p, f in held if p.how == "named"), key=rank)
-    if named:  # the longest name matched stands out (customer_address_sk over address_sk),
+    if named:  # the longest name matched stands out (return_bin_sk over bin_sk),
         p, f = named[0]  # then the table the name names, then the one key holding every value
         if len(named) == 1 or rank(named[0]) != rank(named[1]):
             return [_ref(p, f"inferred: name and values ({f.said(p)})")]
@@ -329,8 +330,8 @@ def _decide(held: list[tuple[_Pair, _Found]]) -> list[Reference]:
 
 def _extension_ok(pair: _Pair, found: _Found) -> bool:
     """A table's own key refers to another's only where that one holds more keys, or as many
-    where its name names that table and not its own (``customer_crosswalk.customer_id`` to
-    ``customers``, one to one)."""
+    where its name names that table and not its own (``shelf_extras.shelf_id`` to
+    ``shelves``, one to one)."""
     return (pair.child.primary_key != [pair.column] or found.distinct - found.absent < found.keys
             or (pair.names_table and not pair.names_own and found.absent == 0))
 

@@ -17,10 +17,11 @@ from sqlglot import exp
 
 from tether.context.meta import ToolContext, context_of, enum_of, with_enum
 from tether.context.names import ref_column
-from tether.plan.paths import Hop, products_on, reached
+from tether.plan.paths import products_on, reached
 from tether.policy.entitle import equality_scope, table_allowed
 from tether.policy.model import role_of
 from tether.toolgen.kinds import kind
+from tether.toolgen.plan import plan_hops
 
 if TYPE_CHECKING:
     from tether.serve.executor import Executor
@@ -75,7 +76,7 @@ def _reach(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
     if not plan.hops:
         return definition
     config = ex.project.config
-    hops = [Hop(h.alias, h.product, h.parent, h.column, h.key) for h in plan.hops]
+    hops = plan_hops(plan)
     shut = {h.alias for h in hops if not all(
         table_allowed(config, user, p) for p in products_on(hops, h.alias))}
     if not shut:

@@ -183,7 +183,7 @@ def _reached_filters(ctx: Ctx, found: list[Hop], props: dict[str, Any], filters:
                      countable: list[str], named: list[str] | None = None) -> list[str]:
     """Each product a hop reaches lends the listing its filters (its enums, identifiers and
     references, not the key the hop joined on), as parameters named by their path with ``_``
-    (``orders_o_orderstatus``), and count_by values by their path (``orders.o_orderstatus``).
+    (``shelf_aisle``), and count_by values by their path (``shelf.aisle``).
     ``named``: the tool's filters tether.yaml names, where it names them: a path's parameter
     only if named there by its path (``patients.home_district``); count_by and order_by still
     take every path. The paths offered, in order."""

@@ -174,7 +174,7 @@ def plan_hops(plan: QueryPlan) -> list[Hop]:
 
 
 def path_column(plan: QueryPlan, path: str) -> Reached | None:
-    """The attribute a path names (``orders.customer.c_mktsegment``) among the plan's hops."""
+    """The attribute a path names (``box.shelf.aisle``) among the plan's hops."""
     return reached(plan_hops(plan), path) if plan.hops else None
 
 
