@@ -70,12 +70,17 @@ def test_pinned_old_version_served_in_window_then_refused(demo: Path) -> None:
     apply(demo, "on-hold")
     check(load_project(demo))
 
+    told: dict[int, str] = {}
+
     def call(days: int) -> object:
         server = TetherServer(load_project(demo), stdio_user="fin.ana",
                               clock=lambda: CLOCK + dt.timedelta(days=days))
 
         async def go() -> object:
             async with Client(server.server) as c:
+                listed = await c.list_tools()
+                told[days] = next(t.description for t in listed.tools
+                                  if t.name == "order_backlog_by_status") or ""
                 return await c.call_tool("order_backlog_by_status", {},
                                          meta={"tether/pin": "1.0.0"})
         try:
@@ -84,6 +89,9 @@ def test_pinned_old_version_served_in_window_then_refused(demo: Path) -> None:
             server.close()
 
     inside, after = call(10), call(31)
+    # the change is said to the model while the old version is still served, then it is history
+    assert "Changed in 1.1.0: new value ON_HOLD" in told[10]
+    assert "Changed in" not in told[31] and "ON_HOLD" in told[31]
     assert not inside.is_error  # type: ignore[attr-defined]
     versions = json.loads(run_cli("versions", "order_backlog_by_status", "--project", str(demo),
                                   "--json").stdout)
@@ -415,3 +423,16 @@ def test_an_enum_that_takes_several_values_is_an_additive_change() -> None:
     assert classify(one, several) == ("minor", "additive")
     assert classify(one, fewer)[1] == "breaking"
     assert classify(several, one)[1] == "breaking"
+
+
+def test_a_note_that_says_nothing_stays_out_of_the_description() -> None:
+    """A change with no words of its own ("breaking change.") is kept in the context, never
+    told to the model as if it said something."""
+    from tether.drift.check import _stamp
+    for note, told in (("breaking change.", False), ("orders schema changed: added x.", True)):
+        wire: dict[str, Any] = {"name": "t", "description": "Lists things.",
+                                "_meta": {"tether/context": {"sources": {}}}}
+        _stamp(wire, "2.0.0", "1.0.0", "major", "breaking", note, "2026-01-01T00:00:00Z",
+               CLOCK, "human")
+        assert ("Changed in 2.0.0" in wire["description"]) is told
+        assert wire["_meta"]["tether/context"]["change_note"] == note

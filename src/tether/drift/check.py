@@ -483,10 +483,11 @@ def _stamp(wire: dict[str, Any], version: str, supersedes: str | None, level: st
                      "deprecation": {supersedes: {
                          "served_until": served_until.date().isoformat(),
                          "reason": f"superseded by {version}"}}})
-        sentence = f"Changed in {version}: {note}"
-        wire["description"] = f"{wire['description']} {sentence}"
-        ctx["sources"][sentence] = "samples" if "new value" in note else (
-            "glossary" if kind == "semantic" else "policy" if kind == "policy" else "schema")
+        if not re.fullmatch(r"\w+ change\.", note):  # a note that says what changed
+            sentence = f"Changed in {version}: {note}"
+            wire["description"] = f"{wire['description']} {sentence}"
+            ctx["sources"][sentence] = "samples" if "new value" in note else (
+                "glossary" if kind == "semantic" else "policy" if kind == "policy" else "schema")
     head["review"] = {"mode": "auto" if route == "auto" else "human", "at": stamp}
     if route == "auto":  # a policy change routed at once only narrowed (gate.route)
         head["review"]["rule"] = "auto-policy-narrowing" if kind == "policy" else f"auto-{kind}"

@@ -155,18 +155,27 @@ _INFO_FIELDS = ("supersedes", "change_level", "change_kind", "change_note", "rev
 CHANGE_SENTENCE = re.compile(r"\s*Changed in \d+\.\d+\.\d+: .*$", re.S)
 
 
+def unnoted(wire: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a wire definition without the "Changed in" sentence a publication put at the
+    end of its description (nor that sentence's source): the definition as generation made it.
+    The change note itself stays in the context (``change_note``) and in `tether versions`."""
+    d: dict[str, Any] = json.loads(json.dumps(wire))
+    if isinstance(d.get("description"), str):
+        d["description"] = CHANGE_SENTENCE.sub("", d["description"])
+    sources = context_of(d).get("sources")
+    if isinstance(sources, dict):
+        for sentence in [s for s in sources if s.startswith("Changed in ")]:
+            del sources[sentence]
+    return d
+
+
 def content_hash(wire: dict[str, Any]) -> str:
     """sha256 of a wire definition without its publication fields (version, review, the change
     note sentence in the description): what generation alone decides."""
-    d = json.loads(json.dumps(wire))
+    d = unnoted(wire)
     ctx = context_of(d)
     for k in VOLATILE_KEYS:
         ctx.pop(k, None)
-    if isinstance(d.get("description"), str):
-        d["description"] = CHANGE_SENTENCE.sub("", d["description"])
-    for sentence in list(ctx.get("sources", {})):
-        if sentence.startswith("Changed in "):
-            del ctx["sources"][sentence]
     blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 

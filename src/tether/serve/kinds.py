@@ -26,6 +26,9 @@ class Version:
     served_until: dt.datetime | None = None  # superseded versions, and a retired tool
     successor: str | None = None
     asked: str | None = None  # the superseded version a call pinned, run under these rules
+    # when the "Changed in" sentence leaves the description the model reads: the end of the
+    # superseded version's window (history is no part of what a model reads after that)
+    noted_until: dt.datetime | None = None
 
 
 def superseded(pinned: Version, current: Version, why: str) -> ToolError:

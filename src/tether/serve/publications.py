@@ -107,6 +107,7 @@ class Publications:
                 prev.successor = v.version
                 prev.served_until = dt.datetime.fromisoformat(v.published_at) + dt.timedelta(
                     days=days)
+                by_name[v.name][-1].noted_until = prev.served_until
                 # the superseded definition states its window where a pinned model reads it
                 prev.definition = {**prev.definition, "description": (
                     f"{prev.definition.get('description', '')} Deprecated: served until "

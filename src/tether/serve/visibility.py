@@ -27,6 +27,7 @@ from tether.context.meta import ToolContext, retired_info
 from tether.errors import TetherError
 from tether.policy.entitle import Refusal, table_allowed
 from tether.policy.model import tool_visible
+from tether.registry.store import unnoted
 from tether.serve import discovery, peruser
 from tether.serve.arguments import validate, without_blanks
 from tether.serve.inforce import PolicyInForce
@@ -134,6 +135,8 @@ class Visibility:
                 continue
             if v.served_until is not None and now > v.served_until:  # retired, window over
                 continue
+            if v.noted_until is not None and now > v.noted_until:  # the change is history now
+                v = dataclasses.replace(v, definition=unnoted(v.definition), noted_until=None)
             products = ToolContext.of(v.definition).products
             if not kind(v.plan.kind).discovery and not all(
                     table_allowed(config, user, p) for p in products if p in config.products):
