@@ -68,7 +68,9 @@ def _window(window: Any, plan: QueryPlan) -> str | None:
     cal = {"fiscal": "fiscal calendar", "calendar": "calendar"}.get(str(cal), cal)
     column = plan.window.column if plan.window else None
     on = f" on {ref_column(column)[1]}" if column else ""
-    return (f"window {label}{on}: {window['start']} to {window['end']} (end exclusive"
+    moved = str(window.get("resolved_from") or "")
+    why = f" ({moved.removeprefix('default: ')})" if moved.startswith("default: ") else ""
+    return (f"window {label}{why}{on}: {window['start']} to {window['end']} (end exclusive"
             + (f", {cal}" if cal else "") + f", {window.get('timezone') or 'UTC'})")
 
 

@@ -93,7 +93,8 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
                     format=fmt, held_as=held_as(tp, tcol, ctx.profiles[table].columns)
                     if tp and fmt else None)
     if kind == "period":
-        props["period"] = period_param(ctx, m.calendar, "this_quarter", m.time or "", fmt=fmt)
+        props["period"] = period_param(ctx, m.calendar, "this_quarter (none there: the latest "
+                                       "quarter with rows)", m.time or "", fmt=fmt)
     elif kind == "trailing":
         props["period"] = period_param(ctx, m.calendar, f"last_{window.default_days}_days",
                                        m.time or "", fmt=fmt)
@@ -312,7 +313,7 @@ def _metric_sentences(ctx: Ctx, name: str, m: MetricConfig, kind: str,
         s1 += f"; use it, not {join_words(lookalikes)}, for any {m.term} question"
     source, origin = ctx.said("glossary", "metrics", name, "description")
     out = [Sentence(text=sentence(s1), source=source, origin=origin)]
-    when = {"period": "over a period (default: this quarter)",
+    when = {"period": "over a period (default: this quarter, else the latest with rows)",
             "trailing": f"over a period (default: the last {Window(kind='trailing').default_days} "
                         "days)",
             "current": "as of now, no time window"}[kind]
