@@ -155,3 +155,63 @@ def _tools(project: Any) -> list[Any]:
         return anyio.run(go)
     finally:
         server.close()
+
+
+def test_one_calendar_for_the_project_words(tmp_path: Path) -> None:
+    """A project with a fiscal calendar: `last_quarter` is the same fiscal quarter in a listing
+    and in a fiscal metric, said once in the server's instructions; "last calendar quarter" is
+    the calendar one in either; a serve.calendar naming no calendar fails closed."""
+    import anyio
+    from mcp import Client
+
+    from tether.errors import ConfigError
+    from tether.serve.server import TetherServer
+
+    db = tmp_path / "ferry.duckdb"
+    with duckdb.connect(str(db)) as con:
+        def run(ddl: str, table: str, rows: list[Any]) -> None:
+            con.execute(ddl)
+            con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})",
+                            rows)
+        _create(run)
+    cfg = _config(f"duckdb:///{db}", None)
+    cfg["clock"] = "2025-12-06T00:00:00Z"
+    cfg["calendars"] = {"fiscal": {"start_month": 4, "year_named_by": "end"}}
+    cfg["metrics"]["fares"]["calendar"] = "fiscal"
+    cfg["metrics"]["leased"]["calendar"] = "fiscal"
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "tether.yaml").write_text(yaml.safe_dump(cfg))
+    build(load_project(folder))
+    project = load_project(folder)
+    server = TetherServer(project, stdio_user="o.ffice")
+
+    async def go() -> tuple[str, list[Any], list[Any]]:
+        async with Client(server.server) as c:
+            said = c.instructions or ""
+            period = {}
+            for tool in ("tickets_by_attributes", "fares_by_pier_and_quarter"):
+                period[tool] = [await c.call_tool(tool, {"period": p}) for p in (
+                    "last_quarter", "last calendar quarter")]
+            return said, period["tickets_by_attributes"], period["fares_by_pier_and_quarter"]
+    try:
+        said, listing, metric = anyio.run(go)
+    finally:
+        server.close()
+    for got in listing + metric:
+        assert not got.is_error, got.content[0].text
+    # the fiscal year starts in April: on 2025-12-06 the last fiscal quarter is July..September
+    for got in (listing[0], metric[0]):
+        assert got.structured_content["window"]["start"] == "2025-07-01"
+        assert got.structured_content["window"]["calendar"] == "fiscal"
+    for got in (listing[1], metric[1]):
+        assert got.structured_content["window"]["start"] == "2025-07-01"
+        assert got.structured_content["window"]["calendar"] == "calendar"
+    assert listing[0].structured_content["total_rows"] == sum(
+        1 for *_, day in TICKETS if "2025-07-01" <= day < "2025-10-01")
+    assert "mean fiscal quarters and years in every tool" in said and "FY2026 = 2025-04-01" in said
+
+    cfg["serve"] = {"calendar": "fiscall"}
+    (folder / "tether.yaml").write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ConfigError, match="serve.calendar names unknown calendar 'fiscall'"):
+        load_project(folder)

@@ -19,6 +19,7 @@ from tether.config import load_project
 from tether.context.periods import EARLIEST, FORMS, FiscalCalendar, PeriodError, resolve
 from tether.drift.publish import build
 from tether.serve.server import TetherServer
+from tether.toolgen.plan import fiscal_calendar, words_calendar
 
 ROOT = Path(__file__).resolve().parents[1]
 D = dt.date
@@ -233,6 +234,15 @@ def test_spellings_read_as_their_canonical_form(fiscal: FiscalCalendar | None, t
                                          "to date (every row up to today)")),
     ("all_time", D(2026, 1, 1), None, (EARLIEST, D(2026, 1, 2), "to date (every row up to today)")),
     ("last week", D(2026, 8, 23), None, (D(2026, 8, 10), D(2026, 8, 17), "week of 2026-08-10")),
+    # "calendar" said: calendar quarters and years in a tool whose words are fiscal
+    ("last calendar quarter", D(2026, 8, 20), FiscalCalendar(2, "end"),
+     (D(2026, 4, 1), D(2026, 7, 1), "2026-Q2")),
+    ("this_calendar_year", D(2026, 8, 20), FiscalCalendar(2, "end"),
+     (D(2026, 1, 1), D(2027, 1, 1), "2026")),
+    ("calendar YTD", D(2026, 8, 20), FiscalCalendar(2, "end"),
+     (D(2026, 1, 1), D(2026, 8, 21), "2026 to date")),
+    ("fiscal YTD", D(2026, 8, 20), FiscalCalendar(2, "end"),
+     (D(2026, 2, 1), D(2026, 8, 21), "FY2027 to date")),
 ])
 def test_the_other_spellings(period: str, today: D, fiscal: FiscalCalendar | None,
                              want: tuple[D, D, str]) -> None:
@@ -341,8 +351,9 @@ def test_every_spelling_through_the_server(served: tuple[Any, str, Any]) -> None
     """Every spelling of the table, sent through the official client to a fiscal metric and to a
     listing of the warehouse: the schema takes it (no pattern can refuse what the grammar
     reads), the result states the window the grammar resolves at the project's clock, and the
-    statement was bound with exactly its bounds. Fiscal spellings on a listing (no fiscal
-    calendar) and the refused ones are tool errors that name the canonical forms."""
+    statement was bound with exactly its bounds. A listing reads the project's words in its
+    one fiscal calendar too (the same quarter as the metric: serve.calendar); the refused
+    spellings are tool errors that name the canonical forms."""
     project, user, server = served
     visible = server.visible(user)
     metric = next(v for v in visible if v.plan.kind == "metric" and v.plan.window
@@ -353,10 +364,11 @@ def test_every_spelling_through_the_server(served: tuple[Any, str, Any]) -> None
     cal = project.config.calendars[metric.plan.window.calendar]
     fiscal = FiscalCalendar(cal.start_month, cal.year_named_by)
     today = project.now().date()
+    words = fiscal_calendar(project.config, words_calendar(project.config))
+    assert words is not None and words.start_month == fiscal.start_month  # both warehouses
     tried = ([(metric, spelled, fiscal) for _, spelled in _pairs(fiscal=True)]
-             + [(listing, spelled, None) for _, spelled in _pairs(fiscal=False)])
-    refused = [(v, p) for v in (metric, listing) for p in REFUSED] + [
-        (listing, p) for p in FISCAL_ONLY]
+             + [(listing, spelled, words) for _, spelled in _pairs(fiscal=True)])
+    refused = [(v, p) for v in (metric, listing) for p in REFUSED]
     results = _call(server, [(v.name, {"period": p}) for v, p, _ in tried]
                     + [(v.name, {"period": p}) for v, p in refused])
     for (v, spelled, cal_), r in zip(tried, results, strict=False):

@@ -474,6 +474,12 @@ class ServeConfig(Model):
     confirmation_seconds: int = Field(
         default=300, ge=10, le=86400, description="How long a write tool's dry-run "
         "confirmation stays valid.")
+    calendar: str | None = Field(
+        default=None, description="The calendar every tool reads quarter and year words in "
+        "(this_quarter, last_year, QTD, YTD; 'last calendar quarter' and yyyy-Qn stay calendar "
+        "ones): a name in `calendars`. A governed metric keeps its own `calendar`. Default: the "
+        "project's one fiscal calendar (a start month other than January) when it declares "
+        "exactly one, else calendar quarters.")
     max_path_hops: int = Field(
         default=2, ge=0, le=4, description="How many many-to-one relationships a listing's "
         "filters, count_by and order_by may follow to reach another product's columns "

@@ -30,8 +30,8 @@ FORMS = ("today", "yesterday", "this_week", "last_week", "this_month", "last_mon
 FORMS_SENTENCE = ("period: " + ", ".join(FORMS[:-1]) + " or START..END (dates, months or years, "
                   "END included); also written as 'last quarter', 'previous fiscal year', "
                   "'past 7 days', 'last 3 months', 'last 24 hours' (as whole days), 'now' (to date), "
-                  "'YTD', 'QTD', 'MTD', 'Q1 2026', 'FY27 Q1', 'May 2026', 'since 2026-05-01', "
-                  "'2026-05-01 to 2026-05-31'")
+                  "'YTD', 'QTD', 'MTD', 'last calendar quarter', 'calendar YTD', 'Q1 2026', "
+                  "'FY27 Q1', 'May 2026', 'since 2026-05-01', '2026-05-01 to 2026-05-31'")
 """The canonical forms and the other spellings, in one line: for the error that refuses one."""
 SCHEMA_FORMS = ("today, yesterday, this_|last_ week|month|quarter|year, last_N_days, YTD, "
                 "FYyyyy[-Qn], yyyy[-Qn], yyyy-mm[-dd], START..END (END included)")
@@ -149,11 +149,18 @@ def _read(given: str, w: list[str], today: dt.date, fiscal: FiscalCalendar | Non
         return today - dt.timedelta(days=1), today, (today - dt.timedelta(days=1)).isoformat(), \
             "calendar"
     if len(w) in (2, 3) and (w[0] in _THIS or w[0] in _LAST) and w[-1] in _UNITS and (
-            len(w) == 2 or w[1] == "fiscal"):
-        return _relative(given, w[-1], 0 if w[0] in _THIS else -1, len(w) == 3, today, fiscal)
+            len(w) == 2 or w[1] in ("fiscal", "calendar")):
+        # "calendar" said: calendar quarters and years whatever the tool's calendar
+        plain = len(w) == 3 and w[1] == "calendar"
+        return _relative(given, w[-1], 0 if w[0] in _THIS else -1, len(w) == 3 and not plain,
+                         today, None if plain else fiscal)
     if len(w) == 3 and w[0] in _TRAILING and w[1].isdigit() and w[2].rstrip("s") in _SPANS:
         return _trailing(given, int(w[1]), w[2].rstrip("s"), today)
     to_date = {"ytd": "year", "qtd": "quarter", "mtd": "month"}
+    if len(w) == 2 and w[0] in ("calendar", "fiscal") and w[1] in to_date:  # "calendar YTD"
+        start, _, label, kind = _relative(given, to_date[w[1]], 0, w[0] == "fiscal", today,
+                                          None if w[0] == "calendar" else fiscal)
+        return start, tomorrow, f"{label} to date", kind
     if (len(w) == 1 and w[0] in to_date) or (len(w) == 3 and w[0] in _UNITS[1:]
                                              and w[1:] == ["to", "date"]):
         unit = to_date.get(w[0], w[0])

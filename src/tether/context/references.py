@@ -87,6 +87,9 @@ def metrics_refer(c: TetherConfig) -> list[Problem]:
                 (("metrics", name, "term"), f"metric {name!r} names unknown glossary term "
                  f"{m.term!r}. " + did_you_mean(m.term, c.glossary))
             )
+    if c.serve.calendar and c.serve.calendar not in c.calendars:
+        problems.append((("serve", "calendar"), f"serve.calendar names unknown calendar "
+                         f"{c.serve.calendar!r}. " + did_you_mean(c.serve.calendar, c.calendars)))
     return problems
 
 

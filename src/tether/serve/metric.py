@@ -11,7 +11,6 @@ from typing import Any
 from sqlglot import exp
 
 from tether.context.periods import resolve
-
 from tether.serve.answer import SHOWN, valued
 from tether.serve.arguments import definition_products, known
 from tether.serve.executor import Executor, jsonable, why_empty

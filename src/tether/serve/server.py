@@ -41,7 +41,7 @@ from tether.serve.sessions import Clients, SessionList
 from tether.serve.transports import Transports
 from tether.serve.visibility import Visibility
 from tether.toolgen import Mode
-from tether.toolgen.discovery import Setting
+from tether.toolgen.discovery import Setting, calendar_sentence
 from tether.toolgen.discovery import instructions as discovery_instructions
 
 
@@ -70,7 +70,9 @@ class TetherServer:
         self.reload()
         self.server: Server[Any] = Server(
             "tether", version=__version__,
-            instructions=discovery_instructions(self.listed.route, serve.session_tools),
+            instructions=discovery_instructions(
+                self.listed.route, serve.session_tools,
+                calendar_sentence(project.config, self.seen.clock().date())),
             on_list_tools=self.list_tools, on_call_tool=self.call_tool,
             get_tool_input_schema=self.seen.input_schema,
             on_subscriptions_listen=ListenHandler(self.clients.bus))

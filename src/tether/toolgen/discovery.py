@@ -11,14 +11,17 @@ never exceeds `serve.tool_list_token_budget`.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from tether.config import TetherConfig
+from tether.context.periods import resolve
 from tether.errors import ConfigError
 from tether.toolgen.kinds import Kind, kind, register
 from tether.toolgen.model import READ_ONLY, GeneratedTool, QueryPlan, Sentence, join_sentences
+from tether.toolgen.plan import fiscal_calendar, words_calendar
 from tether.toolgen.shared import LISTING_PARAMS, Ctx, tool_meta
 from tether.toolgen.tokens import tool_tokens
 
@@ -185,17 +188,34 @@ GROUNDED = ("Grounded tools over governed data products. Results carry as_of and
             "identifiers name their scheme.")
 
 
-def instructions(route: str, session_tools: bool) -> str:
-    """The server's instructions (the initialize result): how its list is reached. Where some
+def instructions(route: str, session_tools: bool, calendar: str = "") -> str:
+    """The server's instructions (the initialize result): how its list is reached, and what the
+    project's quarter and year words mean (``calendar``: :func:`calendar_sentence`). Where some
     products have no tool of their own, the way to them is said first, since a client that shows
     these instructions to its model is the one place to say it once for every tool."""
+    tail = f" {calendar}" if calendar else ""
     if route == "dedicated":
-        return GROUNDED
+        return GROUNDED + tail
     joins = (" A product it finds joins your tool list (tools/list_changed): call that tool."
              if session_tools else "")
     return (f"Some data products have no tool of their own here. For a question that no listed "
             f"metric answers exactly, call {SEARCH} with the question first; each match names the "
-            f"tool and arguments to call next.{joins}")
+            f"tool and arguments to call next.{joins}{tail}")
+
+
+def calendar_sentence(config: TetherConfig, today: dt.date) -> str:
+    """Once for every tool: the project's quarter and year words are fiscal (every listing reads
+    them so, and each metric's own calendar is said in its period), and how to ask for calendar
+    ones. Empty where they are calendar quarters."""
+    fiscal = fiscal_calendar(config, words_calendar(config))
+    if fiscal is None or fiscal.start_month == 1:
+        return ""
+    year = resolve("this_year", today, fiscal)
+    assert year is not None
+    return (f"Quarter and year words (this_quarter, last_year, QTD, YTD) mean fiscal quarters "
+            f"and years in every tool unless its period says otherwise ({year.label} = "
+            f"{year.start}..{year.end - dt.timedelta(days=1)}); write 'last calendar quarter', "
+            f"'calendar YTD' or yyyy-Qn for calendar ones.")
 
 
 # --- which tools a tools/list holds --------------------------------------------------------------

@@ -36,7 +36,7 @@ from tether.toolgen.model import (
     Window,
     join_sentences,
 )
-from tether.toolgen.plan import from_clause
+from tether.toolgen.plan import from_clause, words_calendar
 from tether.toolgen.provenance import declared_unseen, field_origins, note_said
 from tether.toolgen.shared import (
     NO_UNIT,
@@ -106,8 +106,9 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
     window = None
     if t:
         tz = p.zone(t)
-        props["period"] = period_param(ctx, None, None, t, tz, p.time_format(t))
-        window = Window(kind="listing", column=ref(name, t), timezone=tz,
+        words = words_calendar(ctx.config)
+        props["period"] = period_param(ctx, words, None, t, tz, p.time_format(t))
+        window = Window(kind="listing", column=ref(name, t), timezone=tz, calendar=words,
                         format=p.time_format(t), held_as=held_as(p, t, cols))
     elif p.metric_time_via:
         window = _time_through(ctx, name, p.metric_time_via, reach, props)
@@ -237,8 +238,9 @@ def _time_through(ctx: Ctx, name: str, via: str, reach: list[Hop], props: dict[s
                           "to, has no metric_time.", hint=f"Give {hop.product} a metric_time.")
     tz = target.zone(t)
     said = f"the {t} of the {hop.product} row {via} points to"
-    props["period"] = period_param(ctx, None, None, said, tz, target.time_format(t))
-    return Window(kind="listing", column=ref(hop.alias, t), timezone=tz,
+    words = words_calendar(ctx.config)
+    props["period"] = period_param(ctx, words, None, said, tz, target.time_format(t))
+    return Window(kind="listing", column=ref(hop.alias, t), timezone=tz, calendar=words,
                   format=target.time_format(t),
                   held_as=held_as(target, t, visible_columns(ctx, hop.product)), via=hop.alias)
 

@@ -313,6 +313,15 @@ def _window_condition(plan: QueryPlan) -> exp.Expr:
     return exp.and_(exp.GTE(this=col, expression=start), exp.LT(this=col.copy(), expression=end))
 
 
+def words_calendar(config: TetherConfig) -> str | None:
+    """The calendar the project's quarter and year words follow in every tool that has no
+    calendar of its own (serve.calendar; else its one fiscal calendar; None: calendar quarters)."""
+    if config.serve.calendar:
+        return config.serve.calendar
+    fiscal = [n for n, c in config.calendars.items() if c.start_month != 1]
+    return fiscal[0] if len(fiscal) == 1 else None
+
+
 def fiscal_calendar(config: TetherConfig, name: str | None) -> FiscalCalendar | None:
     """The calendar a metric names, as the fiscal calendar its quarters and years follow (None:
     calendar quarters and years, and FYyyyy forms are errors)."""

@@ -7,7 +7,6 @@ none of them knows another kind.
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 import re
 from dataclasses import dataclass, field
@@ -257,9 +256,9 @@ def period_param(ctx: Ctx, calendar_name: str | None, default: str | None, colum
     if fiscal is not None:
         example = resolve("this_quarter", ctx.project.now().date(), fiscal)
         assert example is not None
-        years = (f"quarters and years fiscal (from 1 {calendar.month_name[fiscal.start_month]}, "
-                 f"named by the year they {fiscal.year_named_by} in: {example.label} = "
-                 f"{example.start}..{example.end - dt.timedelta(days=1)})")
+        # the example says the start month and how years are named; calendar ones asked so
+        years = (f"quarters and years fiscal ({example.label} = "
+                 f"{example.start}..{example.end - dt.timedelta(days=1)}; calendar: yyyy-Qn)")
     else:
         years = "calendar quarters and years"
     omitted = f"default {default}" if default else "omit for all rows"
