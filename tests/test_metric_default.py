@@ -213,5 +213,5 @@ def test_one_calendar_for_the_project_words(tmp_path: Path) -> None:
 
     cfg["serve"] = {"calendar": "fiscall"}
     (folder / "tether.yaml").write_text(yaml.safe_dump(cfg))
-    with pytest.raises(ConfigError, match="serve.calendar names unknown calendar 'fiscall'"):
+    with pytest.raises(ConfigError, match=r"serve\.calendar names unknown calendar 'fiscall'"):
         load_project(folder)
