@@ -249,6 +249,28 @@ def test_labels_name_rows_and_groups(orchard: Orchard) -> None:
     assert not orchard.oracle.scan("g.north", json.dumps(north.structured_content), "")
 
 
+def test_a_name_filter_matches_a_part_between_stars(orchard: Orchard) -> None:
+    """``*part*`` matches the names that hold it in any case (``part*`` those that start so),
+    among the rows the caller may read, through a path too; ``%`` and ``_`` are text, never
+    wildcards (a name is matched as written)."""
+    project = load_project(orchard.folder)
+    part, start, literal, through = call_tools(project, "o.wner", [
+        ("farms_by_attributes", {"farm_name": "*RM 1*"}),
+        ("farms_by_attributes", {"farm_name": "farm 0*", "limit": 20}),
+        ("farms_by_attributes", {"farm_name": "farm_0%"}),
+        (TOOL, {"trees_farms_farm_name": "*m 1*", "limit": 1})])
+    assert [r["farm_id"] for r in part.structured_content["rows"]] == [10, 11, 12]
+    assert [r["farm_id"] for r in start.structured_content["rows"]] == list(range(1, 10))
+    assert literal.structured_content["total_rows"] == 0
+    assert through.structured_content["total_rows"] == _gold(
+        orchard, "o.wner", "count(*)", where="WHERE f.farm_name LIKE '%m 1%'")[0][0]
+    north, = call_tools(project, "g.north", [("farms_by_attributes", {"farm_name": "*rm 1*"})])
+    assert [r["farm_id"] for r in north.structured_content["rows"]] == [12]  # NORTH only
+    props = json.loads((orchard.folder / "tools" / "farms_by_attributes.json").read_text()
+                       )["inputSchema"]["properties"]
+    assert "*part* for names containing it" in props["farm_name"]["description"]
+
+
 def test_an_empty_name_says_the_names_the_caller_may_see(orchard: Orchard) -> None:
     """A name that matches nothing says the names that hold its words, among the rows the
     caller may see only (the grower asking for a south farm is offered north farms, never

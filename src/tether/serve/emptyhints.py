@@ -117,7 +117,7 @@ def close_names(ex: Executor, out: dict[str, Any], call: Call, param: str, produ
     rel = ex.relation(call.user, product)
     src = ex.source(config.products[product].source)
     col = exp.Lower(this=exp.cast(exp.column(column, table="q", quoted=True), "text"))
-    words = [w for w in value.lower().split() if w][:4] or [value.lower()]
+    words = [w for w in value.lower().replace("*", " ").split() if w][:4] or [value.lower()]
     for joined in (exp.and_, exp.or_):
         holds = [exp.GT(this=exp.StrPosition(this=col.copy(), substr=exp.Placeholder(
             this=f"close_{i}")), expression=exp.Literal.number(0)) for i in range(len(words))]

@@ -156,6 +156,8 @@ def call_params(
             params.update(zip(value_names(plan, f, len(several)), several, strict=True))
         elif value is not None:
             params[f.param] = value[0] if f.several and isinstance(value, list) else value
+            if f.op == "ieq":
+                params[f.param] = name_pattern(params[f.param])
     bounds = window_bounds(plan, args, config, now)
     if bounds is not None:
         params["window_start"], params["window_end"] = bounds
@@ -166,6 +168,20 @@ def call_params(
             raise ArgumentError(f"limit must be between 1 and {plan.max_rows} (got {limit})")
         params["limit"] = limit + 1  # one more than asked tells whether the result is truncated
     return params
+
+
+NAME_ESCAPE = "!"
+"""The LIKE escape of a name filter's pattern (the same character on every engine)."""
+
+
+def name_pattern(value: Any) -> str:
+    """A name filter's value as the LIKE pattern it binds as: the text itself (its own ``%``,
+    ``_`` and escape character escaped), so a name matches as written in any case; a ``*``
+    stands for any text (``*lace*``: names that contain "lace"; ``Ada*``: that start so)."""
+    text = str(value)
+    for c in (NAME_ESCAPE, "%", "_"):
+        text = text.replace(c, NAME_ESCAPE + c)
+    return text.replace("*", "%")
 
 
 def plan_hops(plan: QueryPlan) -> list[Hop]:
@@ -223,10 +239,13 @@ def compile_plan(
                     expression=placeholder(f.param)))
             query = query.where(exp.In(this=filtered_column(f), query=exp.Subquery(this=inner)))
             continue
-        if f.op == "ieq":  # a name, in any case
-            cond: exp.Expr = exp.EQ(
+        if f.op == "ieq":  # a name, in any case; *part* for the names holding it
+            # one statement for both (the value binds as a pattern: name_pattern), so the
+            # SQL text still depends only on which filters are present
+            cond: exp.Expr = exp.Escape(this=exp.Like(
                 this=exp.Lower(this=exp.cast(filtered_column(f), "text")),
-                expression=exp.Lower(this=placeholder(f.param)))
+                expression=exp.Lower(this=placeholder(f.param))),
+                expression=exp.Literal.string(NAME_ESCAPE))
         else:
             cond = {"eq": exp.EQ, "gte": exp.GTE, "lt": exp.LT}[f.op](
                 this=filtered_column(f), expression=placeholder(f.param))

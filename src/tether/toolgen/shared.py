@@ -450,7 +450,8 @@ def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
     if leaf == p.label and c.enum is None:
         like = (f", like {c.min}" if isinstance(c.min, str) and not scoped(ctx, product, leaf)
                 else "")  # a real value, where every caller may see it
-        notes.append(f"a name, matched exactly in any case{like}")
+        notes.append(f"a name, matched exactly in any case (*part* for names containing "
+                     f"it){like}")
     if leaf == key:
         notes.append(f"the key of {plural(grain_noun(p.grain, product))}: at most one row")
     elif key_part(p, c) and c.enum is None:  # an enum's values say what it takes
