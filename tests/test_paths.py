@@ -249,6 +249,27 @@ def test_labels_name_rows_and_groups(orchard: Orchard) -> None:
     assert not orchard.oracle.scan("g.north", json.dumps(north.structured_content), "")
 
 
+def test_rows_carry_the_name_of_what_they_point_to(orchard: Orchard) -> None:
+    """A page of rows: each reference to a labelled product is followed by that row's label,
+    as the caller may read it (the grower's south and east farms have none; the picker, who
+    may not read farms, gets no such field at all)."""
+    project = load_project(orchard.folder)
+    harvests, trees = call_tools(project, "o.wner", [(TOOL, {"limit": 5}),
+                                                     ("trees_by_attributes", {"limit": 12})])
+    rows = harvests.structured_content["rows"]
+    assert rows and all(r["pickers.label"] == f"Picker {r['picked_by']}" for r in rows), rows
+    assert list(rows[0]).index("pickers.label") == list(rows[0]).index("picked_by") + 1
+    assert all(r["farms.label"] == f"Farm {r['farm_id']:02d}"
+               for r in trees.structured_content["rows"])
+    north, = call_tools(project, "g.north", [("trees_by_attributes", {"limit": 24})])
+    got = {r["farm_id"]: r["farms.label"] for r in north.structured_content["rows"]}
+    assert all((v is not None) == (k % 3 == 0) for k, v in got.items()), got  # NORTH only
+    assert not orchard.oracle.scan("g.north", json.dumps(north.structured_content), "")
+    denied, = call_tools(project, "p.ick", [("trees_by_attributes", {"limit": 5})])
+    assert denied.structured_content["rows"]
+    assert not any("farms.label" in r for r in denied.structured_content["rows"])
+
+
 def test_a_name_filter_matches_a_part_between_stars(orchard: Orchard) -> None:
     """``*part*`` matches the names that hold it in any case (``part*`` those that start so),
     among the rows the caller may read, through a path too; ``%`` and ``_`` are text, never

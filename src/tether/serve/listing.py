@@ -10,8 +10,8 @@ from typing import Any
 from sqlglot import exp
 
 from tether.context.names import name_words, ref, ref_column, ref_parts
-from tether.plan.paths import Reached, products_on
-from tether.policy.entitle import Refusal, table_allowed
+from tether.plan.paths import Reached
+from tether.policy.entitle import Refusal
 from tether.profiling.formats import MONEY_UNITS, is_money
 from tether.serve import pagination
 from tether.serve.answer import SHOWN, measure_words, valued
@@ -19,6 +19,7 @@ from tether.serve.arguments import SHAPING, coerce_times, known
 from tether.serve.emptyhints import other_case, unknown_entity
 from tether.serve.executor import TOTAL, Executor, identifiers_read, jsonable, why_empty
 from tether.serve.kinds import Answered, Call
+from tether.serve.labels import label_hop, labels_beside, reachable_for
 from tether.serve.runners import Runner, register
 from tether.toolgen.model import AGGREGATE
 from tether.toolgen.plan import (
@@ -26,7 +27,6 @@ from tether.toolgen.plan import (
     call_params,
     compile_plan,
     path_column,
-    plan_hops,
     qualified,
     resolve_window,
     routes_key,
@@ -42,19 +42,6 @@ def shape_key(ex: Executor, call: Call) -> tuple[Any, ...]:
 
 
 ORDER_BY, ORDER = "order_by", "order"
-
-
-def reachable_for(ex: Executor, call: Call) -> Callable[[str], bool]:
-    """Whether a name the call may give (a column, or a path) is one the caller reaches: a
-    path only where the caller may read every product on it (a product they may not read is
-    neither reachable nor named)."""
-    config, hops = ex.project.config, plan_hops(call.plan)
-
-    def ok(name: str) -> bool:
-        found = path_column(call.plan, name)
-        return found is None or all(table_allowed(config, call.user, p)
-                                    for p in products_on(hops, found.alias))
-    return ok
 
 
 def path_checked(ex: Executor, call: Call, name: str, what: str) -> Reached | None:
@@ -115,24 +102,6 @@ def asked_order(call: Call, masks: dict[str, Any] | set[str],
         raise Refusal("masked_predicate", f"order_by: {spec} is masked for your role, so rows "
                       "cannot be sorted by it")
     return spec, (order or "asc") == "desc"
-
-
-def _label_hop(ex: Executor, call: Call, alias: str, column: str | None
-               ) -> tuple[str, str] | None:
-    """(the alias, the label column) of the product a grouped column refers to, where that
-    product has a label the caller may read (not masked, the product reachable): its name goes
-    beside each key."""
-    if column is None:
-        return None
-    config = ex.project.config
-    hop = next((h for h in call.plan.hops if h.parent == alias and h.column == column), None)
-    if hop is None:
-        return None
-    label = config.products[hop.product].label
-    if (label is None or not reachable_for(ex, call)(f"{hop.alias}.{label}")
-            or label in ex.policy_of(call.user, hop.product)[0]):
-        return None
-    return hop.alias, label
 
 
 def aliases(plan: Any) -> dict[str, str]:
@@ -246,7 +215,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     src = ex.source(plan.source)
     args = {k: v for k, v in coerce_times(call.args, call.definition).items()
             if k not in SHAPING and k not in ("limit", "cursor")}
-    named = _label_hop(ex, call, by_path.alias if by_path else product,
+    named = label_hop(ex, call, by_path.alias if by_path else product,
                        by_path.column if by_path else ref_column(f.column)[1] if f else None)
     joined = {a for a in (by_path.alias if by_path else None, named[0] if named else None) if a}
     query, params = compile_plan(plan, args, config, ex.now(call), listing=True, reach=joined)
@@ -418,6 +387,7 @@ def run(ex: Executor, call: Call) -> Answered:
     for r in rows:  # what the statement added beside each row's own columns
         for k in [k for k in r if k.startswith(TOTAL)]:
             del r[k]
+    labels_beside(ex, call, rows)  # the name of what each reference points to
     truncated = got.capped is not None
     next_cursor = None
     if truncated and got.rows:

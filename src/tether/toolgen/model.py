@@ -54,8 +54,9 @@ class Route(_M):
 class Filter(_M):
     param: str = Field(description="Tool argument.")
     column: str = Field(description="Column (qualified for metrics) the argument filters.")
-    op: Literal["eq", "gte", "lt", "ieq"] = Field(description="Comparison; values are bound "
-                                                  "parameters (ieq: a name, equal in any case, or holding the text between *s).")
+    op: Literal["eq", "gte", "lt", "ieq"] = Field(
+        description="Comparison; values are bound parameters (ieq: a name, equal in any case, "
+        "or holding the text between *s).")
     several: bool = Field(default=False, description="The argument is a list of values (an "
                           "enum's): eq with several is IN, one bound value each.")
     routes: list[Route] = Field(default_factory=list, description="For an identifier: every "
