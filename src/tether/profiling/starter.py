@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from tether.context.timeformat import grain, guesses, is_format, says
 from tether.context.timeformat import pattern as time_pattern
 from tether.errors import QueryError
 from tether.profiling import shapes
+from tether.profiling.formats import unit_from_name
 from tether.sources import Source, resolve_duckdb_path
 from tether.sources.openapi import Spec
 from tether.sources.openapi import words as openapi_words
@@ -526,6 +527,7 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
             lines.append(f"  {_q(scheme)}: {{pattern: {_json_str(pattern)}}}  {INFERRED}")
         lines.append("")
     lines += _relationship_lines(references)
+    lines += _metric_lines(products, references)
     if user:
         lines += example_policy(user)
     lines += [
@@ -553,6 +555,63 @@ def _relationship_lines(references: Sequence[Reference]) -> list[str]:
                      "several tables): confirm one by removing its '# '")
         lines += [f"  # - {entry(r)}  # {r.evidence}" for r in left]
     return [*lines, ""] if lines else []
+
+
+_QUANTITY_WORDS = frozenset({"quantity", "qty"})
+_PER_UNIT = frozenset({"unit", "each", "per"})
+_NUMBERS = ("integer", "decimal", "float")
+
+
+def _one(p: StarterProduct, says: Callable[[list[str]], bool]) -> str | None:
+    """The one numeric column of ``p`` (not its key, not an identifier) whose name's words
+    ``says`` holds for; None where none or several do."""
+    found = [c.name for c in p.columns if c.kind in _NUMBERS and not c.nested
+             and c.name not in p.primary_key and c.name not in p.identifiers
+             and says(name_words(c.name))]
+    return found[0] if len(found) == 1 else None
+
+
+def _metric_lines(products: Sequence[StarterProduct], references: Sequence[Reference]
+                  ) -> list[str]:
+    """Governed metrics the data's shape suggests, as comments the user confirms, never as
+    fact: a line that holds a quantity and a unit price (one column each, named so), dated by
+    its own event time or by the header it points to (a written relationship to a product with
+    an event time): what was sold, quantity times unit price."""
+    out: list[str] = []
+    for p in products:
+        qty = _one(p, lambda w: bool(set(w) & _QUANTITY_WORDS))
+        price = _one(p, lambda w: "unitprice" in w or ("price" in w and bool(set(w) & _PER_UNIT)))
+        if p.problem or qty is None or price is None:
+            continue
+        line = product_name(p)
+        header = next((r for r in references if r.written and r.child is p
+                       and r.parent.metric_time), None)
+        if p.metric_time:
+            time, dated = ref(line, p.metric_time), f"its {p.metric_time}"
+        elif header is not None:
+            head = product_name(header.parent)
+            time = ref(head, header.parent.metric_time or "")
+            dated = f"the {header.parent.metric_time} of the {head} its {header.column} points to"
+        else:
+            continue
+        unit = unit_from_name(price) or "currency"
+        measure = f"sum({_sql_ref(line, qty)} * {_sql_ref(line, price)})"
+        out += [f"#   {line}_sold:  {INFERRED} (a quantity, {qty}, and a unit price, {price}, "
+                f"on each {line} row, dated by {dated})",
+                f"#     description: {_json_str(f'{qty} times {price}, summed over {line} rows.')}",
+                f"#     measure: {_json_str(measure)}",
+                f"#     time: {_q(time)}",
+                "#     window: trailing",
+                f"#     unit: {_q(unit)}"]
+    if not out:
+        return []
+    return ["# metrics:  # proposed from the data's shape: confirm one by removing the '# ' "
+            "of its lines (and of this one)", *out, ""]
+
+
+def _sql_ref(product: str, column: str) -> str:
+    """product.column as a metric's SQL names it (each part quoted unless plain lower case)."""
+    return f"{_sql_name(product)}.{_sql_name(column)}"
 
 
 def _moves_lines(p: StarterProduct) -> list[str]:

@@ -123,8 +123,8 @@ def metric_tool(ctx: Ctx, name: str) -> GeneratedTool:
     # dimension aliases quoted: PostgreSQL folds an unquoted one to lower case (groupID -> groupid)
     select = select.select(*[qualified(f"{t}.{c}").as_(c, quoted=True) for t, c in dims],
                            append=False)
-    for mname, (sql, _, _) in measures.items():
-        select = select.select(parse(sql, dialect).as_(mname))
+    for mname, (sql, _, _) in measures.items():  # quoted: PostgreSQL folds an unquoted alias
+        select = select.select(parse(sql, dialect).as_(mname, quoted=True))
     if m.predicate:
         select = select.where(parse(m.predicate, dialect))
         named = predicate_values(m.predicate, dialect)
