@@ -131,7 +131,7 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
     policy = policyversion.pending(whole, registry, {
         n: [c.column.name for c in p.columns] for n, p in profiles.items()} | {
         n: list(old[f"product:{n}"]["columns"]) for n in gone if f"product:{n}" in old})
-    widens = policy is not None and policy.effect == "widening"
+    widens = policy is not None and policy.waits
     current = registry.current()
     open_reviews = [r for r in registry.reviews() if r["status"] in ("pending", "blocked")]
     # nothing moved since a check that found every tool current: generation would give the
@@ -181,7 +181,7 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
     _retire_vanished(project, {t.name for t in tools}, current, open_reviews, restricted,
                      routes, result, unread)
     if policy is not None:
-        _route_policy(policy, stamp, waiting, routes, result)
+        _route_policy(policy, stamp, waiting, routes, result, policyversion.author_of(author))
     dispatch(project, registry, routes, result, current, old, new, events,
              author=policyversion.author_of(author))
     clean = all(o.outcome == "unchanged" for o in result.outcomes)
@@ -195,11 +195,17 @@ def run_pass(project: Project, registry: Registry, note: Callable[[str], None],
 
 def _route_policy(policy: policyversion.PolicyChange, stamp: str,
                   waiting: dict[tuple[str, str], tuple[int, str]], routes: Routes,
-                  result: CheckResult) -> None:
+                  result: CheckResult, author: str) -> None:
     """tether.yaml's policy as a candidate: published at once when it can only narrow (or
-    changes no one's access), else a person decides; asked once while it waits."""
-    route = "human" if policy.effect == "widening" else "auto"
-    wire = policy.definition(stamp, route)
+    changes no one's access), or widens while no published policy has named two reviewers
+    (the first admin: recorded with its author, and said); else a person decides; asked once
+    while it waits."""
+    route = "human" if policy.waits else "auto"
+    alone = policy.effect == "widening" and route == "auto"
+    wire = policy.definition(stamp, route, "first-admin" if alone else None)
+    if alone:
+        context_of(wire)["review"]["by"] = author
+        result.warnings.append(policyversion.first_admin_words(policy, author))
     outcome = Outcome(POLICY_KIND, "published" if route == "auto" else "pending",
                       policy.version, policy.level, POLICY_KIND,
                       policy.note if policy.supersedes else "The first policy version.")

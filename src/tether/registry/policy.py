@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.config import Project
-from tether.context.meta import tool_meta_of
+from tether.context.meta import context_in, tool_meta_of
 from tether.errors import ConfigError, NotPermittedError
 from tether.policy import versions
 from tether.policy.coverage import gaps
@@ -51,6 +51,15 @@ class PolicyChange:
     changes: list[Change]
     document: Document
     supersedes: str | None
+    # every published version is the starter's example or the first admin's, none naming two
+    # reviewers: a widening by the one person who runs the project publishes at once,
+    # recorded with them (once a version names two reviewers, never again)
+    first_admin: bool = False
+
+    @property
+    def waits(self) -> bool:
+        """Whether it waits for a reviewer who is not its author."""
+        return self.effect == "widening" and not self.first_admin
 
     @property
     def note(self) -> str:
@@ -91,8 +100,45 @@ def pending(project: Project, registry: Registry, columns: Mapping[str, Sequence
     effect: Effect = versions.effect(found) if before is not None else "neutral"
     level = LEVELS[effect]
     version = bump(cur.version, level) if cur is not None else FIRST
+    alone = cur is not None and all(_by_the_first_admin(v.definition)
+                                    for v in registry.versions(POLICY_KIND))
     return PolicyChange(version, level, effect, found, doc,
-                        cur.version if cur is not None else None)
+                        cur.version if cur is not None else None, first_admin=alone)
+
+
+def _by_the_first_admin(definition: Mapping[str, Any]) -> bool:
+    """Whether a published policy version leaves the project with its first admin: it names
+    fewer than two reviewers, and it is the starter's example (one user at most, every role
+    reading every tool and table whole) or was itself published by that admin."""
+    doc = definition.get("policy") or {}
+    rule = (context_in(definition.get("_meta")).get("review") or {}).get("rule")
+    example = len(doc.get("users") or {}) <= 1 and all(
+        list(r.get("tools") or []) == ["*"] and (r.get("tables") or {}).get("allow") == ["*"]
+        and not (r.get("tables") or {}).get("deny") and not r.get("row_filters")
+        and not r.get("masks") for r in (doc.get("roles") or {}).values())
+    return len(reviewers(doc)) < 2 and (example or rule == "first-admin")
+
+
+def reviewers(doc: Document) -> list[str]:
+    """The users of a policy document whose role may decide reviews."""
+    roles = doc.get("roles") or {}
+    return sorted(u for u, v in (doc.get("users") or {}).items()
+                  if (roles.get(v.get("role")) or {}).get("reviewer"))
+
+
+def first_admin_words(change: PolicyChange, author: str) -> str:
+    """What a check says when a widening published at once because no one else could review
+    it yet."""
+    named = reviewers(change.document)
+    others = [u for u in named if u != author]
+    then = (f"from now on a widening waits for a reviewer who is not its author ("
+            f"{', '.join(others[:5])} or another)" if len(named) >= 2 else
+            "it names fewer than two reviewers, so the next widening is published the same "
+            "way; add a second person with a reviewer role, and from then on each widening "
+            "waits for a reviewer who is not its author")
+    return (f"policy {change.version} widened access and was published at once (rule "
+            f"first-admin, by {author}): no published policy has named two reviewers yet, so "
+            f"no one else could review it; {then}.")
 
 
 def approved_document(registry: Registry) -> tuple[str, Document] | None:
