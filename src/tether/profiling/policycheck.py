@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
+import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -112,6 +113,44 @@ def templates_are_the_grammar(facts: Facts) -> list[Problem]:
                 out.append(Problem(("products", product, "freshness", "where"), problem,
                                    product))
     return out
+
+
+def attributes_held(facts: Facts) -> list[Problem]:
+    """Each ``{{ user.X }}`` a role's row filter names is an attribute every user of that role
+    has: one who lacks it would be refused every call (found only then), so the policy is not
+    published. The problem names the user, the attribute and the nearest one they have."""
+    config = facts.project.config
+    out = []
+    for rname, role in config.policies.roles.items():
+        users = {u: user.attributes() for u, user in sorted(config.policies.users.items())
+                 if user.role == rname}
+        for product, text in role.row_filters.items():
+            if templates.check(text):
+                continue  # not the grammar's: its own problem, above
+            for u, held in users.items():
+                for name in templates.attributes(text):
+                    if name in held:
+                        continue
+                    out.append(Problem(
+                        ("policies", "roles", rname, "row_filters", product),
+                        f"role {rname}'s row filter on {product} names {{{{ user.{name} }}}}, "
+                        f"but user {u} (policies.users.{u}) has no attribute {name!r}"
+                        + (f" ({_nearest(name, held)})" if held else " (they have none)"),
+                        product, rname))
+    return out
+
+
+def _nearest(name: str, held: Mapping[str, Any]) -> str:
+    """The attribute a user has that ``name`` most likely meant: the same letters in another
+    case or spelling (staff_id for StaffId) first, else the closest, else the list."""
+    def folded(s: str) -> str:
+        return re.sub(r"[^a-z0-9]", "", s.lower())
+    same = [h for h in held if folded(h) == folded(name)]
+    if same:
+        return f"did you mean {same[0]!r}?"
+    close = difflib.get_close_matches(name, list(held), n=1, cutoff=0.6)
+    return (f"did you mean {close[0]!r}?" if close
+            else "they have " + ", ".join(repr(h) for h in sorted(held)))
 
 
 def row_filters_compile(facts: Facts) -> list[Problem]:
@@ -254,7 +293,7 @@ def freshness_conditions_compile(facts: Facts) -> list[Problem]:
 
 
 RULES: tuple[Rule, ...] = (masks_name_columns, restricted_name_columns, templates_are_the_grammar,
-                           row_filters_compile,
+                           attributes_held, row_filters_compile,
                            hash_masks_supported, freshness_conditions_compile)
 
 
