@@ -214,6 +214,9 @@ def parse_project(text: str, path: Path, with_layer: ImportLayer | None = None) 
     except ValidationError as e:
         raise _explain(e, lines, path, project) from None
     _cross_check(project)
+    from tether.policy.via import compile_via  # row filters {via: P} into their SQL
+
+    compile_via(project)
     return project
 
 

@@ -362,6 +362,11 @@ class TableRule(Model):
                             description="Products the role may never read (globs); deny wins.")
 
 
+VIA_MARK = "{{ via %s }}"
+"""How a row filter ``{via: P}`` is held until policy/via.py compiles it into SQL when
+tether.yaml is read (a template no reader accepts: one left uncompiled fails closed)."""
+
+
 class RoleConfig(Model):
     tools: list[str] = Field(default_factory=lambda: ["*"], description="Visible tools (globs).")
     tables: TableRule = Field(
@@ -370,8 +375,19 @@ class RoleConfig(Model):
         "probe or search; a denied product is absent for the role.")
     row_filters: dict[str, str] = Field(
         default_factory=dict,
-        description="product -> SQL predicate; `{{ user.attr }}` becomes a bound parameter.",
+        description="product -> SQL predicate; `{{ user.attr }}` becomes a bound parameter. "
+        "Or `{via: PRODUCT}`: the rows whose PRODUCT (along the relationships, one hop or "
+        "more) the role may read, compiled into the same SQL (the parent's own filter inside).",
     )
+
+    @field_validator("row_filters", mode="before")
+    @classmethod
+    def _via(cls, value: Any) -> Any:
+        """``{via: P}`` held as its mark (policy/via.py compiles it)."""
+        if not isinstance(value, dict):
+            return value
+        return {k: (VIA_MARK % v["via"].strip() if isinstance(v, dict) and set(v) == {"via"}
+                    and isinstance(v["via"], str) else v) for k, v in value.items()}
     masks: dict[str, Literal["redact", "hash", "null"]] = Field(
         default_factory=dict, description="product.column -> mask (redact | hash | null); the "
         "selector `pii` masks every column classified pii."

@@ -1,0 +1,138 @@
+"""Row filters through relationships: ``row_filters: {Invoice: {via: Customer}}`` means the
+invoices whose customer the role may read. It is compiled, when tether.yaml is read, into the
+statement a person would have written by hand: ``"CustomerId" IN (SELECT "CustomerId" FROM
+"Customer" WHERE <the role's filter on Customer>)``, quoted for the product's engine, hops chained
+along the declared relationships (``InvoiceLine: {via: Customer}`` reaches the customer through
+the invoice), and through the parent's own ``via``. Every reader of a row filter (the policy
+path, the oracle, item 13, the narrowing classifier) then reads one SQL text, as before: there
+is one implementation of "read a product as this role may".
+
+A parent the role may not read at all leaves no row (``1 = 0``); a parent the role reads whole
+keeps every row that has one.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING
+
+from sqlglot import exp
+
+from tether.context.config_model import VIA_MARK
+from tether.errors import ConfigError
+
+if TYPE_CHECKING:
+    from tether.config import Project, RoleConfig
+
+def _parent_of(text: str) -> str | None:
+    text = text.strip()
+    head, tail = VIA_MARK.split("%s")
+    if text.startswith(head) and text.endswith(tail):
+        return text[len(head):len(text) - len(tail)].strip()
+    return None
+
+
+def compile_via(project: Project) -> None:
+    """Every ``{via: P}`` of every role compiled into its SQL, in place; a ConfigError naming
+    the file and line for a parent that is no product, that no chain of relationships reaches,
+    that is a SQL product, or a chain of vias that comes back to itself."""
+    config = project.config
+    for rname, role in config.policies.roles.items():
+        done: dict[str, str] = {}
+        for product in list(role.row_filters):
+            role.row_filters[product] = _compiled(project, rname, role, product, done, ())
+
+
+def _compiled(project: Project, rname: str, role: RoleConfig, product: str,
+              done: dict[str, str], seen: tuple[str, ...]) -> str:
+    if product in done:
+        return done[product]
+    text = role.row_filters[product]
+    parent = _parent_of(text)
+    if parent is None:
+        done[product] = text
+        return text
+    config = project.config
+    where = project.where("policies", "roles", rname, "row_filters", product)
+    if product in seen:
+        raise ConfigError(f"role {rname}'s row filters read each other in a circle through "
+                          f"via: {' -> '.join([*seen, product])}.", where=where,
+                          hint="End the chain at a product with a row filter of its own.")
+    if parent not in config.products:
+        raise ConfigError(f"role {rname}'s row filter on {product} is via {parent!r}, which is "
+                          "no product.", where=where,
+                          hint="Name a product of tether.yaml that rows of this one point to.")
+    chain = _chain(project, product, parent)
+    if chain is None:
+        raise ConfigError(f"role {rname}'s row filter on {product} is via {parent}, but no "
+                          f"chain of relationships leads from {product} to {parent}.",
+                          where=where, hint="Declare the relationship (relationships: "
+                          f"{{from: {product}.COLUMN, to: {parent}.KEY}}) or name the "
+                          "product it points to directly.")
+    if not _may_read(role, parent):
+        out = "1 = 0"  # the parent is denied to the role: no row reaches one it may read
+    else:
+        inner = (_compiled(project, rname, role, parent, done, (*seen, product))
+                 if parent in role.row_filters else None)
+        out = inner or ""
+        for child, column, target, key in reversed(chain):
+            dialect = _dialect(project, child)
+            table = _table(project, target, dialect, where)
+            select = f"SELECT {_name(key, dialect)} FROM {table}"
+            out = (f"{_name(column, dialect)} IN ({select}"
+                   + (f" WHERE {out}" if out else "") + ")")
+    done[product] = out
+    return out
+
+
+def _chain(project: Project, start: str, goal: str) -> list[tuple[str, str, str, str]] | None:
+    """The shortest chain of many-to-one relationships from ``start`` to ``goal``: each hop
+    (child product, its column, parent product, the parent's key)."""
+    edges: dict[str, list[tuple[str, str, str]]] = {}
+    for rel in project.config.relationships:
+        if rel.kind not in ("many_to_one", "one_to_one") or "." not in rel.from_ + rel.to:
+            continue
+        child, column = rel.from_.split(".", 1)
+        parent, key = rel.to.split(".", 1)
+        edges.setdefault(child, []).append((column, parent, key))
+    queue: deque[tuple[str, list[tuple[str, str, str, str]]]] = deque([(start, [])])
+    seen = {start}
+    while queue:
+        at, path = queue.popleft()
+        for column, parent, key in edges.get(at, []):
+            if parent in seen:
+                continue
+            hop = [*path, (at, column, parent, key)]
+            if parent == goal:
+                return hop
+            seen.add(parent)
+            queue.append((parent, hop))
+    return None
+
+
+def _may_read(role: RoleConfig, product: str) -> bool:
+    rule = role.tables
+    return (any(fnmatchcase(product, g) for g in rule.allow)
+            and not any(fnmatchcase(product, g) for g in rule.deny))
+
+
+def _dialect(project: Project, product: str) -> str:
+    from tether.sources import source_dialect
+
+    return source_dialect(project.config.sources[project.source_name(product)])
+
+
+def _name(column: str, dialect: str) -> str:
+    return exp.to_identifier(column, quoted=True).sql(dialect=dialect)
+
+
+def _table(project: Project, product: str, dialect: str, where: str) -> str:
+    p = project.config.products[product]
+    if not p.table:
+        raise ConfigError(f"a row filter via {product} needs {product} to be a table (it is "
+                          "defined by SQL).", where=where,
+                          hint="Write that row filter's subquery by hand.")
+    schema = project.config.sources[project.source_name(product)].schema_
+    db, _, name = p.table.rpartition(".")
+    return exp.table_(name, db=db or schema, quoted=True).sql(dialect=dialect)
