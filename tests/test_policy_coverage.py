@@ -148,6 +148,16 @@ def test_scope_follows_a_chain_through_a_denied_product() -> None:
     assert ("scans", "denied") in found and not any(p == "parcels" for p, _ in found)
 
 
+def test_holding_a_denied_products_key_is_no_gap() -> None:
+    """depots denied, nothing filtered: shipments hold a depot's code, but holding a key is not
+    reading the depot's rows (before, item 13 failed for ever, with no way to say so)."""
+    config = _coverage_config(DEPOTS, {}, deny=["depots"])
+    assert gaps(config, DEPOT_COLUMNS) == []
+    # a filter elsewhere still scopes its own children
+    config = _coverage_config(DEPOTS, {"shipments": OWN}, deny=["depots"])
+    assert {g.product for g in gaps(config, DEPOT_COLUMNS)} == {"parcels"}
+
+
 def test_a_composite_key_held_in_part_links() -> None:
     products = {"lines": {"table": "lines", "primary_key": ["order_no", "line_no"]},
                 "returns": {"table": "returns", "primary_key": ["return_no"]}}

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from tether.context.config_model import (
     PII_SELECTOR,
+    Acceptance,
     ActionConfig,
     CalendarConfig,
     ColumnFacts,
@@ -49,6 +50,7 @@ from tether.context.config_model import (
 )
 from tether.context.references import did_you_mean as _did_you_mean
 from tether.context.references import problems as _reference_problems
+from tether.context.via import compile_via
 from tether.errors import ConfigError
 from tether.layers.loading import Origin, layer_origin, precedence, project_layers
 from tether.layers.model import (
@@ -62,7 +64,7 @@ from tether.layers.model import (
 from tether.textfiles import check_yaml_aliases, read_text
 
 __all__ = [
-    "PII_SELECTOR", "PROJECT_FILE", "ActionConfig", "CalendarConfig",
+    "PII_SELECTOR", "PROJECT_FILE", "Acceptance", "ActionConfig", "CalendarConfig",
     "ColumnFacts", "DriftConfig", "EvalConfig", "Freshness", "GlossaryTerm", "IdentifierScheme",
     "LineageEdge", "MetricConfig", "MetricOutput", "Model", "PageConfig", "PoliciesConfig",
     "ProductConfig", "ProfilingConfig", "Project", "RegistryConfig", "Relationship",
@@ -214,9 +216,7 @@ def parse_project(text: str, path: Path, with_layer: ImportLayer | None = None) 
     except ValidationError as e:
         raise _explain(e, lines, path, project) from None
     _cross_check(project)
-    from tether.policy.via import compile_via  # row filters {via: P} into their SQL
-
-    compile_via(project)
+    compile_via(project.config, project.where)  # row filters {via: P} into their SQL
     return project
 
 

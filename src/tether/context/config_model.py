@@ -134,6 +134,10 @@ class ColumnFacts(Model):
     classification: Literal["public", "internal", "pii", "restricted"] | None = Field(
         default=None, description="`restricted` columns are never exposed by any tool."
     )
+    personal: Literal["email", "phone", "address", "name", "birth_date", "national_id"] | None = (
+        Field(default=None, description="Personal data the column holds (found by `tether "
+              "init` from its name and values, confirmed here): classified pii unless "
+              "classified otherwise, so a role's masks: {pii: ...} covers it."))
     accepted_values: list[str] | None = Field(
         default=None, description="Values the column is declared to take (a dbt "
         "accepted_values test, or typed here). The tool's enum stays the values the data "
@@ -148,6 +152,12 @@ class ColumnFacts(Model):
     def _text(cls, v: Any) -> Any:
         # dbt's accepted_values may be unquoted numbers or booleans: compared as text
         return [str(x) for x in v] if isinstance(v, list) else v
+
+    @model_validator(mode="after")
+    def _personal_is_pii(self) -> ColumnFacts:
+        if self.personal is not None and self.classification is None:
+            self.classification = "pii"
+        return self
 
     @model_validator(mode="after")
     def _unit_source(self) -> ColumnFacts:
@@ -416,6 +426,27 @@ class PoliciesConfig(Model):
     )
 
 
+class Acceptance(Model):
+    item: int = Field(ge=1, le=14, description="The `tether ci` item whose finding is accepted.")
+    product: str | None = Field(default=None, description="The product the finding names (omit: "
+                                "every product).")
+    role: str | None = Field(default=None, description="The role it names (omit: every role).")
+    reason: str = Field(min_length=3, description="Why it is intended, in a few words (shown "
+                        "with the item, in the policy's change and in the console).")
+
+    def words(self) -> str:
+        where = " ".join(x for x in (f"on {self.product}" if self.product else "",
+                                     f"for role {self.role}" if self.role else "") if x)
+        return f"item {self.item}{' ' + where if where else ''}: {self.reason.strip()}"
+
+
+class CiConfig(Model):
+    accept: list[Acceptance] = Field(
+        default_factory=list, description="`tether ci` findings accepted as intended, each with "
+        "its reason: itself a change of the access policy (a reviewer who is not its author "
+        "approves it), and counted only once approved.")
+
+
 class Relationship(Model):
     from_: str = Field(alias="from", description="product.column holding the key (e.g. a code).")
     to: str = Field(description="product.column it refers to (a lookup table's key).")
@@ -603,6 +634,7 @@ class TetherConfig(Model):
         "definition), relative to the project; tether.yaml's glossary overrides them key by key.")
     metrics: dict[str, MetricConfig] = Field(default_factory=dict, description="Governed metrics.")
     calendars: dict[str, CalendarConfig] = Field(default_factory=dict, description="Calendars.")
+    ci: CiConfig = Field(default_factory=CiConfig, description="`tether ci`: findings accepted.")
     policies: PoliciesConfig = Field(default_factory=PoliciesConfig, description="Access policy.")
     relationships: list[Relationship] = Field(
         default_factory=list, description="Join paths between products that are not identifier "

@@ -87,6 +87,13 @@ def metrics_refer(c: TetherConfig) -> list[Problem]:
                 (("metrics", name, "term"), f"metric {name!r} names unknown glossary term "
                  f"{m.term!r}. " + did_you_mean(m.term, c.glossary))
             )
+    for i, a in enumerate(c.ci.accept):
+        if a.product and a.product not in c.products:
+            problems.append((("ci", "accept", i, "product"), f"ci.accept names unknown product "
+                             f"{a.product!r}. " + did_you_mean(a.product, c.products)))
+        if a.role and a.role not in c.policies.roles:
+            problems.append((("ci", "accept", i, "role"), f"ci.accept names unknown role "
+                             f"{a.role!r}. " + did_you_mean(a.role, c.policies.roles)))
     if c.serve.calendar and c.serve.calendar not in c.calendars:
         problems.append((("serve", "calendar"), f"serve.calendar names unknown calendar "
                          f"{c.serve.calendar!r}. " + did_you_mean(c.serve.calendar, c.calendars)))

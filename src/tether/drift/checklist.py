@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tether.config import Project
+from tether.config import Acceptance, Project
 from tether.context.meta import ToolContext, enum_of
 from tether.drift.detectors import definition_state
 from tether.drift.export import TOOLS_DIR
@@ -24,6 +24,15 @@ from tether.registry import Registry, ToolVersion, VersionInfo
 from tether.registry.policy import coverage_gaps, holds_policy
 
 HOLDS, FAILS, NOT_CONFIGURED = "holds", "fails", "not configured"
+ACCEPTED = "accepted"
+"""A finding a reviewer accepted (ci.accept, in the approved policy): said, never a failure."""
+
+
+def accepted(f: Facts) -> list[Acceptance]:
+    """The findings the approved policy accepts (an acceptance in tether.yaml counts once a
+    reviewer approved it, as any widening)."""
+    doc = (f.policy.definition.get("policy") if f.policy is not None else None) or {}
+    return [Acceptance.model_validate(a) for a in doc.get("accepted", [])]
 
 
 @dataclass
@@ -183,12 +192,24 @@ def policy_coverage(f: Facts) -> tuple[str, str]:
     columns = {k.split(":", 1)[1]: list(v.get("columns", {}))
                for k, v in f.state.items() if k.startswith("product:")}
     found = gaps(config, columns)
+    taken = [a for a in accepted(f) if a.item == 13]
+    kept = [g for g in found if not any(a.product in (None, g.product)
+                                        and a.role in (None, g.role) for a in taken)]
+    if found and not kept:
+        return HOLDS, "every gap is accepted: " + "; ".join(
+            f"{g.sentence()} (accepted: {_reason(taken, g.product, g.role)})" for g in found)
+    found = kept
     if found:
         return FAILS, "; ".join(g.sentence() for g in found) + (
             ". Give each a row filter (policies.roles.R.row_filters), e.g. its key IN (SELECT "
             "the key FROM the filtered product WHERE the same condition)")
     return HOLDS, ("every product that holds a row-filtered product's key is filtered for the "
                    "same roles")
+
+
+def _reason(taken: list[Acceptance], product: str, role: str) -> str:
+    return next(a.reason for a in taken if a.product in (None, product)
+                and a.role in (None, role))
 
 
 def policy_served(f: Facts) -> tuple[str, str]:
@@ -235,7 +256,10 @@ def evaluate(project: Project, registry: Registry) -> list[dict[str, Any]]:
     facts = Facts(project, registry.current(), registry.version_index(), registry.state(),
                   registry.reviews(), registry.call_summary(), registry.current_policy())
     out = []
+    whole = {a.item: a for a in accepted(facts) if a.product is None and a.role is None}
     for n, (title, item) in enumerate(ITEMS, 1):
         status, why = item(facts)
+        if status == FAILS and n in whole:  # the whole item accepted, with its reason
+            status, why = ACCEPTED, f"{why} (accepted: {whole[n].reason})"
         out.append({"item": n, "title": title, "status": status, "why": why})
     return out

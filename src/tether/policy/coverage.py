@@ -153,13 +153,20 @@ def gaps(config: TetherConfig, columns: Mapping[str, list[str]]) -> list[Gap]:
     for role_name, role in sorted(config.policies.roles.items()):
         rule = role.tables
         denied = {p for p in config.products if not readable(rule.allow, rule.deny, p)}
-        scoped = set(role.row_filters) | denied
+        # a denied product scopes nothing by itself: holding its key is not reading its rows
+        # (a child of it reads what the role could read anyway); scope starts at a filter
+        scoped = set(role.row_filters)
         grew = bool(scoped)
         while grew:  # scope follows the links, through denied products and inherited SQL
             grew = False
             for link in every:
                 child, parent = link.child, link.parent
-                if parent not in scoped or child in denied or (role_name, child) in found:
+                if parent not in scoped or (role_name, child) in found:
+                    continue
+                if child in denied:  # a chain through a denied product still counts
+                    if child not in scoped:
+                        scoped.add(child)
+                        grew = True
                     continue
                 if inherits(child, scoped) or child in role.row_filters:
                     if (not inherits(child, scoped) and parent in role.row_filters

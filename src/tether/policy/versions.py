@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from tether.config import (
     PII_SELECTOR,
+    Acceptance,
     ColumnFacts,
     PoliciesConfig,
     RoleConfig,
@@ -59,6 +60,8 @@ def document(config: TetherConfig, gaps: Iterable[str] = ()) -> Document:
         "classified": classified(config),
         "products": sorted(config.products),
         "gaps": sorted(set(gaps)),
+        "accepted": [a.model_dump() for a in sorted(
+            config.ci.accept, key=lambda a: (a.item, a.product or "", a.role or ""))],
     }
 
 
@@ -146,7 +149,15 @@ def changes(old: Document | None, new: Document) -> list[Change]:
         out.append(Change(None, f"product {p} removed", "neutral"))
     out += _set_changes(None, "gaps", set(old.get("gaps", [])), set(new.get("gaps", [])),
                         "a gap in the policy's coverage: {}", "gap closed: {}")
+    out += _set_changes(None, "accepted", set(map(accepted_words, old.get("accepted", []))),
+                        set(map(accepted_words, new.get("accepted", []))),
+                        "a `tether ci` finding accepted: {}", "acceptance withdrawn: {}")
     return out
+
+
+def accepted_words(entry: dict[str, Any]) -> str:
+    """An acceptance of a document in words (config_model.Acceptance.words)."""
+    return Acceptance.model_validate(entry).words()
 
 
 def effect(found: list[Change]) -> Effect:
@@ -282,8 +293,8 @@ def _set_changes(role: str | None, what: str, a: set[str], b: set[str], added: s
                  removed: str) -> list[Change]:
     """Entries of a restricting list: one added narrows, one removed widens (for ``gaps``,
     the other way round: a new gap widens)."""
-    grows: Effect = "widening" if what == "gaps" else "narrowing"
-    shrinks: Effect = "narrowing" if what == "gaps" else "widening"
+    grows: Effect = "widening" if what in ("gaps", "accepted") else "narrowing"
+    shrinks: Effect = "narrowing" if what in ("gaps", "accepted") else "widening"
     return ([Change(role, added.format(x), grows) for x in sorted(b - a)]
             + [Change(role, removed.format(x), shrinks) for x in sorted(a - b)])
 

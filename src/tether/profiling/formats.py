@@ -69,6 +69,11 @@ def _regex(pattern: str) -> Callable[[str], str]:
     return pred
 
 
+def email_predicate(dialect: str) -> str:
+    """SQL (``:c`` for the column) that holds when a text value is an e-mail address."""
+    return _regex(_EMAIL_RE)(dialect)
+
+
 def _uuid(dialect: str) -> str:
     return "TRY_CAST(:c AS UUID) IS NOT NULL" if dialect == "duckdb" else _regex(_UUID_RE)(dialect)
 

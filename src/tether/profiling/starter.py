@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import sqlglot
 from sqlglot import exp
 
 from tether.context.names import (
@@ -30,7 +31,8 @@ from tether.context.timeformat import grain, guesses, is_format, says
 from tether.context.timeformat import pattern as time_pattern
 from tether.errors import QueryError
 from tether.profiling import shapes
-from tether.profiling.formats import unit_from_name
+from tether.profiling.formats import email_predicate, unit_from_name
+from tether.profiling.personal import personal_by_name
 from tether.sources import Source, resolve_duckdb_path
 from tether.sources.openapi import Spec
 from tether.sources.openapi import words as openapi_words
@@ -59,6 +61,7 @@ class StarterProduct:
     label: tuple[str, str] | None = None  # (the column that names each row, why)
     future: bool = False  # the freshness column holds times after now (a calendar, bookings)
     time_via: tuple[str, str] | None = None  # (a column into a date table, why): its time
+    personal: dict[str, tuple[str, str]] = field(default_factory=dict)  # col -> (kind, why)
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,7 @@ def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: Start
     p.future = _in_future(src, rel, p, cols)
     p.identifiers = _infer_identifiers(src, rel, [c for c in cols if c.name not in held], bounds)
     p.label = _infer_label(src, rel, cols, p)
+    _infer_personal(src, rel, cols, p)
     _infer_moves(src, rel, cols, p)
 
 
@@ -147,6 +151,32 @@ LABEL_MEAN_CHARS = 40
 longer text that happens not to repeat)."""
 LABEL_DISTINCT = 0.9
 """A label nearly never repeats: at least this share of the rows' values are distinct."""
+
+
+def _infer_personal(src: Source, rel: exp.Table, cols: list[Column], p: StarterProduct
+                    ) -> None:
+    """Personal data (profiling/personal.py): by name, and an e-mail address by its values
+    (every non-null value fits, one statement, where the engine reads the pattern)."""
+    for c in cols:
+        kind = None if c.nested else personal_by_name(c.name, c.kind)
+        if kind is not None:
+            p.personal[c.name] = (kind, "its name says so")
+    texts = [c.name for c in cols if c.kind == "string" and not c.nested
+             and c.name not in p.personal]
+    if not texts or src.dialect not in ("duckdb", "postgres"):
+        return
+    fits = email_predicate(src.dialect)
+    exprs: list[exp.Expr] = []
+    for t in texts:
+        col = exp.column(t, quoted=True)
+        exprs += [exp.Count(this=col.copy()), exp.func("COUNT", exp.Case(ifs=[exp.If(
+            this=sqlglot.parse_one(fits.replace(":c", col.sql(dialect=src.dialect)),
+                                   dialect=src.dialect), true=exp.Literal.number(1))]))]
+    row = src.query(exp.select(*exprs).from_(rel.copy()))[0]
+    for i, t in enumerate(texts):
+        seen, fit = int(row[2 * i] or 0), int(row[2 * i + 1] or 0)
+        if seen and fit == seen:
+            p.personal[t] = ("email", f"every value is an e-mail address ({seen} rows)")
 
 
 def _infer_label(src: Source, rel: exp.Table, cols: list[Column], p: StarterProduct
@@ -501,6 +531,10 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
                          f"({p.time_via[1]})")
         if p.label:
             lines.append(f"    label: {_q(p.label[0])}  {INFERRED} ({p.label[1]})")
+        if p.personal:  # classified pii: a role's masks: {pii: redact} covers them
+            lines.append("    columns:")
+            lines += [f"      {_q(col)}: {{personal: {kind}}}  {INFERRED} (personal data: {why})"
+                      for col, (kind, why) in p.personal.items()]
         if p.freshness and p.future:
             where = _json_str(f"{_sql_name(p.freshness)} <= {{{{ clock }}}}")
             lines.append(f"    freshness: {{column: {_q(p.freshness)}, where: {where}}}  "
@@ -529,7 +563,7 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
     lines += _relationship_lines(references)
     lines += _metric_lines(products, references)
     if user:
-        lines += example_policy(user)
+        lines += example_policy(user, any(p.personal for p in products))
     lines += [
         "# glossary:, metrics:, calendars:, lineage: -- add what your business means;",
         "# see docs/config.md and the demo's tether.yaml (`tether demo init`) for a full example.",
@@ -641,21 +675,30 @@ def _moves_lines(p: StarterProduct) -> list[str]:
     return out
 
 
-def example_policy(user: str) -> list[str]:
+def example_policy(user: str, personal: bool = False) -> list[str]:
     """The example access policy of a starter: one role that sees every tool and every row,
-    and the person who ran `tether init` in it."""
+    and the person who ran `tether init` in it; with ``personal``, the mask a role not named to
+    see personal data takes, as a comment."""
     return [
         "policies:",
         "  roles:",
         "    # An example role: every tool, every row, no masks, and a reviewer (it decides",
-        "    # reviews: a change of this policy that widens access waits for a reviewer who did",
-        "    # not make it, so add a second person with a reviewer role before the first such",
-        "    # change). Narrow it (tools, tables, row_filters, masks; docs/config.md) before",
-        "    # anyone else uses this project.",
+        "    # reviews). Write your team's policy here when you are ready, before or after the",
+        "    # first build: your first real policy publishes at once (you are its first admin);",
+        "    # name a second reviewer in it, and from then on a change that widens access waits",
+        "    # for a reviewer who did not make it (docs/policy.md). Narrow this role (tools,",
+        "    # tables, row_filters, masks; docs/config.md) before anyone else uses the project.",
         "    everything:",
         "      description: Sees every tool and every row (the example role of `tether init`).",
         '      tools: ["*"]',
         "      reviewer: true",
+        *([
+            "    # Personal data was found (columns marked personal:, classified pii): a role",
+            "    # not named to see it masks every such column, e.g.",
+            "    # analyst:",
+            '    #   tools: ["*"]',
+            "    #   masks: {pii: redact}",
+        ] if personal else []),
         "  users:",
         "    # The person who ran `tether init`; add one entry per person or program.",
         f"    {_q(user)}: {{role: everything}}",

@@ -14,16 +14,17 @@ keeps every row that has one.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from fnmatch import fnmatchcase
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from tether.context.config_model import VIA_MARK
+from tether.context.config_model import VIA_MARK, RoleConfig, TetherConfig
+from tether.context.dialects import source_dialect
 from tether.errors import ConfigError
 
-if TYPE_CHECKING:
-    from tether.config import Project, RoleConfig
+Where = Callable[..., str]
+"""``tether.yaml:LINE`` of a key path (config.Project.where)."""
 
 def _parent_of(text: str) -> str | None:
     text = text.strip()
@@ -33,18 +34,17 @@ def _parent_of(text: str) -> str | None:
     return None
 
 
-def compile_via(project: Project) -> None:
+def compile_via(config: TetherConfig, where: Where) -> None:
     """Every ``{via: P}`` of every role compiled into its SQL, in place; a ConfigError naming
     the file and line for a parent that is no product, that no chain of relationships reaches,
     that is a SQL product, or a chain of vias that comes back to itself."""
-    config = project.config
     for rname, role in config.policies.roles.items():
         done: dict[str, str] = {}
         for product in list(role.row_filters):
-            role.row_filters[product] = _compiled(project, rname, role, product, done, ())
+            role.row_filters[product] = _compiled(config, where, rname, role, product, done, ())
 
 
-def _compiled(project: Project, rname: str, role: RoleConfig, product: str,
+def _compiled(config: TetherConfig, at: Where, rname: str, role: RoleConfig, product: str,
               done: dict[str, str], seen: tuple[str, ...]) -> str:
     if product in done:
         return done[product]
@@ -53,8 +53,7 @@ def _compiled(project: Project, rname: str, role: RoleConfig, product: str,
     if parent is None:
         done[product] = text
         return text
-    config = project.config
-    where = project.where("policies", "roles", rname, "row_filters", product)
+    where = at("policies", "roles", rname, "row_filters", product)
     if product in seen:
         raise ConfigError(f"role {rname}'s row filters read each other in a circle through "
                           f"via: {' -> '.join([*seen, product])}.", where=where,
@@ -63,7 +62,7 @@ def _compiled(project: Project, rname: str, role: RoleConfig, product: str,
         raise ConfigError(f"role {rname}'s row filter on {product} is via {parent!r}, which is "
                           "no product.", where=where,
                           hint="Name a product of tether.yaml that rows of this one point to.")
-    chain = _chain(project, product, parent)
+    chain = _chain(config, product, parent)
     if chain is None:
         raise ConfigError(f"role {rname}'s row filter on {product} is via {parent}, but no "
                           f"chain of relationships leads from {product} to {parent}.",
@@ -73,12 +72,12 @@ def _compiled(project: Project, rname: str, role: RoleConfig, product: str,
     if not _may_read(role, parent):
         out = "1 = 0"  # the parent is denied to the role: no row reaches one it may read
     else:
-        inner = (_compiled(project, rname, role, parent, done, (*seen, product))
+        inner = (_compiled(config, at, rname, role, parent, done, (*seen, product))
                  if parent in role.row_filters else None)
         out = inner or ""
         for child, column, target, key in reversed(chain):
-            dialect = _dialect(project, child)
-            table = _table(project, target, dialect, where)
+            dialect = source_dialect(config.sources[_source(config, child)])
+            table = _table(config, target, dialect, where)
             select = f"SELECT {_name(key, dialect)} FROM {table}"
             out = (f"{_name(column, dialect)} IN ({select}"
                    + (f" WHERE {out}" if out else "") + ")")
@@ -86,11 +85,11 @@ def _compiled(project: Project, rname: str, role: RoleConfig, product: str,
     return out
 
 
-def _chain(project: Project, start: str, goal: str) -> list[tuple[str, str, str, str]] | None:
+def _chain(config: TetherConfig, start: str, goal: str) -> list[tuple[str, str, str, str]] | None:
     """The shortest chain of many-to-one relationships from ``start`` to ``goal``: each hop
     (child product, its column, parent product, the parent's key)."""
     edges: dict[str, list[tuple[str, str, str]]] = {}
-    for rel in project.config.relationships:
+    for rel in config.relationships:
         if rel.kind not in ("many_to_one", "one_to_one") or "." not in rel.from_ + rel.to:
             continue
         child, column = rel.from_.split(".", 1)
@@ -117,22 +116,20 @@ def _may_read(role: RoleConfig, product: str) -> bool:
             and not any(fnmatchcase(product, g) for g in rule.deny))
 
 
-def _dialect(project: Project, product: str) -> str:
-    from tether.sources import source_dialect
-
-    return source_dialect(project.config.sources[project.source_name(product)])
+def _source(config: TetherConfig, product: str) -> str:
+    return config.products[product].source or next(iter(config.sources))
 
 
 def _name(column: str, dialect: str) -> str:
     return exp.to_identifier(column, quoted=True).sql(dialect=dialect)
 
 
-def _table(project: Project, product: str, dialect: str, where: str) -> str:
-    p = project.config.products[product]
+def _table(config: TetherConfig, product: str, dialect: str, where: str) -> str:
+    p = config.products[product]
     if not p.table:
         raise ConfigError(f"a row filter via {product} needs {product} to be a table (it is "
                           "defined by SQL).", where=where,
                           hint="Write that row filter's subquery by hand.")
-    schema = project.config.sources[project.source_name(product)].schema_
+    schema = config.sources[_source(config, product)].schema_
     db, _, name = p.table.rpartition(".")
     return exp.table_(name, db=db or schema, quoted=True).sql(dialect=dialect)
