@@ -4,6 +4,7 @@ products it may read; run_sql is secured by resolution (sqlguard.py)."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
@@ -41,22 +42,39 @@ def _no_data(call: Call, products: list[str]) -> Evidence:
     return Evidence(tool=call.tool, version=call.version, tables=products)
 
 
-def catalog(ex: Executor, call: Call) -> Answered:
+def written(name: str, dialect: str) -> str | None:
+    """How SQL on ``dialect`` must write a name, where that differs from the name itself:
+    quoted when PostgreSQL would fold it (any upper-case letter) or when it is no plain
+    identifier; None where the name as it is reads right."""
+    plain = r"[a-z_][a-z0-9_]*" if dialect == "postgres" else r"[A-Za-z_][A-Za-z0-9_]*"
+    if re.fullmatch(plain, name):
+        return None
+    return exp.to_identifier(name, quoted=True).sql(dialect=dialect)
 
-    rows = [{"table": t} for t in sorted(tables(ex, call.user))]
+
+def catalog(ex: Executor, call: Call) -> Answered:
+    config = ex.project.config
+    rows = []
+    for t, product in sorted(tables(ex, call.user).items()):
+        p = config.products[product]
+        name = (p.table or product).split(".")[-1]
+        how = written(name, _dialect(ex, product))
+        rows.append({"table": name if how else t} | ({"write_as": how} if how else {}))
     return Answered({"rows": rows, "row_count": len(rows)}, _no_data(call, []))
 
 
 def describe(ex: Executor, call: Call) -> Answered:
 
     known = tables(ex, call.user)
-    name = str(call.args.get("table", "")).lower()
+    name = str(call.args.get("table", "")).strip().strip('"`').lower()
     if name not in known:
         raise sqlguard.GuardError(f"unknown table {name[:80]!r}; tables: "
                                   f"{', '.join(sorted(known))}")
     product = known[name]
     shown = set(exposable(ex.project.config, product, ex.columns(product)))
+    dialect = _dialect(ex, product)
     rows = [{"column": c.name, "type": c.type, "nullable": c.nullable}
+            | ({"write_as": how} if (how := written(c.name, dialect)) else {})
             for c in ex.columns(product) if c.name in shown]
     return Answered({"rows": rows, "row_count": len(rows)}, _no_data(call, [product]))
 
@@ -159,8 +177,8 @@ def statement(ex: Executor, call: Call, sql: str
         try:  # its result's columns, from the engine (no row read): what bounded() measures
             columns = src.result_columns(src.render(secured.inner), secured.params, ex.timeout)
         except QueryError as e:
-
-            raise ToolError("the query failed: " + sqlguard.scrub(e.reason, sql)) from None
+            raise ToolError(folded(e.reason, sql, src.dialect)
+                            or "the query failed: " + sqlguard.scrub(e.reason, sql)) from None
         query = sqlguard.bounded(secured.inner, columns, call.plan.max_rows,
                                  ex.project.config.serve.max_result_bytes, src.dialect)
         # evidence shows the statement whose rows the page holds: the layer around it that
@@ -171,6 +189,27 @@ def statement(ex: Executor, call: Call, sql: str
             ex.caches.statements.pop(next(iter(ex.caches.statements)))
         ex.caches.statements[key] = hit
     return hit
+
+
+_MISSING = re.compile(r'(column|relation) "([^"]+)" does not exist')
+
+
+def folded(reason: str, sql: str, dialect: str) -> str | None:
+    """The error of a statement that named a table or column without quotes, which PostgreSQL
+    folded to lower case (``Country`` read as ``country``): said so, with how to write it. Only
+    a name the caller wrote is named (the one it folded)."""
+    found = _MISSING.search(reason)
+    if dialect != "postgres" or found is None:
+        return None
+    kind, name = found.groups()
+    typed = [w for w in re.findall(r'(?<!["\w])([A-Za-z_][A-Za-z0-9_]*)(?!["\w])', sql)
+             if w.lower() == name and w != name]
+    if not typed:
+        return None
+    return (f"the query failed: {kind} {typed[0]} does not exist as written: PostgreSQL reads "
+            f"a name without quotes in lower case ({name}); write \"{typed[0]}\" in double "
+            "quotes (list_tables and describe_table give each name as SQL must write it, "
+            "write_as)")
 
 
 def page_offset(ex: Executor, call: Call) -> int:
