@@ -4,6 +4,7 @@ over the caller's own rows)."""
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from sqlglot import exp
@@ -14,6 +15,7 @@ from tether.errors import QueryError, SourceError
 from tether.policy.entitle import table_allowed
 from tether.serve.executor import Executor
 from tether.serve.kinds import Call
+from tether.serve.peruser import values
 from tether.toolgen.plan import chosen_route
 
 
@@ -99,10 +101,42 @@ def other_case(ex: Executor, out: dict[str, Any], call: Call) -> None:
             out["empty_reason"] = (f"{out['empty_reason']}; {said}" if out.get("empty_reason")
                                    else said)
             return
+        spec = config.products[product]
+        if column not in spec.identifiers and column not in spec.primary_key and (
+                _nearest_values(ex, out, call, f.param, product, column, value)):
+            return  # (an id that names nothing is unknown_entity's to say)
 
 
 CLOSE = 5
 """Names a hint offers at most."""
+LISTED = 12
+"""A column of at most this many values the caller may see is said whole when none is near."""
+
+
+def _nearest_values(ex: Executor, out: dict[str, Any], call: Call, param: str, product: str,
+                    column: str, value: str) -> bool:
+    """Nothing matched a text value, and no value differs from it only in case: the values
+    nearest it among those the caller's rows hold (or all of them, when few), said in the
+    result to call again with: "United States" matching nothing reads as none sold, not as a
+    value the data spells "USA". True when it said some."""
+    try:
+        have = sorted(values(ex, call.user, product, column))
+    except (QueryError, SourceError):  # a hint that cannot be read leaves the answer be
+        return False
+    folded = {v.lower(): v for v in have}
+    near = [folded[v] for v in difflib.get_close_matches(value.lower(), list(folded), CLOSE,
+                                                          0.6)]
+    words = set(value.lower().split())
+    near += [v for v in have if v not in near and words & set(v.lower().split())][:CLOSE]
+    if not near and not 0 < len(have) <= LISTED:
+        return False
+    said = (f"no row you may see has {param} {value[:80]!r}; "
+            + (f"the nearest values you may see: {', '.join(repr(v[:80]) for v in near[:CLOSE])}"
+               if near else f"the values you may see: {', '.join(repr(v[:80]) for v in have)}")
+            + ": call again with one")
+    out["empty_reason"] = (f"{out['empty_reason']}; {said}" if out.get("empty_reason")
+                           else said)
+    return True
 
 
 def close_names(ex: Executor, out: dict[str, Any], call: Call, param: str, product: str,

@@ -43,8 +43,8 @@ def shaped(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan,
     hit = cache.get(key)
     if hit is not None and time.monotonic() < hit[0]:
         return hit[1]
-    out = _masked_rows(ex, user, _enums(ex, user, _reach(ex, user, definition, plan), plan),
-                       plan)
+    out = _masked_rows(ex, user, _examples(ex, user, _enums(
+        ex, user, _reach(ex, user, definition, plan), plan), plan), plan)
     cache[key] = (time.monotonic() + TTL, out)
     return out
 
@@ -131,6 +131,45 @@ def _enums(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
         words = column.replace("_", " ")
         prop["description"] = (f"{said}; " if said else "") + (
             f"your {words}: {value} (the default; another is refused).")
+    return out
+
+
+SHOWN = 3
+"""Example values a caller's parameter says."""
+
+
+def _examples(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
+              ) -> dict[str, Any]:
+    """Example values of the filters whose description could not say them for everyone
+    (Filter.examples): a caller who reads the whole product gets the most frequent ones; a
+    caller whose role narrows it, values their own rows hold; a masked column, none."""
+    config = ex.project.config
+    filters = role_of(config, user)[1].row_filters
+    props = definition.get("inputSchema", {}).get("properties", {})
+    said: dict[str, list[Any]] = {}
+    for f in plan.filters:
+        product, column = ref_column(f.column)
+        if (not f.examples or f.param not in props or product not in config.products
+                or "." in column  # a nested field: values() reads top-level columns
+                or not table_allowed(config, user, product)
+                or column in ex.policy_of(user, product)[0]):
+            continue
+        if product in filters:  # their own rows' values, never another role's
+            have = values(ex, user, product, column)
+            shown = [e for e in f.examples if str(e) in have][:SHOWN] or sorted(have)[:SHOWN]
+        else:
+            shown = f.examples[:SHOWN]
+        if shown:
+            said[f.param] = shown
+    if not said:
+        return definition
+    out = copy.deepcopy(definition)
+    for param, shown in said.items():
+        prop = out["inputSchema"]["properties"][param]
+        prop["examples"] = shown
+        head = str(prop.get("description", "")).rstrip(".")
+        prop["description"] = (f"{head}; e.g. " if head else "E.g. ") + ", ".join(
+            str(v) for v in shown) + "."
     return out
 
 

@@ -58,6 +58,7 @@ from tether.toolgen.shared import (
     policy_sentence,
     reference,
     safe_name,
+    scoped_examples,
     size_words,
     tool_meta,
     visible_columns,
@@ -86,7 +87,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                               op="ieq" if _names_rows(p, c) else "eq",
                               routes=routes if len(routes) > 1 else [], resolver=resolver,
                               several=several,
-                              declared=declared_unseen(ctx.config, name, c) if several else []))
+                              declared=declared_unseen(ctx.config, name, c) if several else [],
+                              examples=scoped_examples(ctx, name, c, props[pname])))
         # what a top N counts by: an enum, an identifier or a reference to another product
         # (the most active user, the busiest destination); never the whole key (one each)
         if c.column.name not in whole_key and len(routes) <= 1 and (
@@ -216,7 +218,8 @@ def _reached_filters(ctx: Ctx, found: list[Hop], props: dict[str, Any], filters:
             props[pname] = schema
             filters.append(Filter(param=pname, column=ref(h.product, *c.column.parts),
                                   op="ieq" if _names_rows(parent, c) else "eq",
-                                  several=enum_of(schema) is not None, alias=h.alias))
+                                  several=enum_of(schema) is not None, alias=h.alias,
+                                  examples=scoped_examples(ctx, h.product, c, schema)))
     return out
 
 

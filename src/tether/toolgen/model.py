@@ -66,6 +66,10 @@ class Filter(_M):
     declared: list[str] = Field(default_factory=list, description="Values the governed "
                                 "definition names for the column that the data does not hold: "
                                 "accepted beside the enum (they match no row), not refused.")
+    examples: list[Any] = Field(default_factory=list, description="The most frequent values over "
+                                "every row, kept server-side where some role sees only part of "
+                                "the rows or a mask of the column: each caller's list shows "
+                                "those their own rows hold (serve/peruser.py), never these.")
     alias: str | None = Field(default=None, description="For a column another product holds, "
                               "reached through relationships (plan/paths.py): the alias that "
                               "product is joined under (its path); ``column`` is then "

@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from tether.config import ColumnFacts, MetricConfig, ProductConfig, Project, TetherConfig
 from tether.context.config_model import reference_of
-from tether.context.meta import tool_meta_of
+from tether.context.meta import enum_of, tool_meta_of
 from tether.context.names import identifier_like
 from tether.context.periods import SCHEMA_FORMS, resolve
 from tether.context.profile import ColumnProfile, ProductProfile
@@ -497,6 +497,17 @@ def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
 def with_notes(text: str, facts: ColumnFacts | None) -> str:
     """A parameter's description and the column's notes after it (how to pass it)."""
     return " ".join([text] * bool(text) + [sentence(n) for n in (facts.notes if facts else [])])
+
+
+def scoped_examples(ctx: Ctx, product: str, c: ColumnProfile, schema: dict[str, Any]
+                    ) -> list[Any]:
+    """A filter's most frequent values, where its description could not say them (some role
+    sees only part of the rows, or a mask): the server says each caller theirs."""
+    if (c.enum is None or c.column.kind == "boolean" or enum_of(schema) is not None
+            or "examples" in schema or not scoped(ctx, product, c.column.name)):
+        return []
+    return [e.value for e in sorted(c.enum, key=lambda e: (-(e.count or 0), str(e.value)))
+            [:EXAMPLES]]
 
 
 def scoped(ctx: Ctx, product: str, column: str) -> bool:
