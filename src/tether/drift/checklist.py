@@ -20,6 +20,7 @@ from tether.drift.detectors import definition_state
 from tether.drift.export import TOOLS_DIR
 from tether.policy import versions
 from tether.policy.coverage import gaps
+from tether.profiling.copied import copies
 from tether.registry import Registry, ToolVersion, VersionInfo
 from tether.registry.policy import coverage_gaps, holds_policy
 
@@ -185,26 +186,37 @@ def regression(f: Facts) -> tuple[str, str]:
 
 
 def policy_coverage(f: Facts) -> tuple[str, str]:
-
+    """Row filters reach every product that joins a filtered one (policy/coverage.py), and no
+    masked column's values are copied into one a masking role reads unmasked
+    (profiling/copied.py); a finding accepted in the approved policy (ci.accept) is said, not
+    failed."""
     config = f.project.config
-    if not any(r.row_filters for r in config.policies.roles.values()):
-        return NOT_CONFIGURED, "no role has a row filter"
-    columns = {k.split(":", 1)[1]: list(v.get("columns", {}))
-               for k, v in f.state.items() if k.startswith("product:")}
-    found = gaps(config, columns)
+    filtered = any(r.row_filters for r in config.policies.roles.values())
+    if not filtered and not any(r.masks for r in config.policies.roles.values()):
+        return NOT_CONFIGURED, "no role has a row filter or a mask"
+    states = {k.split(":", 1)[1]: v.get("columns", {})
+              for k, v in f.state.items() if k.startswith("product:")}
     taken = [a for a in accepted(f) if a.item == 13]
-    kept = [g for g in found if not any(a.product in (None, g.product)
-                                        and a.role in (None, g.role) for a in taken)]
-    if found and not kept:
-        return HOLDS, "every gap is accepted: " + "; ".join(
-            f"{g.sentence()} (accepted: {_reason(taken, g.product, g.role)})" for g in found)
-    found = kept
-    if found:
-        return FAILS, "; ".join(g.sentence() for g in found) + (
-            ". Give each a row filter (policies.roles.R.row_filters), e.g. its key IN (SELECT "
-            "the key FROM the filtered product WHERE the same condition)")
+
+    def takes(product: str, role: str) -> bool:
+        return any(a.product in (None, product) and a.role in (None, role) for a in taken)
+
+    found = gaps(config, {k: list(v) for k, v in states.items()}) if filtered else []
+    kept = [g for g in found if not takes(g.product, g.role)]
+    copied = [c for c in copies(f.project, states)
+              if not all(takes(c.product, r) for r in c.roles)]
+    said = [f"{g.sentence()} (accepted: {_reason(taken, g.product, g.role)})"
+            for g in found if g not in kept]
+    if kept or copied:
+        return FAILS, "; ".join([g.sentence() for g in kept] + [c.sentence() for c in copied]) + (
+            (". Give each a row filter (policies.roles.R.row_filters), e.g. its key IN (SELECT "
+             "the key FROM the filtered product WHERE the same condition), or {via: PRODUCT}"
+             if kept else "") + (". Mask each copy for those roles (or mark it personal)"
+                                 if copied else ""))
+    if said:
+        return HOLDS, "every gap is accepted: " + "; ".join(said)
     return HOLDS, ("every product that holds a row-filtered product's key is filtered for the "
-                   "same roles")
+                   "same roles, and no masked column's values are read unmasked elsewhere")
 
 
 def _reason(taken: list[Acceptance], product: str, role: str) -> str:
