@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from tether.config import PII_SELECTOR, Project
 from tether.errors import TetherError
+from tether.policy.inherit import reads
 from tether.profiling.personal import personal_by_name
 from tether.profiling.policycheck import base_relation, sources_of
 from tether.sources import Source
@@ -85,6 +86,8 @@ def copies(project: Project, columns: Mapping[str, Mapping[str, Sequence[object]
                     continue
                 if project.source_name(other) != project.source_name(product):
                     continue  # one engine answers the comparison
+                if product in reads(config, other, source(other).dialect):
+                    continue  # its SQL reads the masked product: it inherits the mask
                 for col, spec in sorted(cols.items()):
                     text = any(t in str(spec[0] if spec else "").upper() for t in _TEXT)
                     unmasked = tuple(sorted(r for r in roles
