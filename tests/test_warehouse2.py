@@ -196,7 +196,10 @@ def _names(config: dict[str, Any]) -> tuple[set[str], set[str]]:
         texts.append(s.get("crosswalk") or "")
     policies = config.get("policies") or {}
     for role in (policies.get("roles") or {}).values():
-        texts += [*(role.get("row_filters") or {}).values(), *(role.get("masks") or {})]
+        texts += [f if isinstance(f, str) else str(f.get("via", ""))  # {via: PRODUCT}
+                  for f in (role.get("row_filters") or {}).values()]
+        texts += [*(role.get("masks") or {})]
+    texts += [r[k] for r in config.get("relationships") or [] for k in ("from", "to")]
     texts += [r for r in policies.get("restricted", []) if "*" not in r]
     for text in texts:
         for qualifier, column in _REF.findall(text):
@@ -230,12 +233,14 @@ def test_no_table_or_column_name_of_the_demo(second_dir: Path) -> None:
     assert {t for t, _ in actual} == set(TABLES)
 
 
-FROZEN = "c84906174c6d2040d353617fef66a7cd479c014f944f2db990d685c8c164fcf4"
+FROZEN = "30e51c60772188a71ff24476fe162b5b87f3bdb7c8aaf683c7816b433e876d7a"
 """sha256 of tests/warehouse2 (its generator, tether.yaml and cases) as frozen on 2026-12-01, then
 with the auditor role given `reviewer: true` (who decides reviews: no table, row or case moved),
 then with the visits tool's named filters gaining a path (`patients.home_district`, so the
 attack corpus filters through a relationship on this warehouse too; 2026-12-06: no table, row or
-case moved)."""
+case moved), then with the district lead's member_crosswalk filter written `{via: patients}` along
+a declared relationship (the same rows as the hand-written subquery it replaces, so the attack
+corpus and its oracle read through a via filter; 2026-12-06: no table, row or case moved)."""
 
 
 def test_the_second_warehouse_and_its_cases_are_frozen() -> None:

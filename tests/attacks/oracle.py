@@ -77,6 +77,7 @@ class Policy:
         self.url: str = source["url"]
         self.schema: str | None = source.get("schema")
         self.serve: dict[str, Any] = raw.get("serve") or {}
+        self.relationships: list[dict[str, str]] = raw.get("relationships") or []
 
     def role(self, user: str) -> dict[str, Any]:
         return self.roles[self.users[user]["role"]]
@@ -91,7 +92,39 @@ class Policy:
         return any(fnmatchcase(product, g) for g in rule.get("allow", ["*"]))
 
     def row_filter(self, user: str, product: str) -> str | None:
-        return (self.role(user).get("row_filters") or {}).get(product)
+        """The role's row filter on ``product`` as SQL; a ``{via: P}`` written out here, from
+        the relationships as tether.yaml lists them (the oracle's own reading, not tether's):
+        the rows whose P the user may read, through each hop's key."""
+        found = (self.role(user).get("row_filters") or {}).get(product)
+        if not isinstance(found, dict):
+            return found
+        parent = found["via"]
+        if not self.readable(user, parent):
+            return "1 = 0"
+        hops = self._hops(product, parent)
+        cond = self.row_filter(user, parent)
+        for child, column, target, key in reversed(hops):
+            cond = (f'"{column}" IN (SELECT "{key}" FROM "{self.table_of(target)}"'
+                    + (f" WHERE {cond}" if cond else "") + ")")
+        return cond
+
+    def _hops(self, start: str, goal: str) -> list[tuple[str, str, str, str]]:
+        """The shortest chain of relationships (many side to one) from start to goal."""
+        paths: list[list[tuple[str, str, str, str]]] = [[]]
+        at = {start}
+        while paths:
+            path = paths.pop(0)
+            here = path[-1][2] if path else start
+            for r in self.relationships:
+                child, column = r["from"].split(".", 1)
+                target, key = r["to"].split(".", 1)
+                if child != here or target in at:
+                    continue
+                if target == goal:
+                    return [*path, (child, column, target, key)]
+                at.add(target)
+                paths.append([*path, (child, column, target, key)])
+        raise AssertionError(f"no relationships lead from {start} to {goal}")
 
     def masks(self, user: str, product: str) -> dict[str, str]:
         role_masks: dict[str, str] = self.role(user).get("masks") or {}
