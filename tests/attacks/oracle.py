@@ -103,7 +103,7 @@ class Policy:
             return "1 = 0"
         hops = self._hops(product, parent)
         cond = self.row_filter(user, parent)
-        for child, column, target, key in reversed(hops):
+        for _child, column, target, key in reversed(hops):
             cond = (f'"{column}" IN (SELECT "{key}" FROM "{self.table_of(target)}"'
                     + (f" WHERE {cond}" if cond else "") + ")")
         return cond
