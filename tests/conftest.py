@@ -98,6 +98,45 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
     )
 
 
+Tables = dict[str, tuple[str, list[tuple[Any, ...]]]]
+"""name -> (its columns as DDL, its rows): a small schema a test makes for itself."""
+
+
+def duck_tables(path: Path, tables: Tables) -> str:
+    """A DuckDB file at ``path`` holding each table (names quoted as given); its URL."""
+    import duckdb
+
+    with duckdb.connect(str(path)) as con:
+        for name, (ddl, rows) in tables.items():
+            con.execute(f'CREATE TABLE "{name}" ({ddl})')
+            if rows:
+                con.executemany(f'INSERT INTO "{name}" VALUES '
+                                f"({', '.join('?' * len(rows[0]))})", rows)
+    return f"duckdb:///{path}"
+
+
+@contextlib.contextmanager
+def pg_tables(url: str, prefix: str, tables: Tables) -> Iterator[str]:
+    """A fresh PostgreSQL schema holding each table (names quoted as given), dropped after; its
+    name."""
+    import psycopg
+
+    schema = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute(f'CREATE SCHEMA "{schema}"')
+        for name, (ddl, rows) in tables.items():
+            pg.execute(f'CREATE TABLE "{schema}"."{name}" ({ddl})')
+            if rows:
+                with pg.cursor() as cur:
+                    cur.executemany(f'INSERT INTO "{schema}"."{name}" VALUES '
+                                    f"({', '.join(['%s'] * len(rows[0]))})", rows)
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(url, autocommit=True) as pg:
+            pg.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

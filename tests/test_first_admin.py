@@ -10,47 +10,31 @@ from __future__ import annotations
 
 import getpass
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 import yaml
 
-from conftest import run_cli
+from conftest import duck_tables, pg_tables, run_cli
 from tether.config import load_project
 from tether.registry import open_registry
 
 DOCKS = [(i, ["north", "south"][i % 2], f"dock{i}@harbour.test") for i in range(1, 31)]
 
 
+DOCK_TABLES = {"docks": ("dock_id integer PRIMARY KEY, region text, keeper_email text", DOCKS)}
+
+
 @pytest.fixture(params=["duckdb", "postgres"])
 def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[str]]:
     if request.param == "duckdb":
-        db = tmp_path / "harbour.duckdb"
-        with duckdb.connect(str(db)) as con:
-            con.execute("CREATE TABLE docks (dock_id integer PRIMARY KEY, region text, "
-                        "keeper_email text)")
-            con.executemany("INSERT INTO docks VALUES (?, ?, ?)", DOCKS)
-        yield ["--source", f"duckdb:///{db}"]
+        yield ["--source", duck_tables(tmp_path / "harbour.duckdb", DOCK_TABLES)]
         return
-    import psycopg
-
     url = request.getfixturevalue("pg_url")
-    schema = f"harbour_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as pg:
-        pg.execute(f'CREATE SCHEMA "{schema}"')
-        pg.execute(f'CREATE TABLE "{schema}".docks (dock_id integer PRIMARY KEY, region text, '
-                   "keeper_email text)")
-        with pg.cursor() as cur:
-            cur.executemany(f'INSERT INTO "{schema}".docks VALUES (%s, %s, %s)', DOCKS)
-    try:
+    with pg_tables(url, "harbour", DOCK_TABLES) as schema:
         yield ["--source", url, "--schema", schema]
-    finally:
-        with psycopg.connect(url, autocommit=True) as pg:
-            pg.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def _policy(folder: Path, roles: dict[str, Any], users: dict[str, Any]) -> None:
@@ -121,12 +105,7 @@ def test_the_first_real_policy_publishes_then_widening_waits(source: list[str],
 
 
 def test_alone_until_two_reviewers_then_never_again(tmp_path: Path) -> None:
-    db = tmp_path / "harbour.duckdb"
-    with duckdb.connect(str(db)) as con:
-        con.execute("CREATE TABLE docks (dock_id integer PRIMARY KEY, region text, "
-                    "keeper_email text)")
-        con.executemany("INSERT INTO docks VALUES (?, ?, ?)", DOCKS)
-    folder = _walk(tmp_path, ["--source", f"duckdb:///{db}"])
+    folder = _walk(tmp_path, ["--source", duck_tables(tmp_path / "harbour.duckdb", DOCK_TABLES)])
     alone = {"ada": {"role": "manager"}, "cal": {"role": "clerk", "region": "north"}}
     _policy(folder, TEAM, alone)
     code, got = _check(folder)

@@ -6,14 +6,12 @@ reads names in any case: no `write_as` there."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
 
-from conftest import call_tools, run_cli
+from conftest import call_tools, duck_tables, pg_tables, run_cli
 from tether.config import load_project
 
 ROWS = [(1, "USA", "Ann"), (2, "Brazil", "Bo"), (3, "USA", "Cy")]
@@ -22,27 +20,13 @@ DDL = '"PatronId" integer PRIMARY KEY, "Country" text, first_name text'
 
 @pytest.fixture(params=["duckdb", "postgres"])
 def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, list[str]]]:
+    tables = {"Patron": (DDL, ROWS)}
     if request.param == "duckdb":
-        db = tmp_path / "lib.duckdb"
-        with duckdb.connect(str(db)) as con:
-            con.execute(f'CREATE TABLE "Patron" ({DDL})')
-            con.executemany('INSERT INTO "Patron" VALUES (?, ?, ?)', ROWS)
-        yield "duckdb", ["--source", f"duckdb:///{db}"]
+        yield "duckdb", ["--source", duck_tables(tmp_path / "lib.duckdb", tables)]
         return
-    import psycopg
-
     url = request.getfixturevalue("pg_url")
-    schema = f"lib_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as pg:
-        pg.execute(f'CREATE SCHEMA "{schema}"')
-        pg.execute(f'CREATE TABLE "{schema}"."Patron" ({DDL})')
-        with pg.cursor() as cur:
-            cur.executemany(f'INSERT INTO "{schema}"."Patron" VALUES (%s, %s, %s)', ROWS)
-    try:
+    with pg_tables(url, "lib", tables) as schema:
         yield "postgres", ["--source", url, "--schema", schema]
-    finally:
-        with psycopg.connect(url, autocommit=True) as pg:
-            pg.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def test_names_as_sql_must_write_them(source: tuple[str, list[str]], tmp_path: Path) -> None:

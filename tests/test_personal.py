@@ -5,15 +5,13 @@ nothing else. DuckDB and PostgreSQL. A club's members, in no test warehouse's do
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import duckdb
 import pytest
 import yaml
 
-from conftest import call_tools, run_cli
+from conftest import call_tools, duck_tables, pg_tables, run_cli
 from tether.config import load_project
 
 MEMBERS = [(i, f"m{i}@club.test", f"Name{i}", f"+44 20 7946 {i:04d}",
@@ -26,28 +24,13 @@ WANT = {"contact": "email", "FirstName": "name", "Phone": "phone", "BirthDate": 
 
 @pytest.fixture(params=["duckdb", "postgres"])
 def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[str]]:
+    tables = {"members": (DDL, MEMBERS)}
     if request.param == "duckdb":
-        db = tmp_path / "club.duckdb"
-        with duckdb.connect(str(db)) as con:
-            con.execute(f"CREATE TABLE members ({DDL})")
-            con.executemany(f"INSERT INTO members VALUES ({', '.join('?' * 8)})", MEMBERS)
-        yield ["--source", f"duckdb:///{db}"]
+        yield ["--source", duck_tables(tmp_path / "club.duckdb", tables)]
         return
-    import psycopg
-
     url = request.getfixturevalue("pg_url")
-    schema = f"club_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as pg:
-        pg.execute(f'CREATE SCHEMA "{schema}"')
-        pg.execute(f'CREATE TABLE "{schema}".members ({DDL})')
-        with pg.cursor() as cur:
-            cur.executemany(f'INSERT INTO "{schema}".members VALUES '
-                            f"({', '.join(['%s'] * 8)})", MEMBERS)
-    try:
+    with pg_tables(url, "club", tables) as schema:
         yield ["--source", url, "--schema", schema]
-    finally:
-        with psycopg.connect(url, autocommit=True) as pg:
-            pg.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def test_personal_data_is_found_listed_and_masked(source: list[str], tmp_path: Path) -> None:

@@ -8,16 +8,14 @@ stall's baskets, in no test warehouse's domain."""
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 import yaml
 
-from conftest import call_tools, run_cli
+from conftest import call_tools, duck_tables, pg_tables, run_cli
 from tether.config import load_project
 from tether.drift.publish import build
 
@@ -36,31 +34,13 @@ ROWS = {"Basket": BASKETS, "BasketLine": LINES, "CrateLine": CRATES}
 
 @pytest.fixture(params=["duckdb", "postgres"])
 def source(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[str]]:
+    tables = {t: (ddl, ROWS[t]) for t, ddl in DDL.items()}
     if request.param == "duckdb":
-        db = tmp_path / "stall.duckdb"
-        with duckdb.connect(str(db)) as con:
-            for t, ddl in DDL.items():
-                con.execute(f'CREATE TABLE "{t}" ({ddl})')
-                con.executemany(f'INSERT INTO "{t}" VALUES '
-                                f"({', '.join('?' * len(ROWS[t][0]))})", ROWS[t])
-        yield ["--source", f"duckdb:///{db}"]
+        yield ["--source", duck_tables(tmp_path / "stall.duckdb", tables)]
         return
-    import psycopg
-
     url = request.getfixturevalue("pg_url")
-    schema = f"stall_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as pg:
-        pg.execute(f'CREATE SCHEMA "{schema}"')
-        for t, ddl in DDL.items():
-            pg.execute(f'CREATE TABLE "{schema}"."{t}" ({ddl})')
-            with pg.cursor() as cur:
-                cur.executemany(f'INSERT INTO "{schema}"."{t}" VALUES '
-                                f"({', '.join(['%s'] * len(ROWS[t][0]))})", ROWS[t])
-    try:
+    with pg_tables(url, "stall", tables) as schema:
         yield ["--source", url, "--schema", schema]
-    finally:
-        with psycopg.connect(url, autocommit=True) as pg:
-            pg.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def _confirmed(text: str) -> str:

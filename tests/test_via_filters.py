@@ -7,16 +7,14 @@ warehouse's domain."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 import yaml
 
-from conftest import call_tools
+from conftest import call_tools, duck_tables, pg_tables
 from tether.config import load_project
 from tether.drift.publish import build
 from tether.errors import ConfigError
@@ -58,30 +56,11 @@ def _config(url: str, schema: str | None, filters: dict[str, Any]) -> dict[str, 
 @pytest.fixture(params=["duckdb", "postgres"])
 def desk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str | None]]:
     if request.param == "duckdb":
-        db = tmp_path / "desk.duckdb"
-        with duckdb.connect(str(db)) as con:
-            for t, (ddl, rows) in TABLES.items():
-                con.execute(f'CREATE TABLE "{t}" ({ddl})')
-                con.executemany(f'INSERT INTO "{t}" VALUES ({", ".join("?" * len(rows[0]))})',
-                                rows)
-        yield f"duckdb:///{db}", None
+        yield duck_tables(tmp_path / "desk.duckdb", TABLES), None
         return
-    import psycopg
-
     url = request.getfixturevalue("pg_url")
-    schema = f"desk_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as pg:
-        pg.execute(f'CREATE SCHEMA "{schema}"')
-        for t, (ddl, rows) in TABLES.items():
-            pg.execute(f'CREATE TABLE "{schema}"."{t}" ({ddl})')
-            with pg.cursor() as cur:
-                cur.executemany(f'INSERT INTO "{schema}"."{t}" VALUES '
-                                f"({', '.join(['%s'] * len(rows[0]))})", rows)
-    try:
+    with pg_tables(url, "desk", TABLES) as schema:
         yield url, schema
-    finally:
-        with psycopg.connect(url, autocommit=True) as pg:
-            pg.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def _counts(folder: Path, cfg: dict[str, Any]) -> dict[tuple[str, str], Any]:
