@@ -233,14 +233,17 @@ def test_no_table_or_column_name_of_the_demo(second_dir: Path) -> None:
     assert {t for t, _ in actual} == set(TABLES)
 
 
-FROZEN = "30e51c60772188a71ff24476fe162b5b87f3bdb7c8aaf683c7816b433e876d7a"
+FROZEN = "d3359c62879efa34a92f4be10125e1b2ee5e8704568e8b12bbcc710fa5da1439"
 """sha256 of tests/warehouse2 (its generator, tether.yaml and cases) as frozen on 2026-12-01, then
 with the auditor role given `reviewer: true` (who decides reviews: no table, row or case moved),
 then with the visits tool's named filters gaining a path (`patients.home_district`, so the
 attack corpus filters through a relationship on this warehouse too; 2026-12-06: no table, row or
 case moved), then with the district lead's member_crosswalk filter written `{via: patients}` along
 a declared relationship (the same rows as the hand-written subquery it replaces, so the attack
-corpus and its oracle read through a via filter; 2026-12-06: no table, row or case moved)."""
+corpus and its oracle read through a via filter; 2026-12-06: no table, row or case moved), and
+its claims filter `{via: patients}` two hops away (a claim's member number, that member's
+patient; the same rows as the hand-written join it replaces; 2026-12-06: no table, row or case
+moved)."""
 
 
 def test_the_second_warehouse_and_its_cases_are_frozen() -> None:
