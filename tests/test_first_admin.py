@@ -128,18 +128,38 @@ def test_alone_until_two_reviewers_then_never_again(tmp_path: Path) -> None:
     assert code == 11, got
 
 
-def test_the_demo_warehouse_read_as_anyones_data(demo_dir: Path, tmp_path: Path) -> None:
-    """The demo's warehouse file through `tether init`, as a new user's own data."""
-    db = next(demo_dir.glob("*.duckdb"))
-    folder = _walk(tmp_path, ["--source", f"duckdb:///{db}"])
+@pytest.mark.parametrize("warehouse", ["demo_dir", "second_dir", "pg_demo_dir",
+                                       "pg_second_dir", "zoo:tpch"])
+def test_the_test_warehouses_read_as_anyones_data(warehouse: str, request: pytest.FixtureRequest,
+                                                  tmp_path: Path) -> None:
+    """Both test warehouses, on DuckDB and PostgreSQL, and a zoo dataset, through `tether init`
+    as a new user's own data: the first real policy publishes at once, the next widening
+    waits."""
+    from tether.sources import resolve_duckdb_path
+
+    if warehouse.startswith("zoo:"):  # a zoo dataset (tests/zoo.py), loaded as its files are
+        import zoo
+
+        db = tmp_path / "zoo.duckdb"
+        zoo.load_duckdb(warehouse[4:], db, tmp_path / "files")
+        init = ["--source", f"duckdb:///{db}"]
+    else:
+        if warehouse.startswith("pg_"):
+            request.getfixturevalue("pg_url")  # skipped without PostgreSQL
+        found = request.getfixturevalue(warehouse)
+        src = next(iter(load_project(found).config.sources.values()))
+        assert src.url is not None
+        path = resolve_duckdb_path(src.url, found)
+        init = (["--source", f"duckdb:///{path}"] if path else
+                ["--source", src.url, *(["--schema", src.schema_] if src.schema_ else [])])
+    folder = _walk(tmp_path, init)
     products = sorted(yaml.safe_load((folder / "tether.yaml").read_text())["products"])
-    roles = {"lead": {"tools": ["*"], "reviewer": True},
-             "support": {"tools": ["*"], "tables": {"allow": products[:3]}}}
-    _policy(folder, roles, {"ada": {"role": "lead"}, "bea": {"role": "lead"},
-                            "sam": {"role": "support"}})
+    roles: dict[str, Any] = {"lead": {"tools": ["*"], "reviewer": True},
+                             "support": {"tools": ["*"], "tables": {"allow": products[:3]}}}
+    users = {"ada": {"role": "lead"}, "bea": {"role": "lead"}, "sam": {"role": "support"}}
+    _policy(folder, roles, users)
     code, got = _check(folder)
     assert code == 10 and _published(folder)["review"]["rule"] == "first-admin", got
     roles["support"]["tables"] = {"allow": products[:4]}
-    _policy(folder, roles, {"ada": {"role": "lead"}, "bea": {"role": "lead"},
-                            "sam": {"role": "support"}})
+    _policy(folder, roles, users)
     assert _check(folder)[0] == 11
