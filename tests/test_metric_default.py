@@ -6,16 +6,14 @@ tickets, in no test warehouse's domain; DuckDB and PostgreSQL."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 import yaml
 
-from conftest import call_tools
+from conftest import call_tools, duck_tables, pg_tables
 from tether.config import load_project
 from tether.drift.publish import build
 
@@ -57,10 +55,8 @@ def _config(url: str, schema: str | None) -> dict[str, Any]:
     }
 
 
-def _create(run: Any) -> None:
-    run("CREATE TABLE tickets (ticket_id integer, pier text, fare integer, sold_on date)",
-        "tickets", TICKETS)
-    run("CREATE TABLE leases (lease_id integer, starts_on date, ends_on date)", "leases", LEASES)
+TABLES = {"tickets": ("ticket_id integer, pier text, fare integer, sold_on date", TICKETS),
+          "leases": ("lease_id integer, starts_on date, ends_on date", LEASES)}
 
 
 @pytest.fixture(params=["duckdb", "postgres"])
@@ -68,38 +64,16 @@ def ferry(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
     folder = tmp_path / "ferry"
     folder.mkdir()
     if request.param == "duckdb":
-        db = tmp_path / "ferry.duckdb"
-        with duckdb.connect(str(db)) as con:
-            def run(ddl: str, table: str, rows: list[Any]) -> None:
-                con.execute(ddl)
-                con.executemany(f"INSERT INTO {table} VALUES "
-                                f"({', '.join('?' * len(rows[0]))})", rows)
-            _create(run)
-        (folder / "tether.yaml").write_text(yaml.safe_dump(_config(f"duckdb:///{db}", None)))
+        url = duck_tables(tmp_path / "ferry.duckdb", TABLES)
+        (folder / "tether.yaml").write_text(yaml.safe_dump(_config(url, None)))
         build(load_project(folder))
         yield folder
         return
-    import psycopg
-
     url = request.getfixturevalue("pg_url")
-    schema = f"ferry_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as pg:
-        pg.execute(f'CREATE SCHEMA "{schema}"')
-        pg.execute(f'SET search_path TO "{schema}"')
-
-        def run_pg(ddl: str, table: str, rows: list[Any]) -> None:
-            pg.execute(ddl)
-            with pg.cursor() as cur:
-                cur.executemany(f"INSERT INTO {table} VALUES "
-                                f"({', '.join(['%s'] * len(rows[0]))})", rows)
-        _create(run_pg)
-    try:
+    with pg_tables(url, "ferry", TABLES) as schema:
         (folder / "tether.yaml").write_text(yaml.safe_dump(_config(url, schema)))
         build(load_project(folder))
         yield folder
-    finally:
-        with psycopg.connect(url, autocommit=True) as pg:
-            pg.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def _gold(where: str) -> int:
@@ -167,14 +141,7 @@ def test_one_calendar_for_the_project_words(tmp_path: Path) -> None:
     from tether.errors import ConfigError
     from tether.serve.server import TetherServer
 
-    db = tmp_path / "ferry.duckdb"
-    with duckdb.connect(str(db)) as con:
-        def run(ddl: str, table: str, rows: list[Any]) -> None:
-            con.execute(ddl)
-            con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(rows[0]))})",
-                            rows)
-        _create(run)
-    cfg = _config(f"duckdb:///{db}", None)
+    cfg = _config(duck_tables(tmp_path / "ferry.duckdb", TABLES), None)
     cfg["clock"] = "2025-12-06T00:00:00Z"
     cfg["calendars"] = {"fiscal": {"start_month": 4, "year_named_by": "end"}}
     cfg["metrics"]["fares"]["calendar"] = "fiscal"

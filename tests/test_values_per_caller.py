@@ -8,18 +8,16 @@ in no test warehouse's domain."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import duckdb
 import pytest
 import yaml
 from mcp import Client
 
-from conftest import call_tools
+from conftest import call_tools, duck_tables, pg_tables
 from tether.config import load_project
 from tether.drift.publish import build
 from tether.serve.server import TetherServer
@@ -49,37 +47,24 @@ def _config(url: str, schema: str | None) -> dict[str, Any]:
     }
 
 
+TABLES = {"shops": ("shop_id integer PRIMARY KEY, country text, region text", SHOPS)}
+
+
 @pytest.fixture(params=["duckdb", "postgres"])
 def shops(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
     folder = tmp_path / "p"
     folder.mkdir()
     if request.param == "duckdb":
-        db = tmp_path / "shops.duckdb"
-        with duckdb.connect(str(db)) as con:
-            con.execute("CREATE TABLE shops (shop_id integer PRIMARY KEY, country text, "
-                        "region text)")
-            con.executemany("INSERT INTO shops VALUES (?, ?, ?)", SHOPS)
-        (folder / "tether.yaml").write_text(yaml.safe_dump(_config(f"duckdb:///{db}", None)))
+        url = duck_tables(tmp_path / "shops.duckdb", TABLES)
+        (folder / "tether.yaml").write_text(yaml.safe_dump(_config(url, None)))
         build(load_project(folder))
         yield folder
         return
-    import psycopg
-
     url = request.getfixturevalue("pg_url")
-    schema = f"shops_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(url, autocommit=True) as pg:
-        pg.execute(f'CREATE SCHEMA "{schema}"')
-        pg.execute(f'CREATE TABLE "{schema}".shops (shop_id integer PRIMARY KEY, country text, '
-                   "region text)")
-        with pg.cursor() as cur:
-            cur.executemany(f'INSERT INTO "{schema}".shops VALUES (%s, %s, %s)', SHOPS)
-    try:
+    with pg_tables(url, "shops", TABLES) as schema:
         (folder / "tether.yaml").write_text(yaml.safe_dump(_config(url, schema)))
         build(load_project(folder))
         yield folder
-    finally:
-        with psycopg.connect(url, autocommit=True) as pg:
-            pg.execute(f'DROP SCHEMA "{schema}" CASCADE')
 
 
 def _country(folder: Path, user: str) -> dict[str, Any]:

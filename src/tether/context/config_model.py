@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
+from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -371,9 +372,15 @@ class TableRule(Model):
     deny: list[str] = Field(default_factory=list,
                             description="Products the role may never read (globs); deny wins.")
 
+    def reads(self, product: str) -> bool:
+        """Whether the rule lets the role read ``product`` at all (deny wins over allow): the
+        one reading of it (the policy path, item 13, the projection, row filters via)."""
+        return (not any(fnmatchcase(product, g) for g in self.deny)
+                and any(fnmatchcase(product, g) for g in self.allow))
+
 
 VIA_MARK = "{{ via %s }}"
-"""How a row filter ``{via: P}`` is held until policy/via.py compiles it into SQL when
+"""How a row filter ``{via: P}`` is held until context/via.py compiles it into SQL when
 tether.yaml is read (a template no reader accepts: one left uncompiled fails closed)."""
 
 

@@ -4,7 +4,10 @@ source is opened (row filters through relationships), and what sources/ opens by
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+from sqlglot import exp
 
 from tether.context.config_model import SourceConfig
 
@@ -41,3 +44,12 @@ def dialect_of(url: str) -> str:
 def source_dialect(cfg: SourceConfig) -> str:
     """The sqlglot dialect a configured source speaks (an API's rows are read in DuckDB)."""
     return "duckdb" if cfg.kind == "openapi" or cfg.url is None else dialect_of(cfg.url)
+
+
+def sql_name(name: str, dialect: str = "postgres") -> str:
+    """A name as SQL on ``dialect`` must write it: as it is where it reads right bare, else
+    quoted (on PostgreSQL, the strictest, any upper-case letter, which a bare name loses)."""
+    plain = r"[a-z_][a-z0-9_]*" if dialect == "postgres" else r"[A-Za-z_][A-Za-z0-9_]*"
+    if re.fullmatch(plain, name):
+        return name
+    return exp.to_identifier(name, quoted=True).sql(dialect=dialect)

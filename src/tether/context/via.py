@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from fnmatch import fnmatchcase
 
 from sqlglot import exp
 
@@ -69,7 +68,7 @@ def _compiled(config: TetherConfig, at: Where, rname: str, role: RoleConfig, pro
                           where=where, hint="Declare the relationship (relationships: "
                           f"{{from: {product}.COLUMN, to: {parent}.KEY}}) or name the "
                           "product it points to directly.")
-    if not _may_read(role, parent):
+    if not role.tables.reads(parent):
         out = "1 = 0"  # the parent is denied to the role: no row reaches one it may read
     else:
         inner = (_compiled(config, at, rname, role, parent, done, (*seen, product))
@@ -108,12 +107,6 @@ def _chain(config: TetherConfig, start: str, goal: str) -> list[tuple[str, str, 
             seen.add(parent)
             queue.append((parent, hop))
     return None
-
-
-def _may_read(role: RoleConfig, product: str) -> bool:
-    rule = role.tables
-    return (any(fnmatchcase(product, g) for g in rule.allow)
-            and not any(fnmatchcase(product, g) for g in rule.deny))
 
 
 def _source(config: TetherConfig, product: str) -> str:

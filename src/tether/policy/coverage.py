@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
 from tether.config import TetherConfig
 from tether.policy import templates
@@ -101,12 +100,6 @@ def links(config: TetherConfig, columns: Mapping[str, list[str]]) -> Iterator[Li
             yield Link(child, parent, SQL_READ)
 
 
-def readable(allow: list[str], deny: list[str], product: str) -> bool:
-    """A role's ``tables`` rule: deny wins over allow (policy/entitle.py reads it the same)."""
-    return (not any(fnmatchcase(product, g) for g in deny)
-            and any(fnmatchcase(product, g) for g in allow))
-
-
 def related(config: TetherConfig, role: str, child: str, parent: str) -> bool:
     """Whether the role's filter on ``child`` follows its scope on ``parent``: it names every
     user attribute the parent's filter names, or reads the parent's table; a denied parent is
@@ -152,7 +145,7 @@ def gaps(config: TetherConfig, columns: Mapping[str, list[str]]) -> list[Gap]:
 
     for role_name, role in sorted(config.policies.roles.items()):
         rule = role.tables
-        denied = {p for p in config.products if not readable(rule.allow, rule.deny, p)}
+        denied = {p for p in config.products if not rule.reads(p)}
         # a denied product scopes nothing by itself: holding its key is not reading its rows
         # (a child of it reads what the role could read anyway); scope starts at a filter
         scoped = set(role.row_filters)

@@ -22,7 +22,6 @@ from tether.config import PII_SELECTOR, RoleConfig, TetherConfig
 from tether.context.schema import Column
 from tether.errors import ConfigError, TetherError
 from tether.policy import templates
-from tether.policy.coverage import readable
 from tether.policy.model import exposable, role_of
 
 RefusalReason = Literal["outside_entitlement", "restricted", "denied_table", "masked_predicate",
@@ -130,7 +129,7 @@ def mask_expr(value: exp.Expr, mask: str, dialect: str) -> exp.Expr:
 def table_allowed(config: TetherConfig, user: str, product: str) -> bool:
     """Whether the user's role may read ``product`` at all (``tables``: deny wins over allow)."""
     rule = role_of(config, user)[1].tables
-    return readable(rule.allow, rule.deny, product)
+    return rule.reads(product)
 
 
 def require_table(config: TetherConfig, user: str, product: str) -> None:

@@ -9,7 +9,6 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from tether.config import TetherConfig
-from tether.policy.coverage import readable
 from tether.policy.entitle import role_masks
 from tether.policy.model import restricted_columns
 
@@ -27,6 +26,6 @@ def role_projection(config: TetherConfig, role: str, product: str, columns: Sequ
     restricted = restricted_columns(config, product, list(columns))
     shown = [c for c in columns if c not in restricted]
     masks = role_masks(config, r, product)
-    return {"readable": readable(r.tables.allow, r.tables.deny, product),
+    return {"readable": r.tables.reads(product),
             "columns": shown, "masks": {c: m for c, m in masks.items() if c in shown},
             "row_filter": r.row_filters.get(product), "restricted": sorted(restricted)}

@@ -31,7 +31,9 @@ _NOT_POSTAL = frozenset({"ip", "mac", "email", "mail", "web", "url", "host", "wa
 _NAME_PARTS = frozenset({"first", "last", "given", "middle", "family", "maiden"})
 _NAMES = frozenset({"firstname", "lastname", "surname", "forename", "givenname",
                     "middlename", "familyname", "maidenname"})
-_BIRTH = frozenset({"birth", "born", "dob", "birthday", "birthdate"})
+BIRTH_WORDS = frozenset({"birth", "born", "dob", "birthday", "birthdate"})
+"""A column named with one of these words is about a birth: a time column so named is a birth
+date (personal data, and never a table's event time or as_of: profiling/starter.py)."""
 _TIME_PARTS = frozenset({"date", "day", "month", "year", "time", "at", "on"})
 _NATIONAL = frozenset({"ssn", "passport", "nino", "nin", "taxid", "tin", "national",
                        "nationalid", "sin", "idcard"})
@@ -53,7 +55,7 @@ def personal_by_name(column: str, kind: str) -> Personal | None:
     if (joined in _NAMES or w & _NAMES or ("name" in w and w & _NAME_PARTS)
             or ("surname" in joined)):
         return "name"
-    if (w & _BIRTH or joined in _BIRTH) and (kind in _TIME_KINDS or w & _TIME_PARTS):
+    if (w & BIRTH_WORDS or joined in BIRTH_WORDS) and (kind in _TIME_KINDS or w & _TIME_PARTS):
         return "birth_date"
     if w & _NATIONAL and ("national" not in w or w & {"id", "number", "no", "code"}):
         return "national_id"

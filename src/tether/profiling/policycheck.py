@@ -25,6 +25,7 @@ from sqlglot import exp
 
 from tether.config import PII_SELECTOR, Project
 from tether.context.profile import ProductProfile
+from tether.context.references import did_you_mean
 from tether.errors import ConfigError, TetherError
 from tether.policy import templates
 from tether.policy.entitle import HASH_DIALECTS
@@ -148,8 +149,8 @@ def _nearest(name: str, held: Mapping[str, Any]) -> str:
     same = [h for h in held if folded(h) == folded(name)]
     if same:
         return f"did you mean {same[0]!r}?"
-    close = difflib.get_close_matches(name, list(held), n=1, cutoff=0.6)
-    return (f"did you mean {close[0]!r}?" if close
+    close = did_you_mean(name, held)  # (the references' "Did you mean 'X'?")
+    return (close[0].lower() + close[1:] if close
             else "they have " + ", ".join(repr(h) for h in sorted(held)))
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 
+from tether.context.dialects import sql_name
 from tether.context.names import (
     IDENTIFIER_WORDS,
     identifier_like,
@@ -32,7 +33,7 @@ from tether.context.timeformat import pattern as time_pattern
 from tether.errors import QueryError
 from tether.profiling import shapes
 from tether.profiling.formats import email_predicate, unit_from_name
-from tether.profiling.personal import personal_by_name
+from tether.profiling.personal import BIRTH_WORDS, personal_by_name
 from tether.sources import Source, resolve_duckdb_path
 from tether.sources.openapi import Spec
 from tether.sources.openapi import words as openapi_words
@@ -124,9 +125,6 @@ def _infer(src: Source, rel: exp.Table, table: str, cols: list[Column], p: Start
     _infer_moves(src, rel, cols, p)
 
 
-BIRTH_WORDS = frozenset({"birth", "born", "dob", "birthday", "birthdate"})
-"""A time column named with one of these words is a birth date: never the event time or
-as_of."""
 
 
 def _in_future(src: Source, rel: exp.Table, p: StarterProduct, cols: list[Column]) -> bool:
@@ -536,7 +534,7 @@ def render_starter(url: str, products: list[StarterProduct], schema: str | None 
             lines += [f"      {_q(col)}: {{personal: {kind}}}  {INFERRED} (personal data: {why})"
                       for col, (kind, why) in p.personal.items()]
         if p.freshness and p.future:
-            where = _json_str(f"{_sql_name(p.freshness)} <= {{{{ clock }}}}")
+            where = _json_str(f"{sql_name(p.freshness)} <= {{{{ clock }}}}")
             lines.append(f"    freshness: {{column: {_q(p.freshness)}, where: {where}}}  "
                          f"{INFERRED} (some rows lie after today: as_of is the newest past one)")
         elif p.freshness:
@@ -645,7 +643,7 @@ def _metric_lines(products: Sequence[StarterProduct], references: Sequence[Refer
 
 def _sql_ref(product: str, column: str) -> str:
     """product.column as a metric's SQL names it (each part quoted unless plain lower case)."""
-    return f"{_sql_name(product)}.{_sql_name(column)}"
+    return f"{sql_name(product)}.{sql_name(column)}"
 
 
 def _moves_lines(p: StarterProduct) -> list[str]:
@@ -780,11 +778,6 @@ def _literal_part(pattern: str) -> bool:
     beyond its character classes and repeats."""
     bare = re.sub(r"\[[^\]]*\]|\\[dwsDWS]|\{[\d,]*\}|[\^$+*?()|]", "", pattern)
     return re.search(r"[A-Za-z0-9]", bare) is not None
-
-
-def _sql_name(name: str) -> str:
-    """A column as SQL names it: quoted unless a plain lower-case name."""
-    return name if re.fullmatch(r"[a-z_][a-z0-9_]*", name) else '"' + name.replace('"', '""') + '"'
 
 
 def _json_str(s: str) -> str:

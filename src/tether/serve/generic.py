@@ -11,6 +11,7 @@ import sqlglot
 from sqlglot import exp
 
 from tether.context.config_model import api_product
+from tether.context.dialects import sql_name
 from tether.context.meta import Evidence
 from tether.errors import QueryError, TetherError
 from tether.policy import templates
@@ -43,13 +44,9 @@ def _no_data(call: Call, products: list[str]) -> Evidence:
 
 
 def written(name: str, dialect: str) -> str | None:
-    """How SQL on ``dialect`` must write a name, where that differs from the name itself:
-    quoted when PostgreSQL would fold it (any upper-case letter) or when it is no plain
-    identifier; None where the name as it is reads right."""
-    plain = r"[a-z_][a-z0-9_]*" if dialect == "postgres" else r"[A-Za-z_][A-Za-z0-9_]*"
-    if re.fullmatch(plain, name):
-        return None
-    return exp.to_identifier(name, quoted=True).sql(dialect=dialect)
+    """How SQL on ``dialect`` must write a name, where that differs from the name itself."""
+    how = sql_name(name, dialect)
+    return how if how != name else None
 
 
 def catalog(ex: Executor, call: Call) -> Answered:

@@ -62,8 +62,10 @@ def labels_beside(ex: Executor, call: Call, rows: list[dict[str, Any]]) -> None:
     the caller) followed by ``<alias>.label``: the label of the row it points to, as the caller
     may read it (None where they may see no such row). In place."""
     product = call.plan.product or ""
-    if not rows or not call.plan.hops:
-        return
+    products = ex.project.config.products
+    if not rows or not any(h.parent == product and products[h.product].label
+                           for h in call.plan.hops):
+        return  # (every call of a listing: nothing read unless a reference names a label)
     masked = ex.policy_of(call.user, product)[0]
     for hop in call.plan.hops:
         if hop.parent != product or hop.column in masked or hop.column not in rows[0]:
