@@ -344,3 +344,59 @@ def test_a_grouped_answer_pages_past_its_limit(orchard: Orchard) -> None:
         "SELECT tree_id, count(*) FROM harvests GROUP BY tree_id", "g.north")
     assert sorted(groups) == sorted((int(a), int(b)) for a, b in want)
     assert {p["total_rows"] for p in got} == {600}
+
+
+def _listed(project: Any, user: str) -> dict[str, Any]:
+    """{tool name: definition} as ``user``'s MCP client lists them."""
+    import anyio
+    from mcp import Client
+
+    from tether.serve.server import TetherServer
+
+    server = TetherServer(project, stdio_user=user)
+
+    async def go() -> dict[str, Any]:
+        async with Client(server.server) as c:
+            return {t.name: t for t in (await c.list_tools()).tools}
+    try:
+        return anyio.run(go)
+    finally:
+        server.close()
+
+
+def test_a_key_at_the_end_of_the_reach_is_named(orchard: Orchard, tmp_path: Path) -> None:
+    """With paths one hop long (serve.max_path_hops: 1), harvests counted by their tree's farm
+    key carry each farm's name: the label of a key at the end of the reach is joined, read as
+    the caller may read it (the grower: the north's farms only; the picker, who may not read
+    farms, no such field), though no filter or order reaches past the end."""
+    cfg = yaml.safe_load((orchard.folder / "tether.yaml").read_text())
+    cfg["serve"] = {"max_path_hops": 1}
+    short = _build(tmp_path / "short", cfg, orchard.oracle.owner, orchard.oracle.rerun_engine)
+    project = load_project(short.folder)
+    by_farm, past = call_tools(project, "o.wner", [
+        (TOOL, {"count_by": "trees.farm_id", "limit": 12}),
+        (TOOL, {"order_by": "trees.farms.farm_name", "limit": 1})])
+    rows = by_farm.structured_content["rows"]
+    assert len(rows) == 12 and all(
+        r["trees.farms.label"] == f"Farm {r['trees.farm_id']:02d}" for r in rows), rows
+    assert _rows(by_farm, "trees.farm_id", "rows") == _gold(
+        orchard, "o.wner", "t.farm_id, count(*)", group="GROUP BY t.farm_id")
+    assert past.is_error and "trees.farms.farm_name" in past.content[0].text
+    north, = call_tools(project, "g.north", [(TOOL, {"count_by": "trees.farm_id", "limit": 12})])
+    got = {r["trees.farm_id"]: r["trees.farms.label"] for r in north.structured_content["rows"]}
+    assert got and all((v is not None) == (k % 3 == 0) for k, v in got.items()), got  # NORTH
+    assert not short.oracle.scan("g.north", json.dumps(north.structured_content), "")
+    denied, = call_tools(project, "p.ick", [(TOOL, {"count_by": "trees.farm_id", "limit": 12})])
+    assert not denied.is_error, denied.content[0].text
+    assert not any("trees.farms.label" in r for r in denied.structured_content["rows"])
+
+
+def test_only_a_filtered_caller_is_told_a_referent_may_be_unseen(orchard: Orchard) -> None:
+    """The note that a row whose referent the caller may not see has no value there reaches a
+    caller whose role filters a product a path reaches (the grower: farms), never one who reads
+    every referent whole (the owner), where it would only send them to check again."""
+    project = load_project(orchard.folder)
+    note = "a row whose referent you may not see has no value there"
+    assert note in _listed(project, "g.north")[TOOL].description
+    owner = _listed(project, "o.wner")[TOOL].description
+    assert note not in owner and "count_by and order_by take PATH.column." in owner

@@ -16,11 +16,11 @@ from typing import Any
 from sqlglot import exp
 
 from tether.errors import QueryError, SourceError
-from tether.plan.paths import products_on
+from tether.plan.paths import products_on, reached
 from tether.policy.entitle import table_allowed
 from tether.serve.executor import Executor, jsonable
 from tether.serve.kinds import Call
-from tether.toolgen.plan import path_column, placeholder, plan_hops
+from tether.toolgen.plan import placeholder, plan_hops
 
 LABELLED = 200
 """Most distinct keys of one referenced product a page looks labels up for."""
@@ -30,10 +30,10 @@ def reachable_for(ex: Executor, call: Call) -> Callable[[str], bool]:
     """Whether a name the call may give (a column, or a path) is one the caller reaches: a
     path only where the caller may read every product on it (a product they may not read is
     neither reachable nor named)."""
-    config, hops = ex.project.config, plan_hops(call.plan)
+    config, hops = ex.project.config, plan_hops(call.plan, labels=True)
 
     def ok(name: str) -> bool:
-        found = path_column(call.plan, name)
+        found = reached(hops, name) if hops else None
         return found is None or all(table_allowed(config, call.user, p)
                                     for p in products_on(hops, found.alias))
     return ok

@@ -105,7 +105,7 @@ def asked_order(call: Call, masks: dict[str, Any] | set[str],
 
 
 def aliases(plan: Any) -> dict[str, str]:
-    """The alias each hop of a listing's paths joins its product under."""
+    """The alias each hop of a listing's paths (and labels) joins its product under."""
     return {h.alias: h.product for h in plan.hops}
 
 

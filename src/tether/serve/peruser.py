@@ -21,6 +21,7 @@ from tether.plan.paths import products_on, reached
 from tether.policy.entitle import equality_scope, table_allowed
 from tether.policy.model import role_of
 from tether.toolgen.kinds import kind
+from tether.toolgen.listing import UNSEEN_REFERENT
 from tether.toolgen.plan import plan_hops
 
 if TYPE_CHECKING:
@@ -72,16 +73,22 @@ def _masked_rows(ex: Executor, user: str, definition: dict[str, Any], plan: Quer
 def _reach(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
            ) -> dict[str, Any]:
     """A listing's paths through a product the caller may not read taken out (its parameters
-    and count_by values): it is neither reachable nor named."""
+    and count_by values): it is neither reachable nor named; and the note that a referent the
+    caller may not see gives no value, for a caller who reads every referent whole."""
     if not plan.hops:
         return definition
     config = ex.project.config
     hops = plan_hops(plan)
     shut = {h.alias for h in hops if not all(
         table_allowed(config, user, p) for p in products_on(hops, h.alias))}
-    if not shut:
+    filters = role_of(config, user)[1].row_filters
+    unseen = UNSEEN_REFERENT in definition.get("description", "") and not any(
+        h.product in filters for h in plan_hops(plan, labels=True) if h.alias not in shut)
+    if not shut and not unseen:
         return definition
     out = copy.deepcopy(definition)
+    if unseen:  # every referent the caller reaches, they read whole: no row misses one
+        out["description"] = out["description"].replace(UNSEEN_REFERENT, "")
     props = out["inputSchema"]["properties"]
     said = (context_of(out).get("fields") or {}).get("arguments") or {}
     for f in plan.filters:

@@ -131,7 +131,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                     f"Newest {fresh}." if fresh else "Load time.", paged=True)
     sentences = _listing_sentences(ctx, name, p, cols, max_rows)
     if reached:
-        sentences.insert(2, _reach_sentence(reach, reached))
+        sentences.insert(2, _reach_sentence(ctx, reach, reached))
     description, sources = join_sentences(sentences)
     select = exp.select(*[exp.column(c.column.head, table=name, quoted=True)
                           for c in _top_level(cols)]).from_(_alias_table(ctx, name))
@@ -144,7 +144,10 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                      masks_apply_to=name, window=window, units=column_units(p, cols),
                      aggregates=summable, counts=countable, orderable=orderable,
                      hops=[PathHop(alias=h.alias, product=h.product, parent=h.parent,
-                                   column=h.column, key=h.key) for h in reach])
+                                   column=h.column, key=h.key) for h in reach]
+                     + [PathHop(alias=h.alias, product=h.product, parent=h.parent,
+                                column=h.column, key=h.key, label_only=True)
+                        for h in label_edge(ctx, name, reach)])
     meta = tool_meta(ctx, "list", sentences, sources, [name],
                  source_of_truth={c.column.name: f"{name}.{c.column.name}" for c in cols},
                  canonical_ids={pnames.get(c) or safe_name(s): s
@@ -170,16 +173,29 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
 _NUMERIC = ("integer", "decimal", "float")
 
 
-def reachable(ctx: Ctx, name: str) -> list[Hop]:
+def reachable(ctx: Ctx, name: str, most: int | None = None) -> list[Hop]:
     """The relationships a listing of ``name`` may follow (plan/paths.py), to products with a
-    profile (what their columns are is known) and a table of the same source."""
+    profile (what their columns are is known) and a table of the same source; ``most`` hops
+    (default serve.max_path_hops)."""
     source = ctx.project.source_name(name)
     def columns(product: str) -> list[str]:
         prof = ctx.profiles.get(product)
         return [c.column.name for c in prof.columns if not c.column.nested] if prof else []
-    return [h for h in hops(ctx.config, name, columns=columns) if h.product in ctx.profiles
+    return [h for h in hops(ctx.config, name, most, columns=columns) if h.product in ctx.profiles
             and ctx.project.source_name(h.product) == source
             and not api_product(ctx.config, h.product)]
+
+
+def label_edge(ctx: Ctx, name: str, reach: list[Hop]) -> list[Hop]:
+    """The hops one past the reach to a product with a label: a key at the end of the reach
+    (a nation's region key, two hops from a line) is grouped with its referent's name beside
+    it, though no filter or order goes that far."""
+    most = ctx.config.serve.max_path_hops
+    ends = {h.alias for h in reach if h.alias.count(".") == most - 1}
+    if not ends:
+        return []
+    return [h for h in reachable(ctx, name, most + 1)
+            if h.parent in ends and ctx.config.products[h.product].label]
 
 
 def _reached_filters(ctx: Ctx, found: list[Hop], props: dict[str, Any], filters: list[Filter],
@@ -253,16 +269,22 @@ def _names_rows(p: ProductConfig, c: ColumnProfile) -> bool:
     return c.column.name == p.label and c.enum is None and c.column.kind == "string"
 
 
-def _reach_sentence(found: list[Hop], reached: list[str]) -> Sentence:
+UNSEEN_REFERENT = "; a row whose referent you may not see has no value there"
+"""Said where some role's row filter narrows a product a path reaches (serve/peruser.py
+keeps it only for such a caller)."""
+
+
+def _reach_sentence(ctx: Ctx, found: list[Hop], reached: list[str]) -> Sentence:
     """How to reach what the rows point to (no product named: the paths a caller may not
     follow leave their list, serve/peruser.py)."""
     most = max(h.alias.count(".") + 1 for h in found)
+    filtered = any(h.product in role.row_filters for role in ctx.config.policies.roles.values()
+                   for h in found)
     return Sentence(text=sentence(
         "A parameter named PATH_column filters by a column of the row each row points to "
         f"(relationships in tether.yaml, up to {most} hop{'s' if most > 1 else ''}), and "
         "count_by and order_by take "
-        "PATH.column; a row whose referent you may not see has no value there"),
-        source="schema")
+        "PATH.column" + (UNSEEN_REFERENT if filtered else "")), source="schema")
 
 
 def column_units(p: ProductConfig, cols: list[ColumnProfile]) -> dict[str, str]:

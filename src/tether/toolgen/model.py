@@ -85,6 +85,9 @@ class PathHop(_M):
     parent: str
     column: str
     key: str
+    label_only: bool = Field(default=False, description="Joined only for the label of the row a "
+                             "key at the end of the reach points to (one hop past "
+                             "serve.max_path_hops): no filter, group or order reaches it.")
 
 
 class Window(_M):

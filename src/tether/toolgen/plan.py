@@ -184,9 +184,11 @@ def name_pattern(value: Any) -> str:
     return text.replace("*", "%")
 
 
-def plan_hops(plan: QueryPlan) -> list[Hop]:
-    """The relationships a listing's plan may follow (plan/paths.py)."""
-    return [Hop(h.alias, h.product, h.parent, h.column, h.key) for h in plan.hops]
+def plan_hops(plan: QueryPlan, *, labels: bool = False) -> list[Hop]:
+    """The relationships a listing's plan may follow (plan/paths.py); with ``labels``, also
+    those joined only for a label (PathHop.label_only)."""
+    return [Hop(h.alias, h.product, h.parent, h.column, h.key) for h in plan.hops
+            if labels or not h.label_only]
 
 
 def path_column(plan: QueryPlan, path: str) -> Reached | None:
@@ -220,7 +222,7 @@ def compile_plan(
     if "window_start" in params and plan.window is not None and plan.window.via:
         wanted.add(plan.window.via)  # the time is the referent's: its hop is joined
     if wanted:
-        query = join_hops(query, plan_hops(plan), wanted,
+        query = join_hops(query, plan_hops(plan, labels=True), wanted,
                           lambda product, alias: _table(config, product, plan.dialect, alias))
     for f in plan.filters:
         several = _several(f, args.get(f.param))
