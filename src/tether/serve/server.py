@@ -43,6 +43,7 @@ from tether.serve.visibility import Visibility
 from tether.toolgen import Mode
 from tether.toolgen.discovery import Setting, calendar_sentence
 from tether.toolgen.discovery import instructions as discovery_instructions
+from tether.toolgen.modes import GENERIC_INSTRUCTIONS
 
 
 class TetherServer:
@@ -70,7 +71,7 @@ class TetherServer:
         self.reload()
         self.server: Server[Any] = Server(
             "tether", version=__version__,
-            instructions=discovery_instructions(
+            instructions=GENERIC_INSTRUCTIONS if mode == "generic" else discovery_instructions(
                 self.listed.route, serve.session_tools,
                 calendar_sentence(project.config, self.seen.clock().date())),
             on_list_tools=self.list_tools, on_call_tool=self.call_tool,

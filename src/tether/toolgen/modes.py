@@ -45,6 +45,12 @@ def strip_grounding(tool: GeneratedTool) -> GeneratedTool:
     )
 
 
+GENERIC_INSTRUCTIONS = ("Read-only SQL over the tables your role may read: list_tables, "
+                        "describe_table, run_sql. A result's as_of is the newest time its "
+                        "tables hold (as_of_basis says which column).")
+"""The generic server's instructions: what it is, and no promise its results do not keep."""
+
+
 def generic_tools(default_source: str, max_rows: int = 200, max_bytes: int = 1 << 20
                   ) -> list[GeneratedTool]:
     """list_tables, describe_table, run_sql: the baseline in every comparison."""
