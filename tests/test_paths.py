@@ -31,11 +31,13 @@ from tether.config import load_project
 from tether.drift.publish import build
 
 TABLES = {
-    "farms": ("farm_id INTEGER PRIMARY KEY, farm_name TEXT, region TEXT, owner_email TEXT",
-              [(i, f"Farm {i:02d}", ["NORTH", "SOUTH", "EAST"][i % 3], f"owner{i}@orchard.test")
-               for i in range(1, 13)]),
-    "trees": ("tree_id INTEGER PRIMARY KEY, farm_id INTEGER, species TEXT",
-              [(i, 1 + i % 12, ["apple", "pear", "plum"][i % 3]) for i in range(1, 121)]),
+    "farms": ("farm_id INTEGER PRIMARY KEY, farm_name TEXT, region TEXT, owner_email TEXT, "
+              "hectares INTEGER",
+              [(i, f"Farm {i:02d}", ["NORTH", "SOUTH", "EAST"][i % 3], f"owner{i}@orchard.test",
+                10 + (i * 37) % 90) for i in range(1, 13)]),
+    "trees": ("tree_id INTEGER PRIMARY KEY, farm_id INTEGER, species TEXT, planted INTEGER",
+              [(i, 1 + i % 12, ["apple", "pear", "plum"][i % 3], 1990 + (i * 7) % 30)
+               for i in range(1, 121)]),
     "pickers": ("picker_no INTEGER PRIMARY KEY, picker_name TEXT, crew TEXT",
                 [(i, f"Picker {i}", ["red", "blue"][i % 2]) for i in range(1, 9)]),
     "harvests": ("harvest_id INTEGER PRIMARY KEY, tree_id INTEGER, picked_by INTEGER, "
@@ -65,7 +67,8 @@ def config(url: str, schema: str | None) -> dict[str, Any]:
                 "grower": {"tools": ["*"], "row_filters": {
                     "farms": "region = {{ user.region }}"}},
                 "auditor": {"tools": ["*"], "masks": {"farms.region": "redact",
-                                                      "farms.owner_email": "hash"}},
+                                                      "farms.owner_email": "hash",
+                                                      "farms.hectares": "redact"}},
                 "picker": {"tools": ["*"], "tables": {"deny": ["farms"]}},
                 "owner": {"tools": ["*"]}},
             "users": {"g.north": {"role": "grower", "region": "NORTH"},
@@ -400,3 +403,35 @@ def test_only_a_filtered_caller_is_told_a_referent_may_be_unseen(orchard: Orchar
     assert note in _listed(project, "g.north")[TOOL].description
     owner = _listed(project, "o.wner")[TOOL].description
     assert note not in owner and "count_by and order_by take PATH.column." in owner
+
+
+def test_a_range_bounds_numbers_of_the_rows_and_of_what_they_point_to(orchard: Orchard
+                                                                      ) -> None:
+    """``range`` bounds a number of the rows (kg) or of a row they point to, one or two hops
+    away (a tree's planting year, its farm's hectares), ends included or left open, in one
+    statement: each role gets what the oracle computes over its entitled relations (the
+    grower's southern farms have no hectares to bound); a masked parent column is refused; a
+    path through a product the role may not read is neither taken nor named; a bound that is
+    no number says the forms it takes."""
+    project = load_project(orchard.folder)
+    for user in ("o.wner", "g.north"):
+        own, far, both = call_tools(project, user, [
+            (TOOL, {"range": {"kg": "10..20"}, "limit": 1}),
+            (TOOL, {"range": {"trees.farms.hectares": ">50"}, "count_by": "picked_by"}),
+            (TOOL, {"range": {"kg": "<12", "trees.planted": "2000.."}, "limit": 1})])
+        for got, where in ((own, "h.kg >= 10 AND h.kg <= 20"),
+                           (both, "h.kg < 12 AND t.planted >= 2000")):
+            assert not got.is_error, got.content[0].text
+            assert [[got.structured_content["total_rows"]]] == _gold(
+                orchard, user, "count(*)", f"WHERE {where}"), (user, where)
+        assert _rows(far, "picked_by", "rows") == _gold(
+            orchard, user, "h.picked_by, count(*)", "WHERE f.hectares > 50",
+            "GROUP BY h.picked_by"), user
+    masked, denied, bad = [
+        *call_tools(project, "a.udit", [(TOOL, {"range": {"trees.farms.hectares": ">50"}})]),
+        *call_tools(project, "p.ick", [(TOOL, {"range": {"trees.farms.hectares": ">50"}}),
+                                       (TOOL, {"range": {"kg": "heavy"}})])]
+    assert masked.is_error and "masked for your role" in masked.content[0].text
+    said = denied.content[0].text
+    assert denied.is_error and "it bounds kg" in said and "farms." not in said.split("bounds", 2)[2]
+    assert bad.is_error and "'heavy' is no number" in bad.content[0].text

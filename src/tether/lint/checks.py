@@ -267,7 +267,7 @@ def _paging(tool: Tool) -> tuple[str, str] | None:
 
 _GRAIN = re.compile(r"\bone row (per|for each)\b", re.I)
 _KEY_SAID = re.compile(r"\b(key|identifier|id)\b|at most one row", re.I)
-_SHAPING = {"limit", "cursor", "count_by", "sum_and_average_of", "order_by", "order"}
+_SHAPING = {"limit", "cursor", "count_by", "sum_and_average_of", "order_by", "order", "range"}
 """Parameters that shape a listing's answer without narrowing its rows."""
 
 

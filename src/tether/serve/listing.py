@@ -21,13 +21,14 @@ from tether.serve.executor import TOTAL, Executor, identifiers_read, jsonable, w
 from tether.serve.kinds import Answered, Call
 from tether.serve.labels import label_hop, labels_beside, reachable_for
 from tether.serve.runners import Runner, register
-from tether.toolgen.model import AGGREGATE
+from tether.toolgen.model import AGGREGATE, RANGE
 from tether.toolgen.plan import (
     ArgumentError,
     call_params,
     compile_plan,
     path_column,
     qualified,
+    ranges_key,
     resolve_window,
     routes_key,
 )
@@ -38,7 +39,8 @@ def shape_key(ex: Executor, call: Call) -> tuple[Any, ...]:
     present = tuple(sorted((k, len(v) if isinstance(v, list) else 0)
                            for k, v in call.args.items() if v is not None))
     order = (call.args.get(ORDER_BY), call.args.get(ORDER))
-    return (call.tool, call.version, call.user, present, routes_key(call.plan, call.args), order)
+    return (call.tool, call.version, call.user, present, routes_key(call.plan, call.args), order,
+            ranges_key(call.plan, call.args))
 
 
 ORDER_BY, ORDER = "order_by", "order"
@@ -55,6 +57,25 @@ def path_checked(ex: Executor, call: Call, name: str, what: str) -> Reached | No
         raise Refusal("masked_predicate", f"{what}: {name} is masked for your role, so it "
                       "cannot be sorted or counted by")
     return found
+
+
+def bounds_checked(ex: Executor, call: Call) -> None:
+    """A ``range`` argument's columns checked for the caller: a path through a product they
+    may not read is not named; a masked column is refused (its bounds would tell its values)."""
+    asked = call.args.get(RANGE)
+    if not isinstance(asked, dict):
+        return  # (none, or not an object: ranges_of says what it takes)
+    reach = reachable_for(ex, call)
+    for name in map(str, asked):
+        found = path_column(call.plan, name)
+        if not reach(name):
+            raise ArgumentError(f"{RANGE}: {name[:80]!r} is not a number this tool bounds; it "
+                                "bounds " + (", ".join(c for c in call.plan.ranges if reach(c))
+                                             or "none"))
+        product = found.product if found else call.plan.product or ""
+        if (found.column if found else name) in ex.policy_of(call.user, product)[0]:
+            raise Refusal("masked_predicate", f"{RANGE}: {name} is masked for your role, so "
+                          "it cannot be bounded")
 
 
 def asked_order(call: Call, masks: dict[str, Any] | set[str],
@@ -314,6 +335,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
 
 def run(ex: Executor, call: Call) -> Answered:
     config, plan = ex.project.config, call.plan
+    bounds_checked(ex, call)
     if any(call.args.get(k) is not None for k in SHAPING):
         return aggregate(ex, call)
     product = plan.product or ""

@@ -89,6 +89,9 @@ def _reach(ex: Executor, user: str, definition: dict[str, Any], plan: QueryPlan
     out = copy.deepcopy(definition)
     if unseen:  # every referent the caller reaches, they read whole: no row misses one
         out["description"] = out["description"].replace(UNSEEN_REFERENT, "")
+        sources = context_of(out).get("sources") or {}
+        for said in [k for k in sources if UNSEEN_REFERENT in k]:
+            sources[said.replace(UNSEEN_REFERENT, "")] = sources.pop(said)
     props = out["inputSchema"]["properties"]
     said = (context_of(out).get("fields") or {}).get("arguments") or {}
     for f in plan.filters:

@@ -27,6 +27,7 @@ from tether.toolgen.describe import (
 from tether.toolgen.kinds import Kind, register
 from tether.toolgen.model import (
     AGGREGATE,
+    RANGE,
     READ_ONLY,
     Filter,
     GeneratedTool,
@@ -122,6 +123,11 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         props[AGGREGATE] = {"type": "string", "enum": summable}
     orderable = _sortable(cols) + [path_of(h.alias, c) for h in reach
                                    for c in _sortable(visible_columns(ctx, h.product))]
+    bounded = _boundable(ctx, name, cols) + [
+        path_of(h.alias, c) for h in reach
+        for c in _boundable(ctx, h.product, visible_columns(ctx, h.product))]
+    if bounded:
+        props[RANGE] = range_schema()
     props.update(order_schema(bool(countable or summable)))
     props["limit"] = {"type": "integer", "minimum": 1, "maximum": max_rows,
                       "default": min(50, max_rows)}
@@ -143,6 +149,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                      max_rows=max_rows, default_rows=min(50, max_rows),
                      masks_apply_to=name, window=window, units=column_units(p, cols),
                      aggregates=summable, counts=countable, orderable=orderable,
+                     ranges=bounded,
                      hops=[PathHop(alias=h.alias, product=h.product, parent=h.parent,
                                    column=h.column, key=h.key) for h in reach]
                      + [PathHop(alias=h.alias, product=h.product, parent=h.parent,
@@ -312,6 +319,23 @@ def order_schema(measures: bool) -> dict[str, Any]:
             if measures else "A column to sort by (asc)")
     return {"order_by": {"type": "string", "description": said},
             "order": {"type": "string", "enum": ["desc", "asc"]}}
+
+
+def _boundable(ctx: Ctx, name: str, cols: list[ColumnProfile]) -> list[str]:
+    """Numeric columns a ``range`` may bound (a year held as a number among them): not a key,
+    an identifier or a reference, whose order means nothing."""
+    p = ctx.config.products[name]
+    return [c.column.name for c in cols
+            if not c.column.nested and c.column.kind in _NUMERIC
+            and c.column.name not in p.primary_key and c.column.name not in p.identifiers
+            and reference(ctx, name, c.column.name) is None]
+
+
+def range_schema() -> dict[str, Any]:
+    """``range``: numbers bounded in one call (a plane built before 1970, a distance over 1000),
+    of the rows or of what they point to; the forms said in a few tokens."""
+    return {"type": "object", "description": 'Bounds numbers: {"COLUMN or PATH.column": '
+            '"LOW..HIGH"}, ends included ("..9", "5..", ">5", "<9" too).'}
 
 
 def _sortable(cols: list[ColumnProfile]) -> list[str]:

@@ -13,6 +13,9 @@ Source = Literal["schema", "samples", "lineage", "glossary", "dbt", "openapi", "
 SOURCES: tuple[str, ...] = ("schema", "samples", "lineage", "glossary", "dbt", "openapi",
                             "execution_logs", "policy")
 Mode = Literal["grounded", "bare", "generic"]
+RANGE = "range"
+"""A listing's argument bounding numeric columns: {COLUMN or PATH.column: "LOW..HIGH"}."""
+
 AGGREGATE = "sum_and_average_of"
 """The listing argument that asks for the total and mean of a numeric column (the plan's
 ``aggregates`` lists the columns it takes)."""
@@ -190,6 +193,8 @@ class QueryPlan(_M):
     counts: list[str] | None = Field(default=None, description="Parameters a listing may count "
                                      "by (count_by), checked by the server whatever the schema "
                                      "says; None in a plan from before: any plain filter.")
+    ranges: list[str] = Field(default_factory=list, description="Numeric columns a listing's "
+                              "`range` argument may bound (its own, or PATH.column).")
     hops: list[PathHop] = Field(default_factory=list, description="Relationships a listing may "
                                 "follow to filter, count and sort by what its rows point to "
                                 "(joined only when a call names a path through them).")

@@ -9,8 +9,10 @@ into SQL text.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 import sqlglot
@@ -23,7 +25,7 @@ from tether.context.periods import FORMS_SENTENCE, FiscalCalendar, PeriodError, 
 from tether.errors import ProductError
 from tether.plan.paths import Hop, Reached, join_hops, reached
 from tether.sources.base import table_ref
-from tether.toolgen.model import Filter, QueryPlan, Route
+from tether.toolgen.model import RANGE, Filter, QueryPlan, Route
 
 
 class ArgumentError(ValueError):
@@ -161,6 +163,7 @@ def call_params(
     bounds = window_bounds(plan, args, config, now)
     if bounds is not None:
         params["window_start"], params["window_end"] = bounds
+    params.update({b.placeholder: b.value for b in ranges_of(plan, args)})
     if listing:
         given = args.get("limit")
         limit = plan.default_rows if given is None else int(given)  # 0 is asked, not omitted
@@ -221,6 +224,11 @@ def compile_plan(
         f.param in params or _several(f, args.get(f.param)) is not None)}
     if "window_start" in params and plan.window is not None and plan.window.via:
         wanted.add(plan.window.via)  # the time is the referent's: its hop is joined
+    bounded = ranges_of(plan, args)
+    for b in bounded:
+        found = path_column(plan, b.column)
+        if found is not None:
+            wanted.add(found.alias)
     if wanted:
         query = join_hops(query, plan_hops(plan, labels=True), wanted,
                           lambda product, alias: _table(config, product, plan.dialect, alias))
@@ -252,6 +260,11 @@ def compile_plan(
             cond = {"eq": exp.EQ, "gte": exp.GTE, "lt": exp.LT}[f.op](
                 this=filtered_column(f), expression=placeholder(f.param))
         query = query.where(cond)
+    for b in bounded:
+        found = path_column(plan, b.column)
+        col = (qualified(ref(found.alias, found.column)) if found is not None
+               else qualified(ref(plan.product or "", b.column)))
+        query = query.where(_COMPARE[b.op](this=col, expression=placeholder(b.placeholder)))
     if "window_start" in params:
         query = query.where(_window_condition(plan))
     if listing:
@@ -268,6 +281,83 @@ def _several(f: Filter, value: Any) -> list[Any] | None:
     if f.several and isinstance(value, list) and len(value) > 1:
         return value
     return None
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One end of a ``range`` argument: ``column`` (its own, or PATH.column) compared by
+    ``op`` with ``value``, bound as ``placeholder``."""
+
+    column: str
+    op: str
+    value: int | float
+    placeholder: str
+
+
+_COMPARE = {"gte": exp.GTE, "lte": exp.LTE, "gt": exp.GT, "lt": exp.LT}
+_PREFIX = (("<=", "lte"), (">=", "gte"), ("<", "lt"), (">", "gt"))
+MAX_RANGES = 8
+RANGE_FORMS = '"LOW..HIGH" (ends included), "..HIGH", "LOW..", ">LOW", "<HIGH" or one number'
+
+
+def _number(column: str, text: str) -> int | float:
+    t = text.strip()
+    try:
+        n = int(t) if re.fullmatch(r"[+-]?\d+", t) else float(t)
+        if math.isfinite(n):
+            return n
+        raise ValueError(t)
+    except ValueError:
+        raise ArgumentError(f"{RANGE}: {column}: {text[:40]!r} is no number; give "
+                            f"{RANGE_FORMS}") from None
+
+
+def ranges_of(plan: QueryPlan, args: dict[str, Any]) -> list[Bound]:
+    """The bounds a call's ``range`` argument asks for, in a fixed order (the SQL text depends
+    only on which columns and ends are given). ArgumentError for a column the plan does not
+    bound or a value that is no number."""
+    asked = args.get(RANGE)
+    if asked is None:
+        return []
+    if not isinstance(asked, dict) or len(asked) > MAX_RANGES:
+        raise ArgumentError(f"{RANGE}: an object of at most {MAX_RANGES} columns, each "
+                            f"{RANGE_FORMS}, e.g. {{\"{(plan.ranges or ['COLUMN'])[0]}\": "
+                            '"10..20"}')
+    taken = {f.param for f in plan.filters} | set(RESERVED)
+    out: list[Bound] = []
+    for column in sorted(asked):
+        if column not in plan.ranges:
+            raise ArgumentError(f"{RANGE}: {str(column)[:80]!r} is not a number this tool "
+                                "bounds; it bounds " + (", ".join(plan.ranges) or "none"))
+        value = asked[column]
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ArgumentError(f"{RANGE}: {column}: give {RANGE_FORMS}")
+        text = str(value).strip()
+        ends: list[tuple[str, int | float]] = []
+        prefix = next(((p, op) for p, op in _PREFIX if text.startswith(p)), None)
+        if prefix is not None:
+            ends.append((prefix[1], _number(column, text[len(prefix[0]):])))
+        elif ".." in text:
+            low, high = text.split("..", 1)
+            ends += [(op, _number(column, t)) for op, t in (("gte", low), ("lte", high))
+                     if t.strip()]
+            if not ends:
+                raise ArgumentError(f"{RANGE}: {column}: give {RANGE_FORMS}")
+        else:
+            n = _number(column, text)
+            ends += [("gte", n), ("lte", n)]
+        for op, n in ends:
+            name = f"range__{len(out)}"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            out.append(Bound(column, op, n, name))
+    return out
+
+
+def ranges_key(plan: QueryPlan, args: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What a call's SQL text depends on of its ``range`` argument: the columns and ends."""
+    return tuple((b.column, b.op) for b in ranges_of(plan, args))
 
 
 RESERVED = ("limit", "window_start", "window_end")
