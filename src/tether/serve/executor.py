@@ -271,9 +271,9 @@ class Executor:
         if paged:
             out["truncated"] = truncated
             out["next_cursor"] = next_cursor
-        out["as_of"] = self.as_of(call.user, products)
+        out["as_of"], basis = self.as_of_said(call.user, products)
         if out["as_of"] is not None:
-            out["as_of_basis"] = self.as_of_basis(products)
+            out["as_of_basis"] = basis
         units = call.plan.units or definition_units(call.definition)  # a plan from before units
         if units:
             out["units"] = units
@@ -336,12 +336,21 @@ class Executor:
     def as_of(self, user: str, products: list[str]) -> str | None:
         """The oldest of the products' newest freshness values (the data is as old as its
         stalest input), over what the user may read of each."""
-        oldest: dt.datetime | None = None
-        for product in products:
-            value = self._freshness(user, product)
-            if value is not None:
-                oldest = value if oldest is None or value < oldest else oldest
-        return oldest.isoformat() if oldest else None
+        return self.as_of_said(user, products)[0]
+
+    def as_of_said(self, user: str, products: list[str]) -> tuple[str | None, str]:
+        """(as_of, what it is in words): of several products, the basis of the stalest one,
+        named (where the others hold newer data), never every basis at once."""
+        known = {p: v for p in dict.fromkeys(products)
+                 if (v := self._freshness(user, p)) is not None}
+        if not known:
+            return None, ""
+        oldest = min(known.values())
+        at = [p for p, v in known.items() if v == oldest]
+        basis = self.as_of_basis(at)
+        if len(at) < len(known):
+            basis += f" of {', '.join(at)}, the stalest of the {len(known)} tables read"
+        return oldest.isoformat(), basis
 
     def as_of_basis(self, products: list[str]) -> str:
         """What as_of is, in words: the newest value of a time column in the data ("the

@@ -258,9 +258,10 @@ def run_sql(ex: Executor, call: Call) -> Answered:
                            "next_cursor": pagination.encode(
                                ex.cursor_key, call.user, call.tool, call.version, call.args,
                                [offset + len(rows)]) if more else None,
-                           "as_of": ex.as_of(call.user, products)}
+                           "as_of": None}
+    out["as_of"], basis = ex.as_of_said(call.user, products)
     if out["as_of"] is not None:
-        out["as_of_basis"] = ex.as_of_basis(products)
+        out["as_of_basis"] = basis
     if capped == "bytes":
         out["capped"] = f"stopped at {cap:,} bytes of values"
     return Answered(out, ex.evidence(call, src, shown, params, products, fenced=True))
