@@ -130,7 +130,8 @@ def test_count_by_counts_what_the_caller_would_page_through(which: str,
 def test_sum_and_average_equal_the_rows_the_caller_may_page(which: str,
                                                            built_both: dict[str, Project]) -> None:
     """The total and mean of a numeric column, with its unit, equal what the same user gets by
-    paging every row and adding up; the sentence states them with the unit."""
+    paging every row and adding up; the sentence states them with the unit, and how many rows
+    held a value where some did not (the mean is over those)."""
     project = built_both[which]
     checked = 0
     for user in _users(project):
@@ -152,6 +153,7 @@ def test_sum_and_average_equal_the_rows_the_caller_may_page(which: str,
                         values = [x[column] for x in rows if x[per] == key
                                   and x[column] is not None]
                         assert g[f"sum_{column}"] == pytest.approx(sum(values))
+                        assert g[f"rows_with_{column}"] == len(values)
                     checked += 1
                     continue
                 values = [x[column] for x in rows if x[column] is not None]
@@ -163,6 +165,10 @@ def test_sum_and_average_equal_the_rows_the_caller_may_page(which: str,
                 assert row[f"sum_{column}"] == pytest.approx(sum(values)), (v.name, column)
                 if values:
                     assert row[f"average_{column}"] == pytest.approx(sum(values) / len(values))
+                # an average leaves out the rows without a value, and says how many it kept
+                assert row[f"rows_with_{column}"] == len(values), (v.name, column)
+                assert (f"(over the {len(values)} rows with a value)" in r.content[0].text) == (
+                    len(values) != len(rows)), r.content[0].text
                 if unit:
                     assert data["units"][f"sum_{column}"] == unit
                     assert f"total {column} " in r.content[0].text

@@ -172,7 +172,7 @@ def test_every_role_gets_what_its_policy_reads_through_the_path(orchard: Orchard
     grower, = call_tools(project, "g.north", [(TOOL, {"count_by": "trees.farms.region"})])
     assert {r["trees.farms.region"] for r in grower.structured_content["rows"]} == {
         "NORTH", None}
-    assert "none (no row it points to that you may see): " in grower.content[0].text
+    assert "none (no row it points to, or no value there): " in grower.content[0].text
 
 
 def test_a_masked_parent_column_is_refused_everywhere(orchard: Orchard) -> None:

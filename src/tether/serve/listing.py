@@ -281,6 +281,9 @@ def aggregate(ex: Executor, call: Call) -> Answered:
         selects.append(fn(this=col([measured])).as_(name, quoted=True))
         if plan.units.get(measured):
             units[name] = plan.units[measured]
+    if measured is not None:  # an average is over the rows that hold a value: how many do
+        selects.append(exp.Count(this=col([measured])).as_(f"rows_with_{measured}",
+                                                            quoted=True))
     grouped = exp.select(*selects).from_(query.subquery("q"))
     most = config.serve.max_result_rows
     if groups:
@@ -524,23 +527,31 @@ def _totals(result: dict[str, Any]) -> str:
     return ("; over all of them: " + ", ".join(said[:SHOWN])) if said else ""
 
 
+def _measured(key: str, row: dict[str, Any], units: dict[str, str]) -> str:
+    """A total or an average in words; an average over fewer rows than the group's says so
+    (a row without a value is left out of it, as SQL's AVG leaves it)."""
+    said = f"{measure_words(key)} {valued(row.get(key), units.get(key), row)}"
+    held = row.get("rows_with_" + key.partition("_")[2])
+    if key.startswith("average_") and isinstance(held, int) and held != row.get("rows"):
+        said += f" (over the {held} rows with a value)"
+    return said
+
+
 def aggregate_words(result: dict[str, Any]) -> str:
     agg, rows, units = result["aggregate"], result.get("rows") or [], result.get("units") or {}
     total = result.get("total_rows", 0)
     by = agg.get("count_by")
     measures = [k for k in rows[0] if k.startswith(("sum_", "average_"))] if rows else []
     if not by:  # one row: the totals over every matching row
-        said = [f"{measure_words(k)} {valued(rows[0].get(k), units.get(k), rows[0])}"
-                for k in measures] if rows else []
+        said = [_measured(k, rows[0], units) for k in measures] if rows else []
         return f"{total} matching rows" + (": " + ", ".join(said) if said else "")
     named = []
     for r in rows[:SHOWN]:
-        values = ", ".join(f"{measure_words(k)} {valued(r.get(k), units.get(k), r)}"
-                           for k in measures)
+        values = ", ".join(_measured(k, r, units) for k in measures)
         label = next((v for k, v in r.items() if k.endswith(".label")), None)
         group = f"{r.get(by)} ({label})" if label is not None else f"{r.get(by)}"
-        if r.get(by) is None and "." in str(by):  # a path's: no referent the caller may see
-            group = "none (no row it points to that you may see)"
+        if r.get(by) is None and "." in str(by):  # a path's: no referent, or one without it
+            group = "none (no row it points to, or no value there)"
         named.append(f"{group}: {r.get('rows')} rows" + (f" ({values})" if values else ""))
     more = f", and {len(rows) - SHOWN} more values in rows" if len(rows) > SHOWN else ""
     ordered = agg.get("sorted_by")

@@ -43,6 +43,7 @@ from tether.toolgen.shared import (
     NO_UNIT,
     UNSTATED_MONEY,
     Ctx,
+    category,
     child_product,
     closed,
     crosswalk_tool,
@@ -93,7 +94,7 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
         # what a top N counts by: an enum, an identifier or a reference to another product
         # (the most active user, the busiest destination); never the whole key (one each)
         if c.column.name not in whole_key and len(routes) <= 1 and (
-                c.enum is not None or c.column.name in p.identifiers
+                c.enum is not None or category(ctx, name, c) or c.column.name in p.identifiers
                 or reference(ctx, name, c.column.name) is not None):
             countable.append(pname)
     reach = reachable(ctx, name)
@@ -222,7 +223,8 @@ def _reached_filters(ctx: Ctx, found: list[Hop], props: dict[str, Any], filters:
                 continue
             path = path_of(h.alias, c.column.name)
             if c.column.name not in parent.primary_key and (
-                    c.enum is not None or c.column.name in parent.identifiers
+                    c.enum is not None or category(ctx, h.product, c)
+                    or c.column.name in parent.identifiers
                     or c.column.name == parent.label
                     or reference(ctx, h.product, c.column.name) is not None):
                 countable.append(path)

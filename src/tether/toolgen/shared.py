@@ -302,8 +302,28 @@ def filter_columns(ctx: Ctx, name: str, cols: list[ColumnProfile]) -> list[Colum
             or (c.column.name == key and c.column.kind in LOOKUP_KINDS)
             or key_part(p, c)
             or (c.enum is not None and len(c.enum) >= 2)
+            or category(ctx, name, c)
             or (not c.column.nested and c.column.kind in LOOKUP_KINDS
                 and reference(ctx, name, c.column.name) is not None)]
+
+
+CATEGORY_TIMES = 4
+"""A category holds at most this many times profiling.enum_max_values values."""
+CATEGORY_REPEATS = 10
+"""...each held by this many rows on average or more."""
+
+
+def category(ctx: Ctx, product: str, c: ColumnProfile) -> bool:
+    """Text with too many values to be an enum whose values still repeat (a release year held
+    as text, a country, an occupation), and no key, identifier, reference or label: a filter
+    that matches one value and a column to count by, its values too many to list."""
+    n, p, leaf = c.distinct_count or 0, ctx.config.products[product], c.column.name
+    return (c.enum is None and c.column.kind == "string" and not c.column.nested
+            and c.distinct_exact and not c.nearly_unique
+            and 2 <= n <= CATEGORY_TIMES * ctx.config.profiling.enum_max_values
+            and n * CATEGORY_REPEATS <= c.non_null_count
+            and leaf not in p.primary_key and leaf not in p.identifiers and leaf != p.label
+            and reference(ctx, product, leaf) is None)
 
 
 def key_part(p: ProductConfig, c: ColumnProfile) -> bool:
@@ -485,6 +505,13 @@ def param_schema(ctx: Ctx, product: str, c: ColumnProfile,
         note = enum_note(c)
         if note:
             notes.append(note.rstrip("."))
+    elif category(ctx, product, c):  # many values that repeat: the most frequent say its form
+        text = f"one of {c.distinct_count} values in the data"
+        if not scoped(ctx, product, leaf):  # a value every caller may see
+            top = [v.value for v in c.top_values[:EXAMPLES]]
+            schema["examples"] = top
+            text += ", e.g. " + ", ".join(str(v) for v in top)
+        notes.append(text)
     if c.pattern and "pattern" not in schema and schema.get("type") == "string":
         schema["pattern"] = c.pattern  # the shape every value has (profiling/shapes.py)
     if c.unit_hint:
@@ -503,11 +530,12 @@ def scoped_examples(ctx: Ctx, product: str, c: ColumnProfile, schema: dict[str, 
                     ) -> list[Any]:
     """A filter's most frequent values, where its description could not say them (some role
     sees only part of the rows, or a mask): the server says each caller theirs."""
-    if (c.enum is None or c.column.kind == "boolean" or enum_of(schema) is not None
-            or "examples" in schema or not scoped(ctx, product, c.column.name)):
+    if ((c.enum is None and not category(ctx, product, c)) or c.column.kind == "boolean"
+            or enum_of(schema) is not None or "examples" in schema
+            or not scoped(ctx, product, c.column.name)):
         return []
-    return [e.value for e in sorted(c.enum, key=lambda e: (-(e.count or 0), str(e.value)))
-            [:EXAMPLES]]
+    return [e.value for e in sorted(c.enum or c.top_values,
+                                    key=lambda e: (-(e.count or 0), str(e.value)))][:EXAMPLES]
 
 
 def scoped(ctx: Ctx, product: str, column: str) -> bool:
