@@ -337,7 +337,7 @@ def range_schema() -> dict[str, Any]:
     """``range``: numbers bounded in one call (a plane built before 1970, a distance over 1000),
     of the rows or of what they point to; the forms said in a few tokens."""
     return {"type": "object", "description": 'Bounds numbers: {"COLUMN or PATH.column": '
-            '"LOW..HIGH"}, ends included ("..9", "5..", ">5", "<9" too).'}
+            '"5..9"}, ends included ("..9", "5.." too; ">5", "<9" without the end).'}
 
 
 def _sortable(cols: list[ColumnProfile]) -> list[str]:

@@ -297,7 +297,8 @@ class Bound:
 _COMPARE = {"gte": exp.GTE, "lte": exp.LTE, "gt": exp.GT, "lt": exp.LT}
 _PREFIX = (("<=", "lte"), (">=", "gte"), ("<", "lt"), (">", "gt"))
 MAX_RANGES = 8
-RANGE_FORMS = '"LOW..HIGH" (ends included), "..HIGH", "LOW..", ">LOW", "<HIGH" or one number'
+RANGE_FORMS = ('"5..9" (ends included), "..9", "5..", ">5" or "<9" (without the end), or one '
+               'number')
 
 
 def _number(column: str, text: str) -> int | float:
