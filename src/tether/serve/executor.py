@@ -463,6 +463,19 @@ field: the result states it as total_rows)."""
 _PLAIN = (str, int, float, bool, type(None))
 
 
+_PLAIN_TYPES = frozenset(_PLAIN)
+
+
+def json_rows(names: list[str], rows: list[tuple[Any, ...]], leave_out: str | None = None
+              ) -> list[dict[str, Any]]:
+    """Rows as dicts of JSON types, without the columns whose name starts with ``leave_out``
+    (what a statement adds beside a row's own columns). Per value: a plain one is kept as is,
+    without a call (this runs for every value of every page)."""
+    keep = [(i, n) for i, n in enumerate(names) if not (leave_out and n.startswith(leave_out))]
+    plain = _PLAIN_TYPES
+    return [{n: v if type(v := r[i]) in plain else jsonable(v) for i, n in keep} for r in rows]
+
+
 def jsonable(v: Any) -> Any:
     if isinstance(v, _PLAIN):  # most values: nothing to convert
         return v

@@ -17,7 +17,13 @@ from tether.serve import pagination
 from tether.serve.answer import SHOWN, measure_words, valued
 from tether.serve.arguments import SHAPING, coerce_times, known
 from tether.serve.emptyhints import other_case, unknown_entity
-from tether.serve.executor import TOTAL, Executor, identifiers_read, jsonable, why_empty
+from tether.serve.executor import (
+    TOTAL,
+    Executor,
+    identifiers_read,
+    json_rows,
+    why_empty,
+)
 from tether.serve.kinds import Answered, Call
 from tether.serve.labels import label_hop, labels_beside, reachable_for
 from tether.serve.runners import Runner, register
@@ -305,7 +311,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     secured, policy_params = ex.secure(grouped, call.user, aliases(plan))
     params.update(policy_params)
     got = ex.fetch(src, src.render(secured), params, most, known(call))
-    rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
+    rows = json_rows(got.names, got.rows)
     totals = {r.pop(TOTAL, None) for r in rows}
     if not groups and rows and rows[0]["rows"] == 0:
         rows = []  # nothing matched: no totals of nothing
@@ -399,19 +405,17 @@ def run(ex: Executor, call: Call) -> Answered:
     limit = int(params["limit"]) - 1
     run_text, shown_text, _ = ex.caches.sql_texts[key]
     got = ex.fetch(src, run_text, params, limit, known(call))
-    rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
+    # (what the statement added beside each row's own columns is read from the first row)
+    first = json_rows(got.names, got.rows[:1])[0] if got.rows else {}
+    rows = json_rows(got.names, got.rows, TOTAL)
     if call.args.get("cursor"):
         total = pagination.total_of(str(call.args["cursor"]))
     else:
-        total = int(rows[0][TOTAL]) if rows else 0
-    first = dict(rows[0]) if rows else {}
+        total = int(first[TOTAL]) if rows else 0
     sums = {c: first.get(f"{TOTAL}_{i}") for i, c in enumerate(totalled)}
     if any(first.get(f"{TOTAL}_min_{i}") != first.get(f"{TOTAL}_max_{i}")
            for i in range(len(moments))):
         sums = {}  # rows of several snapshots: their amounts do not add up
-    for r in rows:  # what the statement added beside each row's own columns
-        for k in [k for k in r if k.startswith(TOTAL)]:
-            del r[k]
     labels_beside(ex, call, rows)  # the name of what each reference points to
     truncated = got.capped is not None
     next_cursor = None

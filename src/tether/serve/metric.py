@@ -13,7 +13,7 @@ from sqlglot import exp
 from tether.context.periods import resolve
 from tether.serve.answer import SHOWN, valued
 from tether.serve.arguments import definition_products, known
-from tether.serve.executor import Executor, jsonable, why_empty
+from tether.serve.executor import Executor, json_rows, jsonable, why_empty
 from tether.serve.kinds import Answered, Call
 from tether.serve.runners import Runner, register
 from tether.toolgen.model import QueryPlan
@@ -35,7 +35,7 @@ def run(ex: Executor, call: Call) -> Answered:
     params.update(policy_params)
     text = src.render(secured)
     got = ex.fetch(src, text, params, plan.max_rows, known(call))
-    rows = [dict(zip(got.names, map(jsonable, r), strict=True)) for r in got.rows]
+    rows = json_rows(got.names, got.rows)
     window = resolve_window(plan, call.args, config, now)
     if window is not None:
         for r in rows:
