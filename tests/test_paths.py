@@ -435,3 +435,17 @@ def test_a_range_bounds_numbers_of_the_rows_and_of_what_they_point_to(orchard: O
     said = denied.content[0].text
     assert denied.is_error and "it bounds kg" in said and "farms." not in said.split("bounds", 2)[2]
     assert bad.is_error and "'heavy' is no number" in bad.content[0].text
+
+
+def test_a_number_of_few_values_is_counted_by(orchard: Orchard) -> None:
+    """A number of few values that repeat (kg, a tree's planting year two hops from nothing
+    else) is a count_by of its own and through a path, under the caller's policy."""
+    project = load_project(orchard.folder)
+    for user in ("o.wner", "g.north"):
+        kg, planted = call_tools(project, user, [
+            (TOOL, {"count_by": "kg", "limit": 50}),
+            (TOOL, {"count_by": "trees.planted", "limit": 50})])
+        assert _rows(kg, "kg", "rows") == _gold(orchard, user, "h.kg, count(*)",
+                                                 group="GROUP BY h.kg"), user
+        assert _rows(planted, "trees.planted", "rows") == _gold(
+            orchard, user, "t.planted, count(*)", group="GROUP BY t.planted"), user

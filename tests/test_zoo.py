@@ -269,6 +269,10 @@ CASES: dict[str, list[tuple[str, str, dict[str, Any], Pick, str]]] = {
          'JOIN item m ON i."item_id:token" = m."item_id:token" '
          'JOIN "user" u ON i."user_id:token" = u."user_id:token" '
          "WHERE m.\"movie_title:token_seq\" = 'Titanic' AND u.\"gender:token\" = 'F'"),
+        # a number of five values that repeat: a column to count by
+        ("ratings_per_star", "inter_by_attributes", {"count_by": "rating:float"},
+         rows("rating:float", "rows"),
+         'SELECT "rating:float", count(*) FROM inter GROUP BY 1 ORDER BY 1'),
         # a release year held as text, 73 values that repeat: a value to filter by
         ("movies_released_1995", "item_by_attributes", {"release_year_token": "1995"}, total,
          "SELECT count(*) FROM item WHERE \"release_year:token\" = '1995'"),
@@ -508,7 +512,6 @@ MORE_THAN_ONE_CALL: dict[str, dict[str, str]] = {
     "movielens100k": {
         "best_rated_popular_movies": "a mean over items with at least 200 ratings (HAVING)",
         "film_noir_count": "genres are a token list in one text column",
-        "ratings_per_star": "a float rating is no enum to count by",
         "toy_story_genres": "the knowledge graph joined to the movie",
         "unknown_release_year": "a value that is not a year, found by its shape"},
 }

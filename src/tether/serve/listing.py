@@ -223,7 +223,9 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     countable = [c for c in (plan.counts if plan.counts is not None else [
         x.param for x in plan.filters if not x.routes]) if reach(c)]
     by_path = path_checked(ex, call, str(by), "count_by") if by and f is None else None
-    if by and ((f is None and by_path is None) or (f is not None and f.routes)
+    # a column of the rows counted by, that no parameter filters (a star rating, a month)
+    own = str(by) if by and f is None and by_path is None and by in countable else None
+    if by and ((f is None and by_path is None and own is None) or (f is not None and f.routes)
                or by not in countable):
         raise ArgumentError(f"count_by: {str(by)[:80]!r} is not one of this tool's "
                             "parameters to count by; it takes " + (
@@ -234,7 +236,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     if measured is not None and measured not in plan.aggregates:
         raise ArgumentError(f"{AGGREGATE}: {str(measured)[:80]!r} is not one of "
                             f"{', '.join(plan.aggregates) or 'no column'}")
-    for param, column in [(str(by), ref_column(f.column)[1]) if f else ("", ""),
+    for param, column in [(str(by), ref_column(f.column)[1]) if f else (str(by), own or ""),
                           (AGGREGATE, str(measured or ""))]:
         if column and (column in masks or column.rsplit(".", 1)[-1] in masks):
             raise Refusal("masked_predicate", f"{param}: {column} is masked for your role, "
@@ -265,7 +267,7 @@ def aggregate(ex: Executor, call: Call) -> Answered:
     groups: list[tuple[list[str], str]] = []  # (column path, name in the result)
     if f is not None:
         groups.append((ref_parts(f.column)[1:], str(by)))
-    elif by_path is not None:
+    elif by_path is not None or own is not None:
         groups.append(([str(by)], str(by)))
     if named is not None:
         groups.append(([f"{named[0]}.label"], f"{named[0]}.label"))

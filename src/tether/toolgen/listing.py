@@ -46,6 +46,7 @@ from tether.toolgen.shared import (
     category,
     child_product,
     closed,
+    counted_number,
     crosswalk_tool,
     each_rows,
     envelope,
@@ -97,6 +98,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                 c.enum is not None or category(ctx, name, c) or c.column.name in p.identifiers
                 or reference(ctx, name, c.column.name) is not None):
             countable.append(pname)
+    countable += [c.column.name for c in cols if counted_number(ctx, name, c)
+                  and c.column.name not in countable]
     reach = reachable(ctx, name)
     chosen = p.tool.filters if p.tool else None
     reached = _reached_filters(ctx, reach, props, filters, countable, chosen)
@@ -218,6 +221,8 @@ def _reached_filters(ctx: Ctx, found: list[Hop], props: dict[str, Any], filters:
     for h in found:
         cols = visible_columns(ctx, h.product)
         parent = ctx.config.products[h.product]
+        countable += [path_of(h.alias, c.column.name) for c in cols
+                      if counted_number(ctx, h.product, c)]
         for c in filter_columns(ctx, h.product, cols):
             if c.column.name == h.key or c.column.nested:
                 continue

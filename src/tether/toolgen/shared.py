@@ -313,6 +313,17 @@ CATEGORY_REPEATS = 10
 """...each held by this many rows on average or more."""
 
 
+def counted_number(ctx: Ctx, product: str, c: ColumnProfile) -> bool:
+    """A number of few values that repeat (a star rating, a month, a count of engines), and no
+    key, identifier, reference or time: a column to count by (``range`` bounds it)."""
+    n, p, leaf = c.distinct_count or 0, ctx.config.products[product], c.column.name
+    return (c.column.kind in ("integer", "decimal", "float") and not c.column.nested
+            and c.distinct_exact and 2 <= n <= ctx.config.profiling.enum_max_values
+            and n * 2 <= c.non_null_count and leaf not in p.primary_key
+            and leaf not in p.identifiers and leaf not in p.time_columns
+            and reference(ctx, product, leaf) is None)
+
+
 def category(ctx: Ctx, product: str, c: ColumnProfile) -> bool:
     """Text with too many values to be an enum whose values still repeat (a release year held
     as text, a country, an occupation), and no key, identifier, reference or label: a filter
