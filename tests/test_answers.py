@@ -231,20 +231,24 @@ def test_every_answer_starts_with_one_sentence(which: str, built_both: dict[str,
 
 
 def test_a_masked_column_is_neither_counted_nor_totalled(built_both: dict[str, Project]) -> None:
-    """A column masked for the caller cannot be totalled (a total over one row is the value):
-    a masked_predicate refusal, on the second warehouse's front desk."""
+    """A column masked for the caller cannot be totalled (a total over one row is the value)
+    nor bounded by a range (its bounds would tell the value): a masked_predicate refusal, on
+    the second warehouse's front desk (a birth year: a part of a date, bounded, not totalled)."""
     project = built_both["second"]
     config = project.config
     checked = 0
     for user, cfg in config.policies.users.items():
         masks = config.policies.roles[cfg.role].masks
         for v in _listings(project, user):
-            columns = v.definition["inputSchema"]["properties"].get(AGG, {}).get("enum", [])
-            for column in columns:
+            totalled = v.definition["inputSchema"]["properties"].get(AGG, {}).get("enum", [])
+            asked = [{AGG: c} for c in totalled] + [{"range": {c: "1..3000"}}
+                                                    for c in v.plan.ranges]
+            for args in asked:
+                column = args.get(AGG) or next(iter(args.get("range", {})))
                 if f"{v.plan.product}.{column}" not in masks:
                     continue
-                (r,) = call_tools(project, user, [(v.name, {AGG: column})])
-                assert r.is_error and r.content[0].text.startswith("Not permitted")
+                (r,) = call_tools(project, user, [(v.name, args)])
+                assert r.is_error and r.content[0].text.startswith("Not permitted"), args
                 assert (r.meta or {})["tether/refusal"]["reason"] == "masked_predicate"
                 checked += 1
     assert checked >= 1

