@@ -449,3 +449,16 @@ def test_a_number_of_few_values_is_counted_by(orchard: Orchard) -> None:
                                                  group="GROUP BY h.kg"), user
         assert _rows(planted, "trees.planted", "rows") == _gold(
             orchard, user, "t.planted, count(*)", group="GROUP BY t.planted"), user
+
+
+def test_a_result_field_sorts_as_its_order_by_name(orchard: Orchard) -> None:
+    """order_by takes a grouped result's own field names (average_kg, rows) as it takes
+    avg_of_kg and count: an agent that read the result's fields sorts by them."""
+    project = load_project(orchard.folder)
+    asked = {"count_by": "picked_by", "sum_and_average_of": "kg", "limit": 3}
+    by_name, by_field, by_rows, by_count = call_tools(project, "o.wner", [
+        (TOOL, {**asked, "order_by": "avg_of_kg"}), (TOOL, {**asked, "order_by": "average_kg"}),
+        (TOOL, {**asked, "order_by": "rows"}), (TOOL, {**asked, "order_by": "count"})])
+    assert not by_field.is_error, by_field.content[0].text
+    assert by_field.structured_content["rows"] == by_name.structured_content["rows"]
+    assert by_rows.structured_content["rows"] == by_count.structured_content["rows"]

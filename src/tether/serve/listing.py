@@ -109,11 +109,12 @@ def asked_order(call: Call, masks: dict[str, Any] | set[str],
                        f"avg_of_{measured}": f"average_{measured}"}
         if by is not None:
             fields[str(by)] = str(by)
-        if spec not in fields:
+        named = fields.get(spec) or (spec if spec in fields.values() else None)
+        if named is None:  # (a result's own field name sorts too: average_C as avg_of_C)
             raise ArgumentError(f"order_by: {spec[:80]!r} is not one of this result's fields; "
                                 "with count_by or sum_and_average_of it takes "
                                 + ", ".join(fields))
-        return fields[spec], (order or ("asc" if spec == by else "desc")) == "desc"
+        return named, (order or ("asc" if spec == by else "desc")) == "desc"
     orderable = [o for o in plan.orderable or [] if reach(o)]
     if spec not in orderable:
         hint = ("; count, sum_of_C and avg_of_C sort counts and totals (with count_by or "
