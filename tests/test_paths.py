@@ -435,6 +435,8 @@ def test_a_range_bounds_numbers_of_the_rows_and_of_what_they_point_to(orchard: O
     said = denied.content[0].text
     assert denied.is_error and "it bounds kg" in said and "farms." not in said.split("bounds", 2)[2]
     assert bad.is_error and "'heavy' is no number" in bad.content[0].text
+    key, = call_tools(project, "o.wner", [(TOOL, {"range": {"harvest_id": "1..5"}})])
+    assert key.is_error and "not a number this tool bounds" in key.content[0].text  # a key
 
 
 def test_a_number_of_few_values_is_counted_by(orchard: Orchard) -> None:

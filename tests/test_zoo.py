@@ -276,6 +276,11 @@ CASES: dict[str, list[tuple[str, str, dict[str, Any], Pick, str]]] = {
         # a release year held as text, 73 values that repeat: a value to filter by
         ("movies_released_1995", "item_by_attributes", {"release_year_token": "1995"}, total,
          "SELECT count(*) FROM item WHERE \"release_year:token\" = '1995'"),
+        # and through a path: the ratings of the movies released in 1995
+        ("ratings_of_1995_movies", "inter_by_attributes",
+         {"item_release_year_token": "1995", "limit": 1}, total,
+         'SELECT count(*) FROM inter i JOIN item m ON i."item_id:token" = m."item_id:token" '
+         "WHERE m.\"release_year:token\" = '1995'"),
         # a number of the row a rating points to, and of the rating itself: one range each
         ("teen_raters_five_stars", "inter_by_attributes",
          {"range": {"user.age:token": "<18", "rating:float": "5"}, "limit": 1}, total,

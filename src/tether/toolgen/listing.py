@@ -43,10 +43,10 @@ from tether.toolgen.shared import (
     NO_UNIT,
     UNSTATED_MONEY,
     Ctx,
-    category,
     child_product,
     closed,
     counted_number,
+    counts_by,
     crosswalk_tool,
     each_rows,
     envelope,
@@ -92,11 +92,8 @@ def listing_tool(ctx: Ctx, name: str) -> GeneratedTool:
                               several=several,
                               declared=declared_unseen(ctx.config, name, c) if several else [],
                               examples=scoped_examples(ctx, name, c, props[pname])))
-        # what a top N counts by: an enum, an identifier or a reference to another product
-        # (the most active user, the busiest destination); never the whole key (one each)
-        if c.column.name not in whole_key and len(routes) <= 1 and (
-                c.enum is not None or category(ctx, name, c) or c.column.name in p.identifiers
-                or reference(ctx, name, c.column.name) is not None):
+        # never the whole key (one each)
+        if c.column.name not in whole_key and len(routes) <= 1 and counts_by(ctx, name, c):
             countable.append(pname)
     countable += [c.column.name for c in cols if counted_number(ctx, name, c)
                   and c.column.name not in countable]
@@ -228,10 +225,7 @@ def _reached_filters(ctx: Ctx, found: list[Hop], props: dict[str, Any], filters:
                 continue
             path = path_of(h.alias, c.column.name)
             if c.column.name not in parent.primary_key and (
-                    c.enum is not None or category(ctx, h.product, c)
-                    or c.column.name in parent.identifiers
-                    or c.column.name == parent.label
-                    or reference(ctx, h.product, c.column.name) is not None):
+                    counts_by(ctx, h.product, c) or c.column.name == parent.label):
                 countable.append(path)
             out.append(path)
             if named is not None and path not in named:

@@ -224,11 +224,8 @@ def compile_plan(
         f.param in params or _several(f, args.get(f.param)) is not None)}
     if "window_start" in params and plan.window is not None and plan.window.via:
         wanted.add(plan.window.via)  # the time is the referent's: its hop is joined
-    bounded = ranges_of(plan, args)
-    for b in bounded:
-        found = path_column(plan, b.column)
-        if found is not None:
-            wanted.add(found.alias)
+    bounded = [(b, path_column(plan, b.column)) for b in ranges_of(plan, args)]
+    wanted |= {found.alias for _b, found in bounded if found is not None}
     if wanted:
         query = join_hops(query, plan_hops(plan, labels=True), wanted,
                           lambda product, alias: _table(config, product, plan.dialect, alias))
@@ -260,8 +257,7 @@ def compile_plan(
             cond = {"eq": exp.EQ, "gte": exp.GTE, "lt": exp.LT}[f.op](
                 this=filtered_column(f), expression=placeholder(f.param))
         query = query.where(cond)
-    for b in bounded:
-        found = path_column(plan, b.column)
+    for b, found in bounded:
         col = (qualified(ref(found.alias, found.column)) if found is not None
                else qualified(ref(plan.product or "", b.column)))
         query = query.where(_COMPARE[b.op](this=col, expression=placeholder(b.placeholder)))
@@ -324,8 +320,7 @@ def ranges_of(plan: QueryPlan, args: dict[str, Any]) -> list[Bound]:
         raise ArgumentError(f"{RANGE}: an object of at most {MAX_RANGES} columns, each "
                             f"{RANGE_FORMS}, e.g. {{\"{(plan.ranges or ['COLUMN'])[0]}\": "
                             '"10..20"}')
-    taken = {f.param for f in plan.filters} | set(RESERVED)
-    out: list[Bound] = []
+    ends: list[tuple[str, str, int | float]] = []  # (column, op, value)
     for column in sorted(asked):
         if column not in plan.ranges:
             raise ArgumentError(f"{RANGE}: {str(column)[:80]!r} is not a number this tool "
@@ -334,26 +329,21 @@ def ranges_of(plan: QueryPlan, args: dict[str, Any]) -> list[Bound]:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ArgumentError(f"{RANGE}: {column}: give {RANGE_FORMS}")
         text = str(value).strip()
-        ends: list[tuple[str, int | float]] = []
         prefix = next(((p, op) for p, op in _PREFIX if text.startswith(p)), None)
         if prefix is not None:
-            ends.append((prefix[1], _number(column, text[len(prefix[0]):])))
+            ends.append((column, prefix[1], _number(column, text[len(prefix[0]):])))
         elif ".." in text:
             low, high = text.split("..", 1)
-            ends += [(op, _number(column, t)) for op, t in (("gte", low), ("lte", high))
+            given = [(column, op, _number(column, t)) for op, t in (("gte", low), ("lte", high))
                      if t.strip()]
-            if not ends:
+            if not given:
                 raise ArgumentError(f"{RANGE}: {column}: give {RANGE_FORMS}")
+            ends += given
         else:
             n = _number(column, text)
-            ends += [("gte", n), ("lte", n)]
-        for op, n in ends:
-            name = f"range__{len(out)}"
-            while name in taken:
-                name += "_"
-            taken.add(name)
-            out.append(Bound(column, op, n, name))
-    return out
+            ends += [(column, "gte", n), (column, "lte", n)]
+    return [Bound(column, op, n, name) for (column, op, n), name
+            in zip(ends, _free_names(plan, RANGE, len(ends)), strict=True)]
 
 
 def ranges_key(plan: QueryPlan, args: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -368,10 +358,16 @@ RESERVED = ("limit", "window_start", "window_end")
 def value_names(plan: QueryPlan, f: Filter, n: int) -> list[str]:
     """Placeholder names of ``n`` values of ``f`` (``status__0``, ...), none another
     parameter's or a reserved name."""
+    return _free_names(plan, f.param, n)
+
+
+def _free_names(plan: QueryPlan, base: str, n: int) -> list[str]:
+    """``n`` placeholder names ``base__0``, ``base__1``, ..., none a filter's parameter, a
+    reserved name or the cursor's ``k0``, ``k1``, ..."""
     taken = {g.param for g in plan.filters} | set(RESERVED)
     names = []
     for i in range(n):
-        name = f"{f.param}__{i}"
+        name = f"{base}__{i}"
         while name in taken or re.fullmatch(r"k\d+", name):
             name += "_"
         taken.add(name)

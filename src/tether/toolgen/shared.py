@@ -315,6 +315,14 @@ CATEGORY_REPEATS = 10
 """...each held by this many rows on average or more."""
 
 
+def counts_by(ctx: Ctx, product: str, c: ColumnProfile) -> bool:
+    """A filter's column a top N counts by: an enum, a category, an identifier or a reference
+    to another product (the most active user, the busiest destination)."""
+    p = ctx.config.products[product]
+    return (c.enum is not None or category(ctx, product, c) or c.column.name in p.identifiers
+            or reference(ctx, product, c.column.name) is not None)
+
+
 def counted_number(ctx: Ctx, product: str, c: ColumnProfile) -> bool:
     """A number of few values that repeat (a star rating, a month, a count of engines), and no
     key, identifier, reference or time: a column to count by (``range`` bounds it)."""
