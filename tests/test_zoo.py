@@ -293,6 +293,10 @@ CASES: dict[str, list[tuple[str, str, dict[str, Any], Pick, str]]] = {
          "WHERE m.\"movie_title:token_seq\" = 'Toy Story'"),
     ],
     "tpch": [  # chosen (TPC-H through its generator's wheel) before its rows were looked at
+        # a part of the composite key with seven values: counted by, as an agent asked
+        ("lines_per_line_number", "lineitem_by_attributes", {"count_by": "l_linenumber"},
+         rows("l_linenumber", "rows"),
+         "SELECT l_linenumber, count(*) FROM lineitem GROUP BY 1 ORDER BY 1"),
         ("nation_by_key", "nation_by_attributes", {"n_nationkey": 7},
          rows("n_name", "n_regionkey"),
          "SELECT n_name, n_regionkey FROM nation WHERE n_nationkey = 7"),

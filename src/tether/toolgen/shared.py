@@ -324,12 +324,13 @@ def counts_by(ctx: Ctx, product: str, c: ColumnProfile) -> bool:
 
 
 def counted_number(ctx: Ctx, product: str, c: ColumnProfile) -> bool:
-    """A number of few values that repeat (a star rating, a month, a count of engines), and no
-    key, identifier, reference or time: a column to count by (``range`` bounds it)."""
+    """A number of few values that repeat (a star rating, a month, a count of engines, a line
+    number within an order's composite key), and no whole key, identifier, reference or time:
+    a column to count by (``range`` bounds it)."""
     n, p, leaf = c.distinct_count or 0, ctx.config.products[product], c.column.name
     return (c.column.kind in ("integer", "decimal", "float") and not c.column.nested
             and c.distinct_exact and 2 <= n <= ctx.config.profiling.enum_max_values
-            and n * 2 <= c.non_null_count and leaf not in p.primary_key
+            and n * 2 <= c.non_null_count and p.primary_key != [leaf]
             and leaf not in p.identifiers and leaf not in p.time_columns
             and reference(ctx, product, leaf) is None)
 
